@@ -1,0 +1,106 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// Well-known labels, annotations and taints. They are the one place every package of this
+// project reads these names from; the AWS provider's labels are here too, so that the solver,
+// the policy engine and the CLI agree on them without importing a provider.
+
+const (
+	// Group is the API group of NodePool and NodeClaim.
+	Group = "karpenter.sh"
+
+	// NodePoolLabelKey names the NodePool a node or NodeClaim was launched for.
+	NodePoolLabelKey = Group + "/nodepool"
+	// CapacityTypeLabelKey is the purchase option of a node: spot, on-demand or reserved.
+	CapacityTypeLabelKey = Group + "/capacity-type"
+	// NodeInitializedLabelKey marks a node that the NodeClaim lifecycle has initialized.
+	NodeInitializedLabelKey = Group + "/initialized"
+	// NodeRegisteredLabelKey marks a node that has registered with its NodeClaim.
+	NodeRegisteredLabelKey = Group + "/registered"
+
+	// DoNotDisruptAnnotationKey on a pod or node blocks voluntary disruption.
+	DoNotDisruptAnnotationKey = Group + "/do-not-disrupt"
+	// NodePoolHashAnnotationKey holds the hash of the NodePool template, for drift detection.
+	NodePoolHashAnnotationKey = Group + "/nodepool-hash"
+	// NodePoolHashVersionAnnotationKey holds the version of the hashing scheme.
+	NodePoolHashVersionAnnotationKey = Group + "/nodepool-hash-version"
+	// NodeClaimTerminationTimestampAnnotationKey is when a draining NodeClaim is forcibly removed.
+	NodeClaimTerminationTimestampAnnotationKey = Group + "/nodeclaim-termination-timestamp"
+
+	// DisruptedTaintKey is put on nodes that are being disrupted, so no new pods land there.
+	DisruptedTaintKey = Group + "/disrupted"
+	// UnregisteredTaintKey keeps pods off a node until it registers with its NodeClaim.
+	UnregisteredTaintKey = Group + "/unregistered"
+
+	// TerminationFinalizer is on Nodes and NodeClaims that Karpenter drains before deletion.
+	TerminationFinalizer = Group + "/termination"
+
+	// Capacity types.
+	CapacityTypeSpot     = "spot"
+	CapacityTypeOnDemand = "on-demand"
+	CapacityTypeReserved = "reserved"
+
+	// ArchitectureAmd64 and ArchitectureArm64 are the values of kubernetes.io/arch.
+	ArchitectureAmd64 = "amd64"
+	ArchitectureArm64 = "arm64"
+)
+
+// Standard Kubernetes labels that Karpenter reads and sets.
+const (
+	LabelInstanceType   = corev1.LabelInstanceTypeStable // node.kubernetes.io/instance-type
+	LabelTopologyZone   = corev1.LabelTopologyZone       // topology.kubernetes.io/zone
+	LabelTopologyRegion = corev1.LabelTopologyRegion     // topology.kubernetes.io/region
+	LabelArch           = corev1.LabelArchStable         // kubernetes.io/arch
+	LabelOS             = corev1.LabelOSStable           // kubernetes.io/os
+	LabelHostname       = corev1.LabelHostname           // kubernetes.io/hostname
+	LabelWindowsBuild   = corev1.LabelWindowsBuild       // node.kubernetes.io/windows-build
+)
+
+// Labels of the AWS provider (karpenter.k8s.aws), describing the instance type of a node.
+const (
+	AWSGroup = "karpenter.k8s.aws"
+
+	LabelInstanceFamily     = AWSGroup + "/instance-family"
+	LabelInstanceCategory   = AWSGroup + "/instance-category"
+	LabelInstanceCPU        = AWSGroup + "/instance-cpu"
+	LabelInstanceMemory     = AWSGroup + "/instance-memory"
+	LabelInstanceGeneration = AWSGroup + "/instance-generation"
+	LabelInstanceSize       = AWSGroup + "/instance-size"
+	LabelInstanceHypervisor = AWSGroup + "/instance-hypervisor"
+	LabelInstanceGPUName    = AWSGroup + "/instance-gpu-name"
+	LabelInstanceGPUCount   = AWSGroup + "/instance-gpu-count"
+	LabelInstanceGPUMemory  = AWSGroup + "/instance-gpu-memory"
+	LabelEC2NodeClass       = AWSGroup + "/ec2nodeclass"
+)
+
+// Well-known taints.
+var (
+	// DisruptedNoScheduleTaint is applied to a node before it is drained.
+	DisruptedNoScheduleTaint = corev1.Taint{Key: DisruptedTaintKey, Effect: corev1.TaintEffectNoSchedule}
+	// UnregisteredNoExecuteTaint is applied at launch and removed at registration.
+	UnregisteredNoExecuteTaint = corev1.Taint{Key: UnregisteredTaintKey, Effect: corev1.TaintEffectNoExecute}
+)
+
+// RestrictedLabelDomains are label domains that a NodePool may not set or require, except
+// for the keys in LabelDomainExceptions and WellKnownLabels.
+var RestrictedLabelDomains = sets.New("kubernetes.io", "k8s.io", Group, AWSGroup)
+
+// LabelDomainExceptions are sub-domains of restricted domains that users may still use.
+var LabelDomainExceptions = sets.New("kops.k8s.io", "node.kubernetes.io", "node-restriction.kubernetes.io")
+
+// RestrictedLabels may never be set or required on a NodePool: Karpenter or the kubelet own them.
+var RestrictedLabels = sets.New(NodePoolLabelKey, LabelHostname, NodeInitializedLabelKey, NodeRegisteredLabelKey)
+
+// WellKnownLabels are the labels that instance types and offerings are described by; they
+// may appear in NodePool requirements although their domains are restricted.
+var WellKnownLabels = sets.New(
+	NodePoolLabelKey, CapacityTypeLabelKey,
+	LabelInstanceType, LabelTopologyZone, LabelTopologyRegion, LabelArch, LabelOS, LabelWindowsBuild,
+	LabelInstanceFamily, LabelInstanceCategory, LabelInstanceCPU, LabelInstanceMemory,
+	LabelInstanceGeneration, LabelInstanceSize, LabelInstanceHypervisor,
+	LabelInstanceGPUName, LabelInstanceGPUCount, LabelInstanceGPUMemory,
+)

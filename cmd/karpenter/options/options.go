@@ -1,0 +1,165 @@
+// Package options holds the controller manager's settings: every flag, with an environment
+// variable fallback, in one place. It parses and validates; it starts nothing.
+package options
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Options are the controller manager's settings.
+type Options struct {
+	MetricsBindAddress      string
+	HealthProbeBindAddress  string
+	LeaderElect             bool
+	LeaderElectionID        string
+	LeaderElectionNamespace string
+	KubeClientQPS           float64
+	KubeClientBurst         int
+	WebhookPort             int
+	WebhookCertDir          string
+	EnableWebhooks          bool
+	CloudProvider           string
+	BatchIdleDuration       time.Duration
+	BatchMaxDuration        time.Duration
+	LogLevel                string
+}
+
+// envName is the environment variable that stands in for a flag: --leader-elect reads
+// LEADER_ELECT.
+func envName(flagName string) string {
+	return strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// AddFlags registers the flags on fs, with defaults taken from the environment when set.
+// Environment values that do not parse are reported by Parse, naming the variable.
+func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
+	errs := &EnvErrors{}
+	str := func(p *string, name, def, usage string) {
+		if v, ok := os.LookupEnv(envName(name)); ok {
+			def = v
+		}
+		fs.StringVar(p, name, def, usage+" (env "+envName(name)+")")
+	}
+	boolean := func(p *bool, name string, def bool, usage string) {
+		if v, ok := os.LookupEnv(envName(name)); ok {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				errs.add(name, v, err)
+			} else {
+				def = b
+			}
+		}
+		fs.BoolVar(p, name, def, usage+" (env "+envName(name)+")")
+	}
+	integer := func(p *int, name string, def int, usage string) {
+		if v, ok := os.LookupEnv(envName(name)); ok {
+			i, err := strconv.Atoi(v)
+			if err != nil {
+				errs.add(name, v, err)
+			} else {
+				def = i
+			}
+		}
+		fs.IntVar(p, name, def, usage+" (env "+envName(name)+")")
+	}
+	float := func(p *float64, name string, def float64, usage string) {
+		if v, ok := os.LookupEnv(envName(name)); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				errs.add(name, v, err)
+			} else {
+				def = f
+			}
+		}
+		fs.Float64Var(p, name, def, usage+" (env "+envName(name)+")")
+	}
+	duration := func(p *time.Duration, name string, def time.Duration, usage string) {
+		if v, ok := os.LookupEnv(envName(name)); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				errs.add(name, v, err)
+			} else {
+				def = d
+			}
+		}
+		fs.DurationVar(p, name, def, usage+" (env "+envName(name)+")")
+	}
+
+	str(&o.MetricsBindAddress, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
+	str(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address the /healthz and /readyz probes bind to")
+	boolean(&o.LeaderElect, "leader-elect", true, "elect a leader so that only one replica acts")
+	str(&o.LeaderElectionID, "leader-election-id", "karpenter-leader-election", "name of the leader election Lease")
+	str(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; empty means the pod's namespace")
+	float(&o.KubeClientQPS, "kube-client-qps", 200, "queries per second to the API server")
+	integer(&o.KubeClientBurst, "kube-client-burst", 300, "burst of queries to the API server")
+	integer(&o.WebhookPort, "webhook-port", 9443, "port the webhook server listens on")
+	str(&o.WebhookCertDir, "webhook-cert-dir", "", "directory holding tls.crt and tls.key for the webhook server")
+	boolean(&o.EnableWebhooks, "enable-webhooks", true, "serve the conversion and validating webhooks")
+	str(&o.CloudProvider, "cloud-provider", "kwok", "cloud provider: kwok or aws")
+	duration(&o.BatchIdleDuration, "batch-idle-duration", time.Second, "how long the provisioner waits for more pending pods before it solves")
+	duration(&o.BatchMaxDuration, "batch-max-duration", 10*time.Second, "the longest a provisioning batch stays open")
+	str(&o.LogLevel, "log-level", "info", "log level: debug, info or error")
+	return errs
+}
+
+// Validate checks values that each flag accepts alone but that do not make sense.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.KubeClientQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-client-qps must be positive, got %v", o.KubeClientQPS))
+	}
+	if o.KubeClientBurst <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-client-burst must be positive, got %d", o.KubeClientBurst))
+	}
+	if o.WebhookPort <= 0 || o.WebhookPort > 65535 {
+		errs = append(errs, fmt.Errorf("--webhook-port must be in 1..65535, got %d", o.WebhookPort))
+	}
+	switch o.CloudProvider {
+	case "kwok", "aws":
+	default:
+		errs = append(errs, fmt.Errorf("--cloud-provider must be kwok or aws, got %q", o.CloudProvider))
+	}
+	if o.BatchIdleDuration <= 0 || o.BatchMaxDuration <= 0 {
+		errs = append(errs, fmt.Errorf("--batch-idle-duration and --batch-max-duration must be positive"))
+	} else if o.BatchIdleDuration > o.BatchMaxDuration {
+		errs = append(errs, fmt.Errorf("--batch-idle-duration (%s) must not exceed --batch-max-duration (%s)", o.BatchIdleDuration, o.BatchMaxDuration))
+	}
+	switch o.LogLevel {
+	case "debug", "info", "error":
+	default:
+		errs = append(errs, fmt.Errorf("--log-level must be debug, info or error, got %q", o.LogLevel))
+	}
+	return errors.Join(errs...)
+}
+
+// Parse registers the flags on fs, parses args, and validates the result.
+func Parse(fs *flag.FlagSet, args []string) (*Options, error) {
+	o := &Options{}
+	envErrs := o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := envErrs.Err(); err != nil {
+		return nil, err
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// EnvErrors collects environment variables whose values do not parse.
+type EnvErrors struct{ errs []error }
+
+func (e *EnvErrors) add(flagName, value string, err error) {
+	e.errs = append(e.errs, fmt.Errorf("environment variable %s=%q (for --%s): %w", envName(flagName), value, flagName, err))
+}
+
+// Err joins the collected errors, or is nil.
+func (e *EnvErrors) Err() error { return errors.Join(e.errs...) }
