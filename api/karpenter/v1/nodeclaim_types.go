@@ -10,11 +10,15 @@ import (
 // class that configures it, and the resources it must have room for.
 type NodeClaimSpec struct {
 	// Taints will be applied to the NodeClaim's node.
+	// +kubebuilder:validation:XValidation:message="taint effect must be one of NoSchedule, PreferNoSchedule or NoExecute",rule="self.all(x, x.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])"
+	// +kubebuilder:validation:MaxItems:=100
 	// +optional
 	Taints []corev1.Taint `json:"taints,omitempty"`
 	// StartupTaints are taints that are applied to nodes upon startup which are expected to be
 	// removed automatically within a short period of time, typically by a DaemonSet that
 	// tolerates the taint. They are ignored when placing pods.
+	// +kubebuilder:validation:XValidation:message="taint effect must be one of NoSchedule, PreferNoSchedule or NoExecute",rule="self.all(x, x.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])"
+	// +kubebuilder:validation:MaxItems:=100
 	// +optional
 	StartupTaints []corev1.Taint `json:"startupTaints,omitempty"`
 	// Requirements are layered with GetLabels and applied to every node.
@@ -68,6 +72,7 @@ type NodeSelectorRequirementWithMinValues struct {
 	// Values is the set of values the operator applies to; one integer for Gt, Lt, Gte and Lte,
 	// none for Exists and DoesNotExist.
 	// +kubebuilder:validation:MaxItems:=100
+	// +kubebuilder:validation:items:MaxLength:=63
 	// +listType=atomic
 	// +optional
 	Values []string `json:"values,omitempty"`

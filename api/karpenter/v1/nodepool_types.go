@@ -129,10 +129,14 @@ type ObjectMeta struct {
 // those come from the pods each NodeClaim is launched for.
 type NodeClaimTemplateSpec struct {
 	// Taints will be applied to the NodeClaim's node.
+	// +kubebuilder:validation:XValidation:message="taint effect must be one of NoSchedule, PreferNoSchedule or NoExecute",rule="self.all(x, x.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])"
+	// +kubebuilder:validation:MaxItems:=100
 	// +optional
 	Taints []corev1.Taint `json:"taints,omitempty"`
 	// StartupTaints are taints that are applied to nodes upon startup which are expected to be
 	// removed automatically within a short period of time.
+	// +kubebuilder:validation:XValidation:message="taint effect must be one of NoSchedule, PreferNoSchedule or NoExecute",rule="self.all(x, x.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])"
+	// +kubebuilder:validation:MaxItems:=100
 	// +optional
 	StartupTaints []corev1.Taint `json:"startupTaints,omitempty"`
 	// Requirements are layered with GetLabels and applied to every node.

@@ -1,0 +1,75 @@
+# Karpenter with a policy layer. `make run` starts a local cluster with the controller;
+# `make test` runs everything CI runs. `make help` lists the rest.
+
+SHELL = /usr/bin/env bash -o pipefail
+.SHELLFLAGS = -ec
+
+# Go test parallelism: the reference machine has 2 cores.
+GO_TEST_P ?= 2
+GO_TEST_FLAGS ?=
+CONTROLLER_GEN = go tool -modfile=hack/tools/codegen/go.mod controller-gen
+CONVERTED_CRDS = config/crd/bases/karpenter.sh_nodepools.yaml \
+	config/crd/bases/karpenter.sh_nodeclaims.yaml \
+	config/crd/bases/karpenter.k8s.aws_ec2nodeclasses.yaml
+# Packages whose tests need no API server.
+UNIT_PKGS = $$(go list ./... | grep -v -e /test/integration -e /test/e2e)
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Display this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: generate
+generate: ## Generate DeepCopy methods with controller-gen.
+	$(CONTROLLER_GEN) object paths="./api/..."
+
+.PHONY: manifests
+manifests: ## Generate CRDs, RBAC and webhook configurations with controller-gen.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+	hack/crd-conversion.sh $(CONVERTED_CRDS)
+
+.PHONY: fmt
+fmt: ## Run gofmt on the tree.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: verify
+verify: ## Fail if generated code, go.mod or formatting is out of date.
+	hack/verify.sh
+
+##@ Test
+
+.PHONY: test
+test: ## Everything CI runs: verify, vet, unit tests, envtest suites (with timings).
+	hack/phases.sh verify vet unit envtest
+
+.PHONY: unit
+unit: ## Unit tests (no API server).
+	go test -p $(GO_TEST_P) $(GO_TEST_FLAGS) $(UNIT_PKGS)
+
+.PHONY: envtest
+envtest: ## Integration suites on a real kube-apiserver and etcd (envtest).
+	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh)" go test -p $(GO_TEST_P) $(GO_TEST_FLAGS) ./test/integration/...
+
+.PHONY: kube-binaries
+kube-binaries: ## Build (or find in the cache) kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok.
+	@hack/kube-binaries.sh
+
+##@ Run
+
+.PHONY: build
+build: ## Build the manager and the CLI into bin/.
+	go build -o bin/ ./cmd/...
+
+.PHONY: run
+run: build ## Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the manager on loopback.
+	hack/local-up.sh

@@ -1,0 +1,25 @@
+package main
+
+// The manager's permissions, as controller-gen RBAC markers; `make manifests` writes them to
+// config/rbac/role.yaml. Spec and metadata of Git-owned objects (NodePools, node classes,
+// policies) are read only: the manager writes their status.
+//
+// +kubebuilder:rbac:groups=karpenter.sh,resources=nodepools;nodeclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=karpenter.sh,resources=nodeclaims,verbs=create;delete;patch;update
+// +kubebuilder:rbac:groups=karpenter.sh,resources=nodepools/status;nodeclaims/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=karpenter.sh,resources=nodeclaims/finalizers,verbs=update
+// +kubebuilder:rbac:groups=karpenter.k8s.aws,resources=ec2nodeclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=karpenter.k8s.aws,resources=ec2nodeclasses/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=karpenter.kwok.sh,resources=kwoknodeclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=karpenter.kwok.sh,resources=kwoknodeclasses/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=policy.karpenter.sh,resources=capacitybudgets;capacitypolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=policy.karpenter.sh,resources=capacitybudgets/status;capacitypolicies/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;create;delete;patch;update
+// +kubebuilder:rbac:groups="",resources=pods;namespaces;persistentvolumes;persistentvolumeclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=apps,resources=daemonsets;replicasets;statefulsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses;csinodes;volumeattachments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
