@@ -72,4 +72,5 @@ build: ## Build the manager and the CLI into bin/.
 
 .PHONY: run
 run: build ## Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the manager on loopback.
-	hack/local-up.sh
+	go build -o bin/local-up ./hack/local-up
+	bin/local-up

@@ -55,6 +55,7 @@ func run() error {
 		// Hand over quickly on shutdown; the next leader starts without waiting out the lease.
 		LeaderElectionReleaseOnCancel: true,
 		WebhookServer: webhook.NewServer(webhook.Options{
+			Host:    opts.WebhookHost,
 			Port:    opts.WebhookPort,
 			CertDir: opts.WebhookCertDir,
 		}),

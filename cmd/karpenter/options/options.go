@@ -21,6 +21,7 @@ type Options struct {
 	LeaderElectionNamespace string
 	KubeClientQPS           float64
 	KubeClientBurst         int
+	WebhookHost             string
 	WebhookPort             int
 	WebhookCertDir          string
 	EnableWebhooks          bool
@@ -98,6 +99,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 	str(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; empty means the pod's namespace")
 	float(&o.KubeClientQPS, "kube-client-qps", 200, "queries per second to the API server")
 	integer(&o.KubeClientBurst, "kube-client-burst", 300, "burst of queries to the API server")
+	str(&o.WebhookHost, "webhook-host", "", "address the webhook server binds to; empty means all interfaces")
 	integer(&o.WebhookPort, "webhook-port", 9443, "port the webhook server listens on")
 	str(&o.WebhookCertDir, "webhook-cert-dir", "", "directory holding tls.crt and tls.key for the webhook server")
 	boolean(&o.EnableWebhooks, "enable-webhooks", true, "serve the conversion and validating webhooks")

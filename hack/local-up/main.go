@@ -1,0 +1,136 @@
+// Command local-up is `make run`: it starts the local cluster (etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler, kwok) on loopback with the CRDs installed, starts
+// the karpenter manager against it, applies config/samples, and stays up until Ctrl-C; then
+// it stops every process it started and checks that none of their ports is still bound.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/karpenter-policy/karpenter/test/cluster"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "make run:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	dir := flag.String("dir", ".local", "state directory: kubeconfig, certificates, etcd data, logs")
+	samples := flag.String("samples", "config/samples", "objects to apply once the manager runs; empty applies none")
+	apiPort := flag.Int("apiserver-port", 6443, "kube-apiserver port on 127.0.0.1")
+	basePort := flag.Int("port-base", 17000, "first of the other ports: etcd +379/+380, kwok +10, manager metrics +80, probes +81, webhooks +443")
+	manager := flag.String("manager", "bin/karpenter", "manager binary; empty starts none")
+	flag.Parse()
+
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	binDir, err := exec.Command(filepath.Join(root, "hack", "kube-binaries.sh")).Output()
+	if err != nil {
+		return fmt.Errorf("building the Kubernetes binaries: %w", err)
+	}
+	bins := strings.TrimSpace(string(binDir))
+	logf := func(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
+
+	opts := cluster.Options{
+		Dir: *dir, BinDir: bins, RepoRoot: root, Log: logf,
+		APIServerPort: *apiPort, EtcdPort: *basePort + 379, EtcdPeerPort: *basePort + 380, KwokPort: *basePort + 10,
+	}
+	metrics, probes, webhooks := *basePort+80, *basePort+81, *basePort+443
+	if *manager != "" {
+		opts.Manager = &cluster.Process{Name: "karpenter", Path: *manager, Args: []string{
+			"--leader-elect=false",
+			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics),
+			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probes),
+			"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(webhooks),
+			"--cloud-provider=kwok",
+		}}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	c, err := cluster.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	stopAll := func() error {
+		fmt.Println("\n==> stopping")
+		err := c.Stop()
+		ports := []int{opts.APIServerPort, opts.EtcdPort, opts.EtcdPeerPort, opts.KwokPort}
+		if *manager != "" {
+			ports = append(ports, metrics, probes)
+		}
+		for _, p := range ports {
+			if l, lerr := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); lerr != nil {
+				err = errors.Join(err, fmt.Errorf("port %d is still bound after stopping", p))
+			} else {
+				l.Close()
+			}
+		}
+		if err == nil {
+			fmt.Println("==> every process stopped; no port left bound")
+		}
+		return err
+	}
+
+	if *samples != "" {
+		logf("applying %s", *samples)
+		if err := cluster.Apply(ctx, c.Config, *samples); err != nil {
+			return errors.Join(err, stopAll())
+		}
+	}
+	kubectl := filepath.Join(root, "bin", "kubectl")
+	_ = os.MkdirAll(filepath.Dir(kubectl), 0o755)
+	_ = os.Remove(kubectl)
+	if err := os.Symlink(filepath.Join(bins, "kubectl"), kubectl); err != nil {
+		return errors.Join(err, stopAll())
+	}
+
+	fmt.Printf(`
+Local cluster is up in %s (Kubernetes v1.37.2, kwok provider).
+
+  kubeconfig: %s
+  logs:       %s/<process>.log
+  kubectl:    bin/kubectl (linked to the built v1.37.2 client)
+
+Try:
+  export KUBECONFIG=%s
+  bin/kubectl get nodepools,kwoknodeclasses
+  bin/kubectl get nodepool general -o wide
+  bin/kubectl scale deployment inflate --replicas=5 && bin/kubectl get nodeclaims,nodes,pods -o wide
+
+Press Ctrl-C to stop every process.
+`, time.Since(start).Round(100*time.Millisecond), c.Kubeconfig, c.LogDir, c.Kubeconfig)
+
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return stopAll()
+		case <-ticker.C:
+			for _, p := range c.Processes() {
+				if exited, perr := p.Exited(); exited {
+					return errors.Join(fmt.Errorf("%s exited (%v); last lines of its log:\n%s", p.Name, perr, c.LogTail(p.Name, 20)), stopAll())
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,378 @@
+// Package cluster runs a local Kubernetes control plane on loopback from the binaries that
+// hack/kube-binaries.sh builds: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+// and kwok, with this project's CRDs installed and, optionally, the karpenter manager. `make
+// run` and the e2e suites both start it through Start, so they exercise the same cluster.
+//
+// Every process binds to 127.0.0.1, writes its log under Dir/logs, and is stopped by Stop
+// (or killed with its parent). It must not be used for anything but local runs and tests.
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Options say where the cluster keeps its state and which ports it binds.
+type Options struct {
+	// Dir holds certificates, etcd data, logs and the kubeconfig. It is emptied at start.
+	Dir string
+	// BinDir holds the binaries (the output of hack/kube-binaries.sh).
+	BinDir string
+	// RepoRoot is the repository, for the CRDs and the kwok stages.
+	RepoRoot string
+	// Ports; zero picks a free port.
+	APIServerPort, EtcdPort, EtcdPeerPort, KwokPort int
+	// Manager, when set, is started once the control plane is up and the CRDs are installed.
+	Manager *Process
+	// Log receives progress lines; nil discards them.
+	Log func(format string, args ...any)
+}
+
+// Process is a command run as part of the cluster.
+type Process struct {
+	Name string
+	Path string
+	Args []string
+	Env  []string
+
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+	log  *os.File
+}
+
+// Cluster is a running local control plane.
+type Cluster struct {
+	// Kubeconfig is the path of an admin kubeconfig for the cluster.
+	Kubeconfig string
+	// Config is the admin REST config.
+	Config *rest.Config
+	// APIServerURL is https://127.0.0.1:<port>.
+	APIServerURL string
+	// LogDir holds one log file per process.
+	LogDir string
+
+	opts  Options
+	procs []*Process
+}
+
+// ServiceCIDR is the cluster's service range; PodCIDR is the range kwok hands pod IPs from.
+const (
+	ServiceCIDR = "10.0.0.0/24"
+	PodCIDR     = "10.128.0.0/12"
+	// KwokNodeAnnotation marks the nodes kwok manages (the kwok provider sets it).
+	KwokNodeAnnotation = "kwok.x-k8s.io/node"
+)
+
+// Start starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok, waits
+// until the API server is ready, installs the CRDs, and starts the manager if one is given.
+// On error it stops whatever it started.
+func Start(ctx context.Context, o Options) (*Cluster, error) {
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	c := &Cluster{opts: o, LogDir: filepath.Join(o.Dir, "logs")}
+	if err := c.boot(ctx, &o); err != nil {
+		if stopErr := c.Stop(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) boot(ctx context.Context, o *Options) (err error) {
+	for _, p := range []*int{&o.APIServerPort, &o.EtcdPort, &o.EtcdPeerPort, &o.KwokPort} {
+		if *p == 0 {
+			if *p, err = freePort(); err != nil {
+				return err
+			}
+		} else if err := portFree(*p); err != nil {
+			return err
+		}
+	}
+	c.opts = *o
+	for _, d := range []string{filepath.Join(o.Dir, "pki"), filepath.Join(o.Dir, "etcd"), c.LogDir} {
+		if err := os.RemoveAll(d); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	pki, err := newPKI(filepath.Join(o.Dir, "pki"))
+	if err != nil {
+		return fmt.Errorf("creating certificates: %w", err)
+	}
+	loopback := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}
+	names := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+	if err := pki.issue("apiserver", "kube-apiserver", nil, loopback, names, true); err != nil {
+		return err
+	}
+	if err := pki.issue("admin", "admin", []string{"system:masters"}, nil, nil, false); err != nil {
+		return err
+	}
+	if err := pki.serviceAccountKey(); err != nil {
+		return err
+	}
+	c.APIServerURL = fmt.Sprintf("https://127.0.0.1:%d", o.APIServerPort)
+	c.Kubeconfig = filepath.Join(o.Dir, "kubeconfig")
+	if err := c.writeKubeconfig(pki); err != nil {
+		return err
+	}
+	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
+		return err
+	}
+	c.Config.QPS, c.Config.Burst = 200, 400
+
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", o.EtcdPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", o.EtcdPeerPort)
+	o.Log("starting etcd on %s", etcdURL)
+	if err := c.start(&Process{Name: "etcd", Path: c.bin("etcd"), Args: []string{
+		"--name=local", "--data-dir=" + filepath.Join(o.Dir, "etcd"),
+		"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
+		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=local=" + peerURL, "--listen-metrics-urls=",
+		"--unsafe-no-fsync", "--quota-backend-bytes=4294967296", "--log-level=warn",
+	}}); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, http.DefaultClient, etcdURL+"/health", 60*time.Second, c.procs[0]); err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+
+	o.Log("starting kube-apiserver on %s", c.APIServerURL)
+	apiserver := &Process{Name: "kube-apiserver", Path: c.bin("kube-apiserver"), Args: []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		// The kubernetes Service cannot point at loopback; nothing here needs it to.
+		"--endpoint-reconciler-type=none",
+		"--secure-port=" + strconv.Itoa(o.APIServerPort),
+		"--tls-cert-file=" + pki.path("apiserver.crt"), "--tls-private-key-file=" + pki.path("apiserver.key"),
+		"--client-ca-file=" + pki.path("ca.crt"),
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + pki.path("sa.pub"),
+		"--service-account-signing-key-file=" + pki.path("sa.key"),
+		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--authorization-mode=Node,RBAC", "--allow-privileged=true",
+		"--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
+	}}
+	if err := c.start(apiserver); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, c.httpClient(pki), c.APIServerURL+"/readyz", 120*time.Second, apiserver); err != nil {
+		return fmt.Errorf("kube-apiserver: %w", err)
+	}
+
+	kubeconfig := "--kubeconfig=" + c.Kubeconfig
+	o.Log("starting kube-controller-manager, kube-scheduler and kwok")
+	if err := c.start(&Process{Name: "kube-controller-manager", Path: c.bin("kube-controller-manager"), Args: []string{
+		kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0",
+		"--controllers=deployment-controller,replicaset-controller,statefulset-controller,daemonset-controller," +
+			"job-controller,garbage-collector-controller,pod-garbage-collector-controller,namespace-controller," +
+			"serviceaccount-controller,node-lifecycle-controller,disruption-controller",
+		"--use-service-account-credentials=false",
+		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--kube-api-qps=200", "--kube-api-burst=400",
+		"--concurrent-deployment-syncs=20", "--concurrent-replicaset-syncs=20",
+	}}); err != nil {
+		return err
+	}
+	if err := c.start(&Process{Name: "kube-scheduler", Path: c.bin("kube-scheduler"), Args: []string{
+		kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0",
+		"--kube-api-qps=200", "--kube-api-burst=400",
+	}}); err != nil {
+		return err
+	}
+	if err := c.start(&Process{Name: "kwok", Path: c.bin("kwok"), Args: []string{
+		kubeconfig, "-c", filepath.Join(o.RepoRoot, "config", "kwok", "stages.yaml"),
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=fake",
+		"--cidr=" + PodCIDR, "--node-ip=127.0.0.1", "--node-lease-duration-seconds=40",
+		"--server-address=127.0.0.1:" + strconv.Itoa(o.KwokPort),
+	}}); err != nil {
+		return err
+	}
+
+	o.Log("installing CRDs from config/crd/bases")
+	if err := InstallCRDs(ctx, c.Config, filepath.Join(o.RepoRoot, "config", "crd", "bases")); err != nil {
+		return err
+	}
+	if o.Manager != nil {
+		o.Log("starting %s", o.Manager.Name)
+		o.Manager.Env = append(o.Manager.Env, "KUBECONFIG="+c.Kubeconfig)
+		if err := c.start(o.Manager); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) bin(name string) string { return filepath.Join(c.opts.BinDir, name) }
+
+func (c *Cluster) start(p *Process) error {
+	if _, err := os.Stat(p.Path); err != nil {
+		return fmt.Errorf("%s: %w (run hack/kube-binaries.sh)", p.Name, err)
+	}
+	f, err := os.Create(filepath.Join(c.LogDir, p.Name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(p.Path, p.Args...)
+	cmd.Env = append(os.Environ(), p.Env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Own process group, so a terminal's Ctrl-C reaches us first and we stop in order; and a
+	// signal when the parent dies, so nothing outlives a killed `make run` or test.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("starting %s: %w", p.Name, err)
+	}
+	p.cmd, p.log, p.done = cmd, f, make(chan struct{})
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	c.procs = append(c.procs, p)
+	return nil
+}
+
+// Exited reports whether a process has stopped, and why.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// Processes are the processes started so far, in start order.
+func (c *Cluster) Processes() []*Process { return c.procs }
+
+// Stop stops every process in reverse start order: SIGTERM, then SIGKILL after 15 seconds.
+func (c *Cluster) Stop() error {
+	var errs []error
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		if exited, _ := p.Exited(); !exited {
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(15 * time.Second):
+				_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+				<-p.done
+				errs = append(errs, fmt.Errorf("%s did not stop within 15s and was killed", p.Name))
+			}
+		}
+		p.log.Close()
+	}
+	c.procs = nil
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) writeKubeconfig(p *pki) error {
+	cfg := clientcmdapi.NewConfig()
+	// Embed the certificates, so the kubeconfig can be copied anywhere on the machine.
+	cert, err := os.ReadFile(p.path("admin.crt"))
+	if err != nil {
+		return err
+	}
+	key, err := os.ReadFile(p.path("admin.key"))
+	if err != nil {
+		return err
+	}
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: c.APIServerURL, CertificateAuthorityData: p.caPEM()}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "admin"}
+	cfg.CurrentContext = "local"
+	abs, err := filepath.Abs(c.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	c.Kubeconfig = abs
+	return clientcmd.WriteToFile(*cfg, c.Kubeconfig)
+}
+
+func (c *Cluster) httpClient(p *pki) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(p.caPEM())
+	cert, _ := tls.LoadX509KeyPair(p.path("admin.crt"), p.path("admin.key"))
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+	}}
+}
+
+// waitHTTP polls url until it answers 200, the process exits, or the timeout passes.
+func waitHTTP(ctx context.Context, client *http.Client, url string, timeout time.Duration, p *Process) error {
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("exited before it was ready (%v); see %s", err, p.log.Name())
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not ready after %s (last: %s); see %s", url, timeout, last, p.log.Name())
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func portFree(port int) error {
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return fmt.Errorf("port %d on 127.0.0.1 is in use (is another local cluster running?): %w", port, err)
+	}
+	return l.Close()
+}
+
+// LogTail returns the last lines of a process's log, for error messages.
+func (c *Cluster) LogTail(name string, lines int) string {
+	b, err := os.ReadFile(filepath.Join(c.LogDir, name+".log"))
+	if err != nil {
+		return ""
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
