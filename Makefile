@@ -33,6 +33,7 @@ generate: ## Generate DeepCopy methods with controller-gen.
 manifests: ## Generate CRDs, RBAC and webhook configurations with controller-gen.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
 	hack/crd-conversion.sh $(CONVERTED_CRDS)
+	hack/crd-chart.sh
 
 .PHONY: fmt
 fmt: ## Run gofmt on the tree.

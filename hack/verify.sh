@@ -9,7 +9,7 @@ unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [[ -n "$unformatted" ]]; then
   echo "gofmt would change:" >&2; echo "$unformatted" >&2; exit 1
 fi
-changes=$(git status --porcelain -- api config go.mod go.sum hack)
+changes=$(git status --porcelain -- api charts config go.mod go.sum hack)
 if [[ -n "$changes" ]]; then
   echo "generated files are out of date; run 'make generate manifests' and 'go mod tidy', then commit:" >&2
   echo "$changes" >&2

@@ -1,0 +1,111 @@
+// Package cloudprovider defines what the controllers need from a cloud: launch and delete
+// instances for NodeClaims, describe the instance types a NodePool may use with their
+// offerings and prices, and tell when an instance has drifted from its configuration.
+// Providers (kwok, aws) implement CloudProvider in sub-packages; the controllers and the solver
+// depend on this package only, never on a provider.
+package cloudprovider
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+)
+
+// CloudProvider launches and manages the instances behind NodeClaims.
+type CloudProvider interface {
+	// Create launches an instance for the NodeClaim and returns the NodeClaim as launched:
+	// status.providerID, capacity and allocatable set, and labels for the chosen instance
+	// type, zone and capacity type.
+	Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*karpv1.NodeClaim, error)
+	// Delete terminates the NodeClaim's instance. It returns a NodeClaimNotFoundError once the
+	// instance is gone.
+	Delete(ctx context.Context, nodeClaim *karpv1.NodeClaim) error
+	// Get returns the NodeClaim for an instance, by provider ID.
+	Get(ctx context.Context, providerID string) (*karpv1.NodeClaim, error)
+	// List returns a NodeClaim for every instance this provider launched, for garbage collection.
+	List(ctx context.Context) ([]*karpv1.NodeClaim, error)
+	// GetInstanceTypes returns the instance types the NodePool's node class allows, with
+	// their offerings.
+	GetInstanceTypes(ctx context.Context, nodePool *karpv1.NodePool) ([]*InstanceType, error)
+	// IsDrifted returns why the NodeClaim's instance no longer matches its node class, or "".
+	IsDrifted(ctx context.Context, nodeClaim *karpv1.NodeClaim) (DriftReason, error)
+	// Name is the provider's name, e.g. "kwok" or "aws".
+	Name() string
+	// GetSupportedNodeClasses returns an empty object of each node class kind it serves.
+	GetSupportedNodeClasses() []client.Object
+}
+
+// DriftReason says why an instance drifted, e.g. "AMIDrift"; empty means not drifted.
+type DriftReason string
+
+// InstanceType is a kind of instance with the offerings (zone and capacity type) it is sold in.
+type InstanceType struct {
+	// Name is the instance type's name, e.g. m5.large.
+	Name string
+	// Labels are the single-valued labels a node of this type gets: architecture, OS,
+	// instance family, category, generation, size, cpu, memory, GPU, and the like.
+	Labels map[string]string
+	// Capacity is the full capacity of a node of this type.
+	Capacity corev1.ResourceList
+	// Overhead is what the kubelet, the system and eviction thresholds reserve.
+	Overhead corev1.ResourceList
+	// Offerings are where and how the type can be bought.
+	Offerings Offerings
+}
+
+// Allocatable is Capacity less Overhead, floored at zero.
+func (it *InstanceType) Allocatable() corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for name, q := range it.Capacity {
+		a := q.DeepCopy()
+		if o, ok := it.Overhead[name]; ok {
+			a.Sub(o)
+		}
+		if a.Sign() < 0 {
+			a.Set(0)
+		}
+		out[name] = a
+	}
+	return out
+}
+
+// Offering is one way to buy an instance type: a zone and a capacity type, at a price.
+type Offering struct {
+	Zone         string
+	CapacityType string
+	// Price is in USD per hour.
+	Price float64
+	// Available is false while the cloud reports no capacity for this offering.
+	Available bool
+}
+
+// Offerings is a list of offerings with helpers.
+type Offerings []Offering
+
+// Available returns the available offerings.
+func (ofs Offerings) Available() Offerings {
+	var out Offerings
+	for _, o := range ofs {
+		if o.Available {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Cheapest returns the cheapest offering and true, or false when there is none.
+func (ofs Offerings) Cheapest() (Offering, bool) {
+	if len(ofs) == 0 {
+		return Offering{}, false
+	}
+	best := ofs[0]
+	for _, o := range ofs[1:] {
+		if o.Price < best.Price {
+			best = o
+		}
+	}
+	return best, true
+}

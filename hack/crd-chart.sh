@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Copies the generated CRDs into charts/karpenter-crd/templates, pointing their conversion
+# webhook at the chart's values instead of kubebuilder's placeholders. `make manifests` runs
+# it, so the chart never drifts from config/crd/bases.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=charts/karpenter-crd/templates
+rm -f "$out"/*.yaml
+for crd in config/crd/bases/*.yaml; do
+  awk '
+    /^          name: webhook-service$/ { print "          name: {{ .Values.webhook.serviceName }}"; next }
+    /^          namespace: system$/     { print "          namespace: {{ .Values.webhook.serviceNamespace | default .Release.Namespace }}"; print "          port: {{ .Values.webhook.port }}"; next }
+    { print }
+  ' "$crd" > "$out/$(basename "$crd")"
+done
