@@ -166,6 +166,13 @@ type NodeClaimStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LastPodEventTime is the last time a pod was scheduled to or removed from the node
+	// (a v1 field, carried so that status converts losslessly).
+	// +optional
+	LastPodEventTime metav1.Time `json:"lastPodEventTime,omitzero"`
+	// ObservedGeneration is the metadata.generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
 // NodeClaim is the v1beta1 form of a launched node's request, served for older clients.

@@ -108,11 +108,26 @@ type ObjectMeta struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
-// NodePoolStatus is the observed state of a NodePool.
+// NodePoolStatus is the observed state of a NodePool. Beyond upstream v0.37's resources and
+// conditions it carries the v1 status fields, so that status converts losslessly.
 type NodePoolStatus struct {
 	// Resources is the sum of the capacity of the NodePool's nodes.
 	// +optional
 	Resources corev1.ResourceList `json:"resources,omitempty"`
+	// Nodes is the number of nodes the NodePool owns.
+	// +optional
+	Nodes *int64 `json:"nodes,omitempty"`
+	// NodeClassObservedGeneration is the generation of the node class last checked for readiness.
+	// +optional
+	NodeClassObservedGeneration int64 `json:"nodeClassObservedGeneration,omitempty"`
+	// ObservedGeneration is the metadata.generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions contains signals for health and readiness.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // NodePool is the v1beta1 form of a NodePool, served for older clients.
