@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
 # Fails when regenerating code or manifests, tidying go.mod or gofmt would change the tree.
+# It compares the tree before and after regenerating, so it also works with uncommitted edits
+# (in CI, on a clean clone, "before" is the commit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+paths=(api charts config go.mod go.sum hack)
+snapshot() {
+  { git diff --binary -- "${paths[@]}"
+    git ls-files -z --others --exclude-standard -- "${paths[@]}" | xargs -0 -r sha256sum
+  } | sha256sum
+}
+before=$(snapshot)
 make --no-print-directory generate manifests
 go mod tidy
 for m in hack/tools/*/; do (cd "$m" && go mod tidy); done
-unformatted=$(gofmt -l $(git ls-files '*.go'))
+after=$(snapshot)
+unformatted=$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go'))
 if [[ -n "$unformatted" ]]; then
   echo "gofmt would change:" >&2; echo "$unformatted" >&2; exit 1
 fi
-changes=$(git status --porcelain -- api charts config go.mod go.sum hack)
-if [[ -n "$changes" ]]; then
-  echo "generated files are out of date; run 'make generate manifests' and 'go mod tidy', then commit:" >&2
-  echo "$changes" >&2
-  git --no-pager diff --stat >&2
+if [[ "$before" != "$after" ]]; then
+  echo "generated files were out of date and have been regenerated; review and commit:" >&2
+  git status --short -- "${paths[@]}" >&2
   exit 1
 fi
 echo "verify: generated code, manifests and go.mod are up to date" >&2

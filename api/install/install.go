@@ -4,6 +4,7 @@
 package install
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -16,10 +17,11 @@ import (
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 )
 
-// AddToScheme adds the Kubernetes built-in types and all of this project's API versions.
+// AddToScheme adds the Kubernetes built-in types, CustomResourceDefinitions, and all of this project's API versions.
 func AddToScheme(s *runtime.Scheme) error {
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme,
+		apiextensionsv1.AddToScheme,
 		karpv1.AddToScheme, karpv1beta1.AddToScheme,
 		awsv1.AddToScheme, awsv1beta1.AddToScheme,
 		kwokv1alpha1.AddToScheme,

@@ -4,13 +4,18 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -18,6 +23,10 @@ import (
 
 	"github.com/karpenter-policy/karpenter/api/install"
 	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
+	"github.com/karpenter-policy/karpenter/webhooks"
+	"github.com/karpenter-policy/karpenter/webhooks/certs"
+	"github.com/karpenter-policy/karpenter/webhooks/conversion"
+	"github.com/karpenter-policy/karpenter/webhooks/validation"
 )
 
 func main() {
@@ -25,6 +34,33 @@ func main() {
 		fmt.Fprintln(os.Stderr, "karpenter:", err)
 		os.Exit(1)
 	}
+}
+
+// setUpSelfSignedCerts makes sure the webhook certificate exists before the webhook server
+// starts, and keeps it renewed and injected afterwards.
+func setUpSelfSignedCerts(mgr ctrl.Manager, cfg *rest.Config, opts *options.Options) error {
+	direct, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return err
+	}
+	secretNS, secretName := options.NamespacedName(opts.WebhookCertSecret)
+	svcNS, svcName := options.NamespacedName(opts.WebhookService)
+	s := &certs.SelfSigned{
+		Client: direct, Log: ctrl.Log.WithName("webhook-certs"),
+		Secret:                client.ObjectKey{Namespace: secretNS, Name: secretName},
+		CertDir:               opts.WebhookCertDir,
+		DNSNames:              []string{svcName + "." + svcNS + ".svc", svcName + "." + svcNS + ".svc.cluster.local"},
+		IPs:                   opts.IPs(),
+		WebhookConfigurations: []string{opts.WebhookConfiguration},
+		CRDs:                  []string{"nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws"},
+		Validity:              365 * 24 * time.Hour, RenewBefore: 30 * 24 * time.Hour, Interval: time.Hour,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Ensure(ctx); err != nil {
+		return fmt.Errorf("setting up the self-signed webhook certificate: %w", err)
+	}
+	return mgr.Add(s)
 }
 
 func run() error {
@@ -45,6 +81,9 @@ func run() error {
 	cfg.Burst = opts.KubeClientBurst
 	cfg.UserAgent = "karpenter"
 
+	if opts.EnableWebhooks && opts.WebhookCertMode == "self-signed" && opts.WebhookCertDir == "" {
+		opts.WebhookCertDir = filepath.Join(os.TempDir(), "karpenter-webhook-certs")
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  install.NewScheme(),
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
@@ -62,6 +101,23 @@ func run() error {
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
+	}
+	if opts.EnableWebhooks {
+		if opts.WebhookCertMode == "self-signed" {
+			if err := setUpSelfSignedCerts(mgr, cfg, opts); err != nil {
+				return err
+			}
+		}
+		if err := mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return fmt.Errorf("adding webhook readiness check: %w", err)
+		}
+		conv := &conversion.Converter{DefaultNodeClass: conversion.KWOKNodeClass}
+		if opts.CloudProvider == "aws" {
+			conv.DefaultNodeClass = conversion.EC2NodeClass
+		}
+		if err := webhooks.Register(mgr, conv, validation.New()); err != nil {
+			return fmt.Errorf("registering webhooks: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -54,11 +55,17 @@ func run() error {
 	}
 	metrics, probes, webhooks := *basePort+80, *basePort+81, *basePort+443
 	if *manager != "" {
+		opts.WebhookPort = webhooks
 		opts.Manager = &cluster.Process{Name: "karpenter", Path: *manager, Args: []string{
 			"--leader-elect=false",
 			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics),
 			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probes),
 			"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(webhooks),
+			// Self-signed mode: the CA is kept in a Secret and injected into the webhook
+			// configuration and the CRDs, which point at this port (see cluster.InstallWebhooks).
+			"--webhook-cert-mode=self-signed", "--webhook-cert-secret=kube-system/karpenter-webhook-cert",
+			"--webhook-cert-ips=127.0.0.1", "--webhook-configuration=validating-webhook-configuration",
+			"--webhook-cert-dir=" + filepath.Join(*dir, "webhook-certs"),
 			"--cloud-provider=kwok",
 		}}
 	}
@@ -90,6 +97,12 @@ func run() error {
 		return err
 	}
 
+	if *manager != "" {
+		logf("waiting for the manager to be ready (webhooks serving)")
+		if err := waitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", probes), c); err != nil {
+			return errors.Join(err, stopAll())
+		}
+	}
 	if *samples != "" {
 		logf("applying %s", *samples)
 		if err := cluster.Apply(ctx, c.Config, *samples); err != nil {
@@ -133,4 +146,28 @@ Press Ctrl-C to stop every process.
 			}
 		}
 	}
+}
+
+// waitReady polls the manager's readiness endpoint for up to a minute.
+func waitReady(ctx context.Context, url string, c *cluster.Cluster) error {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		for _, p := range c.Processes() {
+			if exited, err := p.Exited(); exited {
+				return fmt.Errorf("%s exited (%v); last lines of its log:\n%s", p.Name, err, c.LogTail(p.Name, 20))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("manager not ready at %s after a minute; last lines of its log:\n%s", url, c.LogTail("karpenter", 20))
 }

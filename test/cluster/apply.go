@@ -30,8 +30,9 @@ import (
 // FieldManager is the server-side apply field manager of objects the local cluster applies.
 const FieldManager = "karpenter-local"
 
-// InstallCRDs applies every CRD in dir and waits until each is Established.
-func InstallCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
+// InstallCRDs applies every CRD in dir and waits until each is Established. With webhookURL
+// set, conversion webhooks point at webhookURL/convert instead of the in-cluster Service.
+func InstallCRDs(ctx context.Context, cfg *rest.Config, dir, webhookURL string) error {
 	cs, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -43,6 +44,14 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
 	for _, u := range objs {
 		if u.GetKind() != "CustomResourceDefinition" {
 			continue
+		}
+		if webhookURL != "" {
+			if _, found, _ := unstructured.NestedMap(u.Object, "spec", "conversion", "webhook", "clientConfig"); found {
+				if err := unstructured.SetNestedMap(u.Object, map[string]any{"url": webhookURL + "/convert"},
+					"spec", "conversion", "webhook", "clientConfig"); err != nil {
+					return err
+				}
+			}
 		}
 		data, err := u.MarshalJSON()
 		if err != nil {
@@ -71,8 +80,43 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
 	return nil
 }
 
+// InstallWebhooks applies the webhook configurations in path with every clientConfig pointing
+// at webhookURL plus the webhook's path, for a manager running outside the cluster.
+func InstallWebhooks(ctx context.Context, cfg *rest.Config, path, webhookURL string) error {
+	objs, err := ReadObjects(path)
+	if err != nil {
+		return err
+	}
+	for _, u := range objs {
+		hooks, _, _ := unstructured.NestedSlice(u.Object, "webhooks")
+		for i, h := range hooks {
+			hook := h.(map[string]any)
+			p, _, _ := unstructured.NestedString(hook, "clientConfig", "service", "path")
+			hook["clientConfig"] = map[string]any{"url": webhookURL + p}
+			hooks[i] = hook
+		}
+		if err := unstructured.SetNestedSlice(u.Object, hooks, "webhooks"); err != nil {
+			return err
+		}
+	}
+	return applyObjects(ctx, cfg, path, objs)
+}
+
 // Apply server-side applies every object in the given files or directories, in file order.
 func Apply(ctx context.Context, cfg *rest.Config, paths ...string) error {
+	for _, path := range paths {
+		objs, err := ReadObjects(path)
+		if err != nil {
+			return err
+		}
+		if err := applyObjects(ctx, cfg, path, objs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func applyObjects(ctx context.Context, cfg *rest.Config, path string, objs []*unstructured.Unstructured) error {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return err
@@ -82,36 +126,31 @@ func Apply(ctx context.Context, cfg *rest.Config, paths ...string) error {
 	if err != nil {
 		return err
 	}
-	for _, path := range paths {
-		objs, err := ReadObjects(path)
+	for _, u := range objs {
+		gvk := u.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", gvk.Kind, u.GetName(), err)
+		}
+		data, err := u.MarshalJSON()
 		if err != nil {
 			return err
 		}
-		for _, u := range objs {
-			gvk := u.GroupVersionKind()
-			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", gvk.Kind, u.GetName(), err)
+		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if m.Scope.Name() == "namespace" {
+			ns := u.GetNamespace()
+			if ns == "" {
+				ns = "default"
 			}
-			data, err := u.MarshalJSON()
-			if err != nil {
-				return err
-			}
-			var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-			if m.Scope.Name() == "namespace" {
-				ns := u.GetNamespace()
-				if ns == "" {
-					ns = "default"
-				}
-				ri = dyn.Resource(m.Resource).Namespace(ns)
-			}
-			force := true
-			if _, err := ri.Patch(ctx, u.GetName(), "application/apply-patch+yaml", data,
-				metav1.PatchOptions{FieldManager: FieldManager, Force: &force}); err != nil {
-				return fmt.Errorf("applying %s %s from %s: %w", gvk.Kind, u.GetName(), path, err)
-			}
+			ri = dyn.Resource(m.Resource).Namespace(ns)
+		}
+		force := true
+		if _, err := ri.Patch(ctx, u.GetName(), "application/apply-patch+yaml", data,
+			metav1.PatchOptions{FieldManager: FieldManager, Force: &force}); err != nil {
+			return fmt.Errorf("applying %s %s from %s: %w", gvk.Kind, u.GetName(), path, err)
 		}
 	}
+
 	return nil
 }
 

@@ -38,6 +38,9 @@ type Options struct {
 	RepoRoot string
 	// Ports; zero picks a free port.
 	APIServerPort, EtcdPort, EtcdPeerPort, KwokPort int
+	// WebhookPort, when set, points the CRDs' conversion webhook and the validating webhooks of
+	// config/webhook at https://127.0.0.1:<WebhookPort>, where a local manager serves them.
+	WebhookPort int
 	// Manager, when set, is started once the control plane is up and the CRDs are installed.
 	Manager *Process
 	// Log receives progress lines; nil discards them.
@@ -211,8 +214,18 @@ func (c *Cluster) boot(ctx context.Context, o *Options) (err error) {
 	}
 
 	o.Log("installing CRDs from config/crd/bases")
-	if err := InstallCRDs(ctx, c.Config, filepath.Join(o.RepoRoot, "config", "crd", "bases")); err != nil {
+	webhookURL := ""
+	if o.WebhookPort != 0 {
+		webhookURL = fmt.Sprintf("https://127.0.0.1:%d", o.WebhookPort)
+	}
+	if err := InstallCRDs(ctx, c.Config, filepath.Join(o.RepoRoot, "config", "crd", "bases"), webhookURL); err != nil {
 		return err
+	}
+	if webhookURL != "" {
+		o.Log("installing the validating webhooks of config/webhook, served at %s", webhookURL)
+		if err := InstallWebhooks(ctx, c.Config, filepath.Join(o.RepoRoot, "config", "webhook", "manifests.yaml"), webhookURL); err != nil {
+			return err
+		}
 	}
 	if o.Manager != nil {
 		o.Log("starting %s", o.Manager.Name)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -24,6 +25,11 @@ type Options struct {
 	WebhookHost             string
 	WebhookPort             int
 	WebhookCertDir          string
+	WebhookCertMode         string
+	WebhookCertSecret       string
+	WebhookService          string
+	WebhookCertIPs          string
+	WebhookConfiguration    string
 	EnableWebhooks          bool
 	CloudProvider           string
 	BatchIdleDuration       time.Duration
@@ -102,6 +108,11 @@ func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 	str(&o.WebhookHost, "webhook-host", "", "address the webhook server binds to; empty means all interfaces")
 	integer(&o.WebhookPort, "webhook-port", 9443, "port the webhook server listens on")
 	str(&o.WebhookCertDir, "webhook-cert-dir", "", "directory holding tls.crt and tls.key for the webhook server")
+	str(&o.WebhookCertMode, "webhook-cert-mode", "self-signed", "where the webhook certificate comes from: self-signed (kept in --webhook-cert-secret, CA injected) or cert-manager (files in --webhook-cert-dir, CA injected by cert-manager)")
+	str(&o.WebhookCertSecret, "webhook-cert-secret", "karpenter-webhook-cert", "self-signed mode: [namespace/]name of the Secret holding the CA and certificate; the namespace defaults to the pod's (POD_NAMESPACE) or kube-system")
+	str(&o.WebhookService, "webhook-service", "karpenter-webhook-service", "self-signed mode: [namespace/]name of the webhook Service the certificate is for")
+	str(&o.WebhookCertIPs, "webhook-cert-ips", "", "self-signed mode: comma-separated IPs the certificate also covers, e.g. 127.0.0.1 for a local manager")
+	str(&o.WebhookConfiguration, "webhook-configuration", "karpenter-validating-webhook-configuration", "self-signed mode: the ValidatingWebhookConfiguration to inject the CA into")
 	boolean(&o.EnableWebhooks, "enable-webhooks", true, "serve the conversion and validating webhooks")
 	str(&o.CloudProvider, "cloud-provider", "kwok", "cloud provider: kwok or aws")
 	duration(&o.BatchIdleDuration, "batch-idle-duration", time.Second, "how long the provisioner waits for more pending pods before it solves")
@@ -131,6 +142,16 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--batch-idle-duration and --batch-max-duration must be positive"))
 	} else if o.BatchIdleDuration > o.BatchMaxDuration {
 		errs = append(errs, fmt.Errorf("--batch-idle-duration (%s) must not exceed --batch-max-duration (%s)", o.BatchIdleDuration, o.BatchMaxDuration))
+	}
+	switch o.WebhookCertMode {
+	case "self-signed", "cert-manager":
+	default:
+		errs = append(errs, fmt.Errorf("--webhook-cert-mode must be self-signed or cert-manager, got %q", o.WebhookCertMode))
+	}
+	for _, ip := range strings.Split(o.WebhookCertIPs, ",") {
+		if ip = strings.TrimSpace(ip); ip != "" && net.ParseIP(ip) == nil {
+			errs = append(errs, fmt.Errorf("--webhook-cert-ips: %q is not an IP address", ip))
+		}
 	}
 	switch o.LogLevel {
 	case "debug", "info", "error":
@@ -165,3 +186,30 @@ func (e *EnvErrors) add(flagName, value string, err error) {
 
 // Err joins the collected errors, or is nil.
 func (e *EnvErrors) Err() error { return errors.Join(e.errs...) }
+
+// Namespace is the namespace the manager runs in: POD_NAMESPACE, or kube-system.
+func Namespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "kube-system"
+}
+
+// NamespacedName splits "namespace/name", defaulting the namespace to Namespace().
+func NamespacedName(s string) (namespace, name string) {
+	if ns, n, ok := strings.Cut(s, "/"); ok {
+		return ns, n
+	}
+	return Namespace(), s
+}
+
+// IPs parses --webhook-cert-ips.
+func (o *Options) IPs() []net.IP {
+	var out []net.IP
+	for _, ip := range strings.Split(o.WebhookCertIPs, ",") {
+		if parsed := net.ParseIP(strings.TrimSpace(ip)); parsed != nil {
+			out = append(out, parsed)
+		}
+	}
+	return out
+}

@@ -1,0 +1,71 @@
+package validation
+
+import (
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+)
+
+// NodePool validates a v1 NodePool (v1beta1 ones are validated after conversion).
+func (v *Validator) NodePool(np *karpv1.NodePool) field.ErrorList {
+	spec := field.NewPath("spec")
+	tmpl := spec.Child("template")
+	var errs field.ErrorList
+	for key := range np.Spec.Template.Labels {
+		errs = append(errs, validateLabelKey(tmpl.Child("metadata", "labels").Key(key), key, true)...)
+		if key == karpv1.NodePoolLabelKey {
+			errs = append(errs, field.Invalid(tmpl.Child("metadata", "labels").Key(key), key, "Karpenter sets the node's NodePool label"))
+		}
+	}
+	errs = append(errs, v.nodeClaimTemplate(tmpl.Child("spec"), &np.Spec.Template.Spec)...)
+	d := spec.Child("disruption")
+	for i, b := range np.Spec.Disruption.Budgets {
+		bp := d.Child("budgets").Index(i)
+		if (b.Schedule == nil) != (b.Duration == nil) {
+			errs = append(errs, field.Invalid(bp, b.Nodes, "schedule and duration must be set together"))
+		}
+		if b.Schedule != nil {
+			errs = append(errs, validateSchedule(bp.Child("schedule"), *b.Schedule)...)
+		}
+		errs = append(errs, validatePositiveDuration(bp.Child("duration"), b.Duration)...)
+	}
+	for name, q := range np.Spec.Limits {
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(spec.Child("limits").Key(string(name)), q.String(), "must not be negative"))
+		}
+	}
+	return errs
+}
+
+func (v *Validator) nodeClaimTemplate(p *field.Path, spec *karpv1.NodeClaimTemplateSpec) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateRequirements(p.Child("requirements"), spec.Requirements)...)
+	for i, r := range spec.Requirements {
+		if r.Key == karpv1.NodePoolLabelKey {
+			errs = append(errs, field.Invalid(p.Child("requirements").Index(i).Child("key"), r.Key, "Karpenter sets the node's NodePool label"))
+		}
+	}
+	errs = append(errs, validateTaints(p.Child("taints"), spec.Taints)...)
+	errs = append(errs, validateTaints(p.Child("startupTaints"), spec.StartupTaints)...)
+	errs = append(errs, v.validateNodeClassRef(p.Child("nodeClassRef"), spec.NodeClassRef)...)
+	if spec.ExpireAfter.Duration != nil && *spec.ExpireAfter.Duration <= 0 {
+		errs = append(errs, field.Invalid(p.Child("expireAfter"), spec.ExpireAfter.String(), "must be greater than zero, or Never"))
+	}
+	errs = append(errs, validatePositiveDuration(p.Child("terminationGracePeriod"), spec.TerminationGracePeriod)...)
+	return errs
+}
+
+// NodeClaim validates a v1 NodeClaim.
+func (v *Validator) NodeClaim(nc *karpv1.NodeClaim) field.ErrorList {
+	p := field.NewPath("spec")
+	errs := v.nodeClaimTemplate(p, &karpv1.NodeClaimTemplateSpec{
+		Taints: nc.Spec.Taints, StartupTaints: nc.Spec.StartupTaints, Requirements: nc.Spec.Requirements,
+		NodeClassRef: nc.Spec.NodeClassRef, ExpireAfter: nc.Spec.ExpireAfter, TerminationGracePeriod: nc.Spec.TerminationGracePeriod,
+	})
+	for name, q := range nc.Spec.Resources.Requests {
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(p.Child("resources", "requests").Key(string(name)), q.String(), "must not be negative"))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,133 @@
+package validation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/policies"
+)
+
+// CapacityBudget validates limits, Spot shares, family patterns and schedules.
+func (v *Validator) CapacityBudget(b *policyv1.CapacityBudget) field.ErrorList {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	errs = append(errs, validateLimits(spec.Child("limits"), b.Spec.Limits)...)
+	errs = append(errs, validateSpot(spec.Child("spot"), b.Spec.Spot)...)
+	if f := b.Spec.InstanceFamilies; f != nil {
+		for i, g := range f.Allow {
+			errs = append(errs, validateGlob(spec.Child("instanceFamilies", "allow").Index(i), g)...)
+		}
+		for i, g := range f.Deny {
+			errs = append(errs, validateGlob(spec.Child("instanceFamilies", "deny").Index(i), g)...)
+		}
+	}
+	for i, s := range b.Spec.Schedules {
+		p := spec.Child("schedules").Index(i)
+		errs = append(errs, validateSchedule(p.Child("schedule"), s.Schedule)...)
+		if s.Duration.Duration <= 0 {
+			errs = append(errs, field.Invalid(p.Child("duration"), s.Duration.Duration.String(), "must be greater than zero"))
+		}
+		if s.Limits == nil && s.Spot == nil {
+			errs = append(errs, field.Required(p, "a schedule overrides limits, spot or both"))
+		}
+		errs = append(errs, validateLimits(p.Child("limits"), s.Limits)...)
+		errs = append(errs, validateSpot(p.Child("spot"), s.Spot)...)
+	}
+	return errs
+}
+
+func validateLimits(p *field.Path, l *policyv1.BudgetLimits) field.ErrorList {
+	if l == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if l.HourlyCost == nil && l.MonthlyCost == nil {
+		errs = append(errs, field.Required(p, "set hourlyCost, monthlyCost or both"))
+	}
+	if l.HourlyCost != nil {
+		errs = append(errs, validateMoney(p.Child("hourlyCost"), string(*l.HourlyCost))...)
+	}
+	if l.MonthlyCost != nil {
+		errs = append(errs, validateMoney(p.Child("monthlyCost"), string(*l.MonthlyCost))...)
+	}
+	return errs
+}
+
+func validateSpot(p *field.Path, s *policyv1.SpotShare) field.ErrorList {
+	if s == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	for name, v := range map[string]*int32{"minPercent": s.MinPercent, "maxPercent": s.MaxPercent} {
+		if v != nil && (*v < 0 || *v > 100) {
+			errs = append(errs, field.Invalid(p.Child(name), *v, "must be between 0 and 100"))
+		}
+	}
+	if s.MinPercent != nil && s.MaxPercent != nil && *s.MinPercent > *s.MaxPercent {
+		errs = append(errs, field.Invalid(p.Child("minPercent"), *s.MinPercent, fmt.Sprintf("must not exceed maxPercent (%d)", *s.MaxPercent)))
+	}
+	if s.OnDemandBaseCPU != nil && s.OnDemandBaseCPU.Sign() < 0 {
+		errs = append(errs, field.Invalid(p.Child("onDemandBaseCPU"), s.OnDemandBaseCPU.String(), "must not be negative"))
+	}
+	return errs
+}
+
+// CapacityPolicy checks that the Rego compiles under OPA v1, that every module joins a known
+// decision point, and that the modules' tests pass with the policy's parameters.
+func (v *Validator) CapacityPolicy(ctx context.Context, p *policyv1.CapacityPolicy) field.ErrorList {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	params, perr := Parameters(p)
+	if perr != nil {
+		errs = append(errs, field.Invalid(spec.Child("parameters"), "", perr.Error()))
+	}
+	index := map[string]int{}
+	modules := make([]policies.Module, 0, len(p.Spec.Modules))
+	for i, m := range p.Spec.Modules {
+		index[m.Name] = i
+		modules = append(modules, policies.Module{Name: m.Name, Rego: m.Rego})
+	}
+	compiled, problems := policies.Compile(modules)
+	for _, prob := range problems {
+		mp := spec.Child("modules")
+		if i, ok := index[prob.Module]; ok {
+			mp = mp.Index(i).Child("rego")
+		}
+		errs = append(errs, field.Invalid(mp, prob.Module, prob.Error()))
+	}
+	if compiled == nil || perr != nil {
+		return errs
+	}
+	results, err := compiled.RunTests(ctx, params)
+	if err != nil {
+		return append(errs, field.InternalError(spec.Child("modules"), err))
+	}
+	for _, r := range results {
+		if r.Passed {
+			continue
+		}
+		mp := spec.Child("modules")
+		if i, ok := index[r.Module]; ok {
+			mp = mp.Index(i).Child("rego")
+		}
+		errs = append(errs, field.Invalid(mp, r.Name, fmt.Sprintf("%s:%d: test %s failed: %s", r.Module, r.Line, r.Name, r.Message)))
+	}
+	return errs
+}
+
+// Parameters decodes a CapacityPolicy's parameters as the JSON object Rego sees as
+// data.parameters.
+func Parameters(p *policyv1.CapacityPolicy) (map[string]any, error) {
+	if p.Spec.Parameters == nil || len(p.Spec.Parameters.Raw) == 0 {
+		return nil, nil
+	}
+	var params map[string]any
+	if err := json.Unmarshal(p.Spec.Parameters.Raw, &params); err != nil {
+		return nil, fmt.Errorf("parameters must be a JSON object: %w", err)
+	}
+	return params, nil
+}

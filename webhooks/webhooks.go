@@ -1,0 +1,108 @@
+// Package webhooks registers the conversion and validating webhooks with a manager. The
+// logic lives in webhooks/conversion and webhooks/validation; this package only adapts it to
+// admission requests.
+package webhooks
+
+import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	crconversion "sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
+
+	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
+	awsv1beta1 "github.com/karpenter-policy/karpenter/api/aws/v1beta1"
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1beta1 "github.com/karpenter-policy/karpenter/api/karpenter/v1beta1"
+	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/webhooks/conversion"
+	"github.com/karpenter-policy/karpenter/webhooks/validation"
+)
+
+// Validating webhooks. matchPolicy Equivalent: a v1beta1 request is converted to v1 and
+// validated there, so one validator serves both versions.
+//
+// +kubebuilder:webhook:path=/validate-karpenter-sh-v1-nodepool,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.sh,resources=nodepools,verbs=create;update,versions=v1,name=validation.nodepools.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
+// +kubebuilder:webhook:path=/validate-karpenter-sh-v1-nodeclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.sh,resources=nodeclaims,verbs=create;update,versions=v1,name=validation.nodeclaims.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
+// +kubebuilder:webhook:path=/validate-karpenter-k8s-aws-v1-ec2nodeclass,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.k8s.aws,resources=ec2nodeclasses,verbs=create;update,versions=v1,name=validation.ec2nodeclasses.karpenter.k8s.aws,admissionReviewVersions=v1,matchPolicy=Equivalent
+// +kubebuilder:webhook:path=/validate-karpenter-kwok-sh-v1alpha1-kwoknodeclass,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.kwok.sh,resources=kwoknodeclasses,verbs=create;update,versions=v1alpha1,name=validation.kwoknodeclasses.karpenter.kwok.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
+// +kubebuilder:webhook:path=/validate-policy-karpenter-sh-v1-capacitybudget,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.karpenter.sh,resources=capacitybudgets,verbs=create;update,versions=v1,name=validation.capacitybudgets.policy.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
+// +kubebuilder:webhook:path=/validate-policy-karpenter-sh-v1-capacitypolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.karpenter.sh,resources=capacitypolicies,verbs=create;update,versions=v1,name=validation.capacitypolicies.policy.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
+
+// Register adds the conversion webhook (/convert) and the validating webhooks to mgr.
+func Register(mgr ctrl.Manager, conv *conversion.Converter, v *validation.Validator) error {
+	if err := ctrl.NewWebhookManagedBy(mgr, &karpv1.NodePool{}).
+		WithConverter(crconversion.NewHubSpokeConverter(&karpv1.NodePool{},
+			crconversion.NewSpokeConverter(&karpv1beta1.NodePool{}, conv.NodePoolToV1beta1, conv.NodePoolToV1))).
+		WithValidator(typed(karpv1.SchemeGroupVersion.WithKind("NodePool").GroupKind(), func(_ context.Context, o *karpv1.NodePool) field.ErrorList { return v.NodePool(o) })).
+		Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &karpv1.NodeClaim{}).
+		WithConverter(crconversion.NewHubSpokeConverter(&karpv1.NodeClaim{},
+			crconversion.NewSpokeConverter(&karpv1beta1.NodeClaim{}, conv.NodeClaimToV1beta1, conv.NodeClaimToV1))).
+		WithValidator(typed(karpv1.SchemeGroupVersion.WithKind("NodeClaim").GroupKind(), func(_ context.Context, o *karpv1.NodeClaim) field.ErrorList { return v.NodeClaim(o) })).
+		Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &awsv1.EC2NodeClass{}).
+		WithConverter(crconversion.NewHubSpokeConverter(&awsv1.EC2NodeClass{},
+			crconversion.NewSpokeConverter(&awsv1beta1.EC2NodeClass{}, conv.EC2NodeClassToV1beta1, conv.EC2NodeClassToV1))).
+		WithValidator(typed(awsv1.SchemeGroupVersion.WithKind("EC2NodeClass").GroupKind(), func(_ context.Context, o *awsv1.EC2NodeClass) field.ErrorList { return v.EC2NodeClass(o) })).
+		Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &kwokv1alpha1.KWOKNodeClass{}).
+		WithValidator(typed(kwokv1alpha1.SchemeGroupVersion.WithKind("KWOKNodeClass").GroupKind(), func(_ context.Context, o *kwokv1alpha1.KWOKNodeClass) field.ErrorList { return v.KWOKNodeClass(o) })).
+		Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &policyv1.CapacityBudget{}).
+		WithValidator(typed(policyv1.SchemeGroupVersion.WithKind("CapacityBudget").GroupKind(), func(_ context.Context, o *policyv1.CapacityBudget) field.ErrorList { return v.CapacityBudget(o) })).
+		Complete(); err != nil {
+		return err
+	}
+	return ctrl.NewWebhookManagedBy(mgr, &policyv1.CapacityPolicy{}).
+		WithValidator(typed(policyv1.SchemeGroupVersion.WithKind("CapacityPolicy").GroupKind(), v.CapacityPolicy)).
+		Complete()
+}
+
+// typedValidator adapts a field.ErrorList validator to admission: an Invalid error (HTTP 422)
+// whose causes name the fields, as the API server's own validation reports them.
+type typedValidator[T client.Object] struct {
+	kind     schema.GroupKind
+	validate func(context.Context, T) field.ErrorList
+}
+
+func typed[T client.Object](kind schema.GroupKind, validate func(context.Context, T) field.ErrorList) admission.Validator[T] {
+	return &typedValidator[T]{kind: kind, validate: validate}
+}
+
+func (t *typedValidator[T]) check(ctx context.Context, obj T) error {
+	// An object on its way out is not held to rules it may predate: removing finalizers
+	// must always succeed.
+	if obj.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	if errs := t.validate(ctx, obj); len(errs) > 0 {
+		return apierrors.NewInvalid(t.kind, obj.GetName(), errs)
+	}
+	return nil
+}
+
+func (t *typedValidator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
+	return nil, t.check(ctx, obj)
+}
+
+func (t *typedValidator[T]) ValidateUpdate(ctx context.Context, _, obj T) (admission.Warnings, error) {
+	return nil, t.check(ctx, obj)
+}
+
+func (t *typedValidator[T]) ValidateDelete(context.Context, T) (admission.Warnings, error) {
+	return nil, nil
+}
