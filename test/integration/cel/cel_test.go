@@ -2,12 +2,9 @@ package cel_test
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -358,7 +355,7 @@ func TestCEL(t *testing.T) {
 				}
 				return
 			}
-			expectRejected(t, err, tc.field, tc.message)
+			test.ExpectInvalid(t, err, tc.field, tc.message)
 		})
 	}
 }
@@ -375,28 +372,4 @@ func TestCaseCount(t *testing.T) {
 		t.Fatalf("the CEL table has %d cases (%d invalid); keep at least 40", len(cases), invalid)
 	}
 	t.Logf("%d cases, %d invalid", len(cases), invalid)
-}
-
-// expectRejected asserts err is the API server's Invalid error, with a cause on field whose
-// message contains message.
-func expectRejected(t *testing.T, err error, field, message string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("expected rejection on %s (%q), the object was accepted", field, message)
-	}
-	var status *apierrors.StatusError
-	if !errors.As(err, &status) || !apierrors.IsInvalid(err) {
-		t.Fatalf("expected an Invalid error on %s, got: %v", field, err)
-	}
-	if status.ErrStatus.Details == nil {
-		t.Fatalf("rejection has no field details: %v", err)
-	}
-	var fields []string
-	for _, c := range status.ErrStatus.Details.Causes {
-		fields = append(fields, c.Field)
-		if c.Field == field && strings.Contains(c.Message, message) {
-			return
-		}
-	}
-	t.Fatalf("expected a cause on field %q containing %q; got fields %v in: %v", field, message, fields, err)
 }
