@@ -1,0 +1,233 @@
+// Command karpenterctl runs, offline and without a cluster, the checks and conversions the
+// cluster runs, so that a pull request gets the cluster's verdict before merge:
+//
+//	karpenterctl validate -f PATH [-f PATH...] [-o text|json|github]
+//	karpenterctl convert  -f PATH [-f PATH...] [--to v1|v1beta1] [--in-place]
+//
+// Exit status: 0 when everything is valid (or converted), 1 when something is invalid, 2 on
+// unreadable input or bad usage.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/karpenter-policy/karpenter/webhooks/conversion"
+	"github.com/karpenter-policy/karpenter/webhooks/offline"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitInvalid = 1
+	exitUsage   = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+const usage = `karpenterctl: offline checks and conversions for Karpenter manifests
+
+Commands:
+  validate -f PATH [-f PATH...] [-o text|json|github]
+      Check every NodePool, NodeClaim, EC2NodeClass, KWOKNodeClass, CapacityBudget and
+      CapacityPolicy against the CRDs' schemas and CEL rules and the webhook validators.
+  convert -f PATH [-f PATH...] [--to v1|v1beta1] [--in-place]
+      Convert NodePool, NodeClaim and EC2NodeClass documents to one version.
+
+PATH is a file, a directory (searched recursively for .yaml, .yml and .json) or - for
+standard input, holding multi-document YAML such as kustomize build or helm template print.
+Run 'karpenterctl COMMAND -h' for a command's flags.
+`
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "validate":
+		return validate(args[1:], stdin, stdout, stderr)
+	case "convert":
+		return convert(args[1:], stdin, stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "karpenterctl: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+}
+
+// paths is a repeatable -f flag.
+type paths []string
+
+func (p *paths) String() string     { return strings.Join(*p, ",") }
+func (p *paths) Set(v string) error { *p = append(*p, v); return nil }
+
+func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *paths, *string) {
+	fs := flag.NewFlagSet("karpenterctl "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var files paths
+	fs.Var(&files, "f", "file, directory or - (standard input); repeatable")
+	fs.Var(&files, "filename", "same as -f")
+	provider := fs.String("cloud-provider", "kwok", "the cluster's cloud provider (kwok or aws): a v1beta1 nodeClassRef without kind means its node class")
+	return fs, &files, provider
+}
+
+func newValidator(provider string) (*offline.Validator, error) {
+	conv := &conversion.Converter{DefaultNodeClass: conversion.KWOKNodeClass}
+	switch provider {
+	case "kwok":
+	case "aws":
+		conv.DefaultNodeClass = conversion.EC2NodeClass
+	default:
+		return nil, fmt.Errorf("--cloud-provider must be kwok or aws, got %q", provider)
+	}
+	return offline.NewValidator(conv)
+}
+
+func validate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs, files, provider := newFlags("validate", stderr)
+	output := fs.String("o", "text", "output format: text, json or github (workflow commands)")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if len(*files) == 0 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "karpenterctl validate: give one or more -f PATH, and nothing else")
+		return exitUsage
+	}
+	switch *output {
+	case "text", "json", "github":
+	default:
+		fmt.Fprintf(stderr, "karpenterctl validate: -o must be text, json or github, got %q\n", *output)
+		return exitUsage
+	}
+	v, err := newValidator(*provider)
+	if err != nil {
+		fmt.Fprintln(stderr, "karpenterctl validate:", err)
+		return exitUsage
+	}
+	docs, err := offline.ReadPaths(*files, stdin)
+	if err != nil {
+		fmt.Fprintln(stderr, "karpenterctl validate:", err)
+		return exitUsage
+	}
+	report := v.Validate(context.Background(), docs)
+	switch *output {
+	case "json":
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(report)
+	case "github":
+		for _, p := range report.Problems {
+			fmt.Fprintf(stdout, "::error file=%s,line=%d::%s\n", p.File, p.Line, escapeWorkflow(fmt.Sprintf("%s/%s: %s: %s", p.Kind, p.Name, p.Field, p.Message)))
+		}
+		fmt.Fprintln(stdout, summary(report))
+	default:
+		for _, p := range report.Problems {
+			fmt.Fprintln(stdout, p.String())
+		}
+		fmt.Fprintln(stdout, summary(report))
+	}
+	if report.Invalid > 0 {
+		return exitInvalid
+	}
+	return exitOK
+}
+
+func summary(r offline.Report) string {
+	return fmt.Sprintf("%d objects: %d valid, %d invalid (%d problems); %d documents of other kinds skipped",
+		r.Objects, r.Valid, r.Invalid, len(r.Problems), r.Skipped)
+}
+
+// escapeWorkflow escapes a GitHub Actions workflow command's message.
+func escapeWorkflow(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
+}
+
+func convert(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs, files, provider := newFlags("convert", stderr)
+	to := fs.String("to", "v1", "target version: v1 or v1beta1")
+	inPlace := fs.Bool("in-place", false, "rewrite the files instead of printing the result")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if len(*files) == 0 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "karpenterctl convert: give one or more -f PATH, and nothing else")
+		return exitUsage
+	}
+	if *to != "v1" && *to != "v1beta1" {
+		fmt.Fprintf(stderr, "karpenterctl convert: --to must be v1 or v1beta1, got %q\n", *to)
+		return exitUsage
+	}
+	v, err := newValidator(*provider)
+	if err != nil {
+		fmt.Fprintln(stderr, "karpenterctl convert:", err)
+		return exitUsage
+	}
+	docs, err := offline.ReadPaths(*files, stdin)
+	if err != nil {
+		fmt.Fprintln(stderr, "karpenterctl convert:", err)
+		return exitUsage
+	}
+	if *inPlace {
+		for _, f := range *files {
+			if f == "-" {
+				fmt.Fprintln(stderr, "karpenterctl convert: --in-place cannot rewrite standard input")
+				return exitUsage
+			}
+		}
+	}
+	n, notes, err := v.Convert(context.Background(), docs, *to)
+	if err != nil {
+		fmt.Fprintln(stderr, "karpenterctl convert:", err)
+		var readErr *offline.ReadError
+		if errors.As(err, &readErr) {
+			return exitUsage
+		}
+		return exitInvalid
+	}
+	byFile := map[string][]offline.Document{}
+	var order []string
+	for _, d := range docs {
+		if _, seen := byFile[d.File]; !seen {
+			order = append(order, d.File)
+		}
+		byFile[d.File] = append(byFile[d.File], d)
+	}
+	for i, f := range order {
+		out := offline.Join(byFile[f])
+		if *inPlace {
+			info, err := os.Stat(f)
+			if err != nil {
+				fmt.Fprintln(stderr, "karpenterctl convert:", err)
+				return exitUsage
+			}
+			if err := os.WriteFile(f, out, info.Mode().Perm()); err != nil {
+				fmt.Fprintln(stderr, "karpenterctl convert:", err)
+				return exitUsage
+			}
+			continue
+		}
+		if len(order) > 1 {
+			if i > 0 {
+				fmt.Fprintln(stdout, "---")
+			}
+			fmt.Fprintf(stdout, "# Source: %s\n", f)
+		}
+		_, _ = stdout.Write(out)
+	}
+	for _, note := range notes {
+		fmt.Fprintln(stderr, note.String())
+	}
+	fmt.Fprintf(stderr, "karpenterctl convert: %d documents converted to %s\n", n, *to)
+	return exitOK
+}

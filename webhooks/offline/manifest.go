@@ -1,0 +1,296 @@
+package offline
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	yamlv3 "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"sigs.k8s.io/yaml"
+)
+
+// Document is one YAML document of a manifest file, with what is needed to point at its lines
+// and to write it back unchanged.
+type Document struct {
+	File string
+	// Line is the line of the file the document starts on (1-based).
+	Line int
+	// Sep is the --- line before the document, as written (nil for a file's first document
+	// when the file does not start with one); Sep and Raw of every document, in order, give
+	// the file back byte for byte.
+	Sep []byte
+	// Raw is the document's text as read, without the --- separator.
+	Raw []byte
+	// Object is the document as JSON-like data, nil for an empty document.
+	Object map[string]any
+
+	node *yamlv3.Node
+}
+
+// GVK is the document's apiVersion and kind.
+func (d *Document) GVK() schema.GroupVersionKind {
+	apiVersion, _ := d.Object["apiVersion"].(string)
+	kind, _ := d.Object["kind"].(string)
+	gv, _ := schema.ParseGroupVersion(apiVersion)
+	return gv.WithKind(kind)
+}
+
+// Name is the document's metadata.name.
+func (d *Document) Name() string {
+	name, _, _ := nestedString(d.Object, "metadata", "name")
+	return name
+}
+
+// ReadError is input that cannot be read: a missing file or YAML that does not parse.
+type ReadError struct {
+	File string
+	Line int
+	Err  error
+}
+
+func (e *ReadError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err)
+	}
+	return fmt.Sprintf("%s: %v", e.File, e.Err)
+}
+
+// ReadPaths reads files, directories (recursively, *.yaml, *.yml and *.json, in name order)
+// and "-" for standard input.
+func ReadPaths(paths []string, stdin io.Reader) ([]Document, error) {
+	var docs []Document
+	for _, p := range paths {
+		if p == "-" {
+			b, err := io.ReadAll(stdin)
+			if err != nil {
+				return nil, &ReadError{File: "<stdin>", Err: err}
+			}
+			d, err := Parse("<stdin>", b)
+			if err != nil {
+				return nil, err
+			}
+			docs = append(docs, d...)
+			continue
+		}
+		files, err := manifestFiles(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, &ReadError{File: f, Err: err}
+			}
+			d, err := Parse(f, b)
+			if err != nil {
+				return nil, err
+			}
+			docs = append(docs, d...)
+		}
+	}
+	return docs, nil
+}
+
+func manifestFiles(p string) ([]string, error) {
+	info, err := os.Stat(p)
+	if err != nil {
+		return nil, &ReadError{File: p, Err: err}
+	}
+	if !info.IsDir() {
+		return []string{p}, nil
+	}
+	var files []string
+	err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch strings.ToLower(filepath.Ext(path)) {
+		case ".yaml", ".yml", ".json":
+			if !d.IsDir() {
+				files = append(files, path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, &ReadError{File: p, Err: err}
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+var separator = regexp.MustCompile(`^---(\s.*)?$`)
+
+// Parse splits a file into its YAML documents and parses each.
+func Parse(file string, b []byte) ([]Document, error) {
+	var docs []Document
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	start, startLine := 0, 1
+	var sep []byte
+	flush := func(end int) error {
+		raw := bytes.Join(lines[start:end], nil)
+		d := Document{File: file, Line: startLine, Sep: sep, Raw: raw}
+		if len(bytes.TrimSpace(raw)) > 0 {
+			var err error
+			if d, err = parseDocument(file, startLine, raw); err != nil {
+				return err
+			}
+			d.Sep = sep
+		}
+		if len(raw) > 0 || sep != nil {
+			docs = append(docs, d)
+		}
+		return nil
+	}
+	for i, l := range lines {
+		if separator.Match(bytes.TrimRight(l, "\r\n")) {
+			if err := flush(i); err != nil {
+				return nil, err
+			}
+			start, startLine, sep = i+1, i+2, l
+		}
+	}
+	if err := flush(len(lines)); err != nil {
+		return nil, err
+	}
+	return docs, nil
+}
+
+// Join writes documents back as one file.
+func Join(docs []Document) []byte {
+	var out bytes.Buffer
+	for _, d := range docs {
+		out.Write(d.Sep)
+		out.Write(d.Raw)
+	}
+	return out.Bytes()
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+func parseDocument(file string, line int, raw []byte) (Document, error) {
+	d := Document{File: file, Line: line, Raw: raw}
+	var node yamlv3.Node
+	if err := yamlv3.Unmarshal(raw, &node); err != nil {
+		errLine := line
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			errLine = line + n - 1
+		}
+		return d, &ReadError{File: file, Line: errLine, Err: fmt.Errorf("not valid YAML: %w", err)}
+	}
+	if len(node.Content) == 0 {
+		return d, nil
+	}
+	d.node = node.Content[0]
+	j, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return d, &ReadError{File: file, Line: line, Err: err}
+	}
+	var obj any
+	if err := utiljson.Unmarshal(j, &obj); err != nil {
+		return d, &ReadError{File: file, Line: line, Err: err}
+	}
+	m, ok := obj.(map[string]any)
+	if !ok {
+		return d, &ReadError{File: file, Line: line, Err: fmt.Errorf("a manifest document must be a mapping, found %T", obj)}
+	}
+	d.Object = m
+	return d, nil
+}
+
+// LineOf returns the file line of a field path such as spec.template.spec.requirements[0].key,
+// or of the nearest enclosing field that the document has.
+func (d *Document) LineOf(path string) int {
+	n := d.node
+	if n == nil {
+		return d.Line
+	}
+	line := n.Line
+	for _, tok := range splitPath(path) {
+		at, next := child(n, tok)
+		if next == nil {
+			break
+		}
+		n, line = next, at
+	}
+	return d.Line + line - 1
+}
+
+// BlockScalarLine returns the file line of line n (1-based) inside the block scalar at path,
+// e.g. a line of a CapacityPolicy's Rego; ok is false when the field is not a block scalar.
+func (d *Document) BlockScalarLine(path string, n int) (int, bool) {
+	node := d.node
+	for _, tok := range splitPath(path) {
+		if _, node = child(node, tok); node == nil {
+			return 0, false
+		}
+	}
+	if node.Kind != yamlv3.ScalarNode || (node.Style != yamlv3.LiteralStyle && node.Style != yamlv3.FoldedStyle) {
+		return 0, false
+	}
+	// yaml.v3 places a block scalar at its indicator (|); the content starts on the next line.
+	return d.Line + node.Line - 1 + n, true
+}
+
+// child returns the line to report for tok (the key's line in a mapping, the item's in a
+// sequence) and the node to keep walking in.
+func child(n *yamlv3.Node, tok string) (int, *yamlv3.Node) {
+	if n == nil {
+		return 0, nil
+	}
+	switch n.Kind {
+	case yamlv3.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == tok {
+				return n.Content[i].Line, n.Content[i+1]
+			}
+		}
+	case yamlv3.SequenceNode:
+		if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(n.Content) {
+			return n.Content[i].Line, n.Content[i]
+		}
+	}
+	return 0, nil
+}
+
+// splitPath splits a field path into names, indices and map keys.
+func splitPath(p string) []string {
+	var out []string
+	var cur strings.Builder
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; c {
+		case '.':
+			if cur.Len() > 0 {
+				out = append(out, cur.String())
+				cur.Reset()
+			}
+		case '[':
+			if cur.Len() > 0 {
+				out = append(out, cur.String())
+				cur.Reset()
+			}
+			end := strings.IndexByte(p[i:], ']')
+			if end < 0 {
+				return append(out, p[i+1:])
+			}
+			out = append(out, p[i+1:i+end])
+			i += end
+		default:
+			cur.WriteByte(c)
+		}
+	}
+	if cur.Len() > 0 {
+		out = append(out, cur.String())
+	}
+	return out
+}
