@@ -81,15 +81,15 @@ func Embedded() *File {
 			vcpu, gib, price := fam.dimensions(size)
 			name := fam.name + "." + size
 			labels := map[string]string{
-				v1.LabelInstanceFamily:     fam.name,
-				v1.LabelInstanceCategory:   fam.name[:1],
-				v1.LabelInstanceGeneration: strconv.Itoa(fam.generation),
-				v1.LabelInstanceSize:       size,
-				v1.LabelInstanceCPU:        strconv.Itoa(vcpu),
-				v1.LabelInstanceMemory:     strconv.Itoa(int(gib * 1024)),
-				v1.LabelInstanceHypervisor: "nitro",
-				v1.LabelArch:               fam.arch,
-				v1.LabelOS:                 "linux",
+				v1.LabelInstanceFamily:                        fam.name,
+				v1.LabelInstanceCategory:                      fam.name[:1],
+				v1.LabelInstanceGeneration:                    strconv.Itoa(fam.generation),
+				v1.LabelInstanceSize:                          size,
+				v1.LabelInstanceCPU:                           strconv.Itoa(vcpu),
+				v1.LabelInstanceMemory:                        strconv.Itoa(int(gib * 1024)),
+				v1.LabelInstanceHypervisor:                    "nitro",
+				v1.LabelArch:                                  fam.arch,
+				v1.LabelOS:                                    "linux",
 				"karpenter.k8s.aws/instance-cpu-manufacturer": fam.manufacturer,
 			}
 			pods := maxPods(vcpu)
