@@ -1,0 +1,687 @@
+package scheduling
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+)
+
+// MaxInstanceTypes is how many instance types a new NodeClaim offers the cloud provider.
+const MaxInstanceTypes = 60
+
+// Input is everything the solver decides from.
+type Input struct {
+	// Pods are the pending pods to place.
+	Pods []*corev1.Pod
+	// NodePools with their instance types, DaemonSet overhead and usage so far.
+	NodePools []*NodePool
+	// Nodes are existing nodes and in-flight NodeClaims, with the pods bound or nominated to them.
+	Nodes []*Node
+	// VolumeRequirements are node requirements from pods' bound PersistentVolumes (zonal
+	// volumes), by pod namespace/name.
+	VolumeRequirements map[string][]corev1.NodeSelectorRequirement
+	// Policy, when set, adds per-namespace constraints on new NodeClaims.
+	Policy PolicyHook
+}
+
+// NodePool is a NodePool with what the solver needs to launch from it.
+type NodePool struct {
+	NodePool      *karpv1.NodePool
+	InstanceTypes []*cloudprovider.InstanceType
+	// DaemonSetOverhead is what the DaemonSets that would run on its nodes request.
+	DaemonSetOverhead corev1.ResourceList
+	// Usage is what its nodes and in-flight NodeClaims already use, including "nodes", for limits.
+	Usage corev1.ResourceList
+}
+
+// Node is an existing node or an in-flight NodeClaim.
+type Node struct {
+	Name        string
+	Labels      map[string]string
+	Taints      []corev1.Taint
+	Allocatable corev1.ResourceList
+	// Pods are bound or nominated to it; their requests are used.
+	Pods []*corev1.Pod
+	// InFlight marks a NodeClaim whose node has not registered yet.
+	InFlight bool
+}
+
+// PolicyHook is how the policy engine constrains new capacity, per namespace and NodePool.
+type PolicyHook interface {
+	Constraints(namespace, nodePool string) *Constraints
+}
+
+// Constraints are a policy's extra requirements and offering filter for one namespace on one
+// NodePool.
+type Constraints struct {
+	Requirements []corev1.NodeSelectorRequirement
+	// AllowOffering filters offerings, e.g. by price or capacity type; nil allows all.
+	AllowOffering func(it *cloudprovider.InstanceType, o cloudprovider.Offering) bool
+	// Source names the policy, for the reasons pods stay pending.
+	Source string
+}
+
+// Result is the solver's decision.
+type Result struct {
+	NodeClaims []*NodeClaim
+	// Existing maps node names to the pods placed on them.
+	Existing map[string][]*corev1.Pod
+	// Unschedulable pods, each with a reason a person can act on.
+	Unschedulable []Unschedulable
+}
+
+// Unschedulable is a pod the solver could not place.
+type Unschedulable struct {
+	Pod    *corev1.Pod
+	Reason string
+}
+
+// NodeClaim is a new node to launch.
+type NodeClaim struct {
+	NodePool string
+	// Requirements are the NodePool's, narrowed by the pods.
+	Requirements Requirements
+	// InstanceTypes the cloud provider may launch, cheapest first, at most MaxInstanceTypes.
+	InstanceTypes []*cloudprovider.InstanceType
+	// InstanceType and Offering are the cheapest choice.
+	InstanceType *cloudprovider.InstanceType
+	Offering     cloudprovider.Offering
+	Pods         []*corev1.Pod
+	// Requests are the pods' and the DaemonSets' requests.
+	Requests corev1.ResourceList
+	// Hostname stands for the node's hostname in topology until it exists.
+	Hostname string
+
+	pool     *pool
+	types    []*instanceType
+	filters  []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool
+	ports    map[string]bool
+	reserved corev1.ResourceList
+}
+
+type pool struct {
+	np        *karpv1.NodePool
+	name      string
+	reqs      Requirements
+	taints    []corev1.Taint
+	types     []*instanceType
+	overhead  corev1.ResourceList
+	remaining corev1.ResourceList // nil: no limits
+	excluded  string              // why no instance type is left, if none
+	// typeKeys are the label keys its instance types define (zone and capacity type included).
+	typeKeys sets.Set[string]
+}
+
+type instanceType struct {
+	it    *cloudprovider.InstanceType
+	reqs  Requirements
+	alloc corev1.ResourceList
+}
+
+type existing struct {
+	node      *Node
+	reqs      Requirements
+	available corev1.ResourceList
+	ports     map[string]bool
+	placed    []*corev1.Pod
+}
+
+type solver struct {
+	in     *Input
+	pools  []*pool
+	nodes  []*existing
+	claims []*NodeClaim
+	topo   *topology
+}
+
+// Solve places the pods: on existing nodes first, then in-flight ones, then on new NodeClaims
+// from the NodePools in weight order. It is deterministic.
+func Solve(in *Input) (*Result, error) {
+	s := &solver{in: in, topo: newTopology()}
+	if err := s.prepare(); err != nil {
+		return nil, err
+	}
+	res := &Result{Existing: map[string][]*corev1.Pod{}}
+	pods := append([]*corev1.Pod(nil), in.Pods...)
+	requests := make(map[*corev1.Pod]corev1.ResourceList, len(pods))
+	for _, p := range pods {
+		requests[p] = PodRequests(p)
+	}
+	sort.SliceStable(pods, func(i, j int) bool {
+		a, b := requests[pods[i]], requests[pods[j]]
+		if c := a.Cpu().Cmp(*b.Cpu()); c != 0 {
+			return c > 0
+		}
+		if c := a.Memory().Cmp(*b.Memory()); c != 0 {
+			return c > 0
+		}
+		return PodKey(pods[i]) < PodKey(pods[j])
+	})
+	for _, p := range pods {
+		if reason := s.place(p, requests[p]); reason != "" {
+			res.Unschedulable = append(res.Unschedulable, Unschedulable{Pod: p, Reason: reason})
+		}
+	}
+	for _, n := range s.nodes {
+		if len(n.placed) > 0 {
+			res.Existing[n.node.Name] = n.placed
+		}
+	}
+	for _, c := range s.claims {
+		s.finalize(c)
+		res.NodeClaims = append(res.NodeClaims, c)
+	}
+	sort.SliceStable(res.Unschedulable, func(i, j int) bool { return PodKey(res.Unschedulable[i].Pod) < PodKey(res.Unschedulable[j].Pod) })
+	return res, nil
+}
+
+func (s *solver) prepare() error {
+	for _, in := range s.in.NodePools {
+		np := in.NodePool
+		p := &pool{np: np, name: np.Name, taints: np.Spec.Template.Spec.Taints, overhead: in.DaemonSetOverhead, typeKeys: sets.New[string]()}
+		p.reqs = NewRequirements(np.Spec.Template.Spec.Requirements...)
+		p.reqs.Add(NewRequirement(karpv1.NodePoolLabelKey, corev1.NodeSelectorOpIn, np.Name))
+		for k, v := range np.Spec.Template.Labels {
+			p.reqs.Add(NewRequirement(k, corev1.NodeSelectorOpIn, v))
+		}
+		if len(np.Spec.Limits) > 0 {
+			p.remaining = subtract(corev1.ResourceList(np.Spec.Limits), in.Usage)
+		}
+		for _, it := range in.InstanceTypes {
+			t := &instanceType{it: it, reqs: LabelRequirements(it.Labels), alloc: it.Allocatable()}
+			zones, cts := sets.New[string](), sets.New[string]()
+			for _, o := range it.Offerings {
+				if o.Available {
+					zones.Insert(o.Zone)
+					cts.Insert(o.CapacityType)
+				}
+			}
+			if zones.Len() == 0 {
+				continue
+			}
+			t.reqs[karpv1.LabelTopologyZone] = NewRequirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, sets.List(zones)...)
+			t.reqs[karpv1.CapacityTypeLabelKey] = NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, sets.List(cts)...)
+			if err := definedCompatible(p.reqs, t.reqs); err != nil {
+				continue
+			}
+			if ok, _ := fits(in.DaemonSetOverhead, t.alloc); !ok {
+				continue
+			}
+			p.types = append(p.types, t)
+			for k := range t.reqs {
+				p.typeKeys.Insert(k)
+			}
+			for k, r := range t.reqs {
+				for _, v := range r.Values() {
+					s.topo.addDomain(k, v)
+				}
+			}
+		}
+		if len(p.types) == 0 {
+			p.excluded = fmt.Sprintf("no instance type of its %d matches its requirements and has an available offering", len(in.InstanceTypes))
+		}
+		s.pools = append(s.pools, p)
+	}
+	sort.SliceStable(s.pools, func(i, j int) bool {
+		wi, wj := weight(s.pools[i].np), weight(s.pools[j].np)
+		if wi != wj {
+			return wi > wj
+		}
+		return s.pools[i].name < s.pools[j].name
+	})
+	nodes := append([]*Node(nil), s.in.Nodes...)
+	sort.SliceStable(nodes, func(i, j int) bool {
+		if nodes[i].InFlight != nodes[j].InFlight {
+			return !nodes[i].InFlight
+		}
+		return nodes[i].Name < nodes[j].Name
+	})
+	for _, n := range nodes {
+		e := &existing{node: n, reqs: LabelRequirements(n.Labels), available: n.Allocatable.DeepCopy(), ports: map[string]bool{}}
+		if _, ok := n.Labels[corev1.LabelHostname]; !ok {
+			e.reqs[corev1.LabelHostname] = NewRequirement(corev1.LabelHostname, corev1.NodeSelectorOpIn, n.Name)
+		}
+		for k, v := range n.Labels {
+			s.topo.addDomain(k, v)
+		}
+		for _, p := range n.Pods {
+			e.available = subtract(e.available, PodRequests(p))
+			for _, hp := range hostPorts(p) {
+				e.ports[hp] = true
+			}
+		}
+		s.nodes = append(s.nodes, e)
+	}
+	for _, p := range s.in.Pods {
+		if err := s.topo.register(p); err != nil {
+			return fmt.Errorf("pod %s: %w", PodKey(p), err)
+		}
+	}
+	// Count the pods already bound, now that every group exists.
+	for _, e := range s.nodes {
+		for _, p := range e.node.Pods {
+			s.topo.registerExisting(p, e.labelsWithHostname())
+			s.topo.count(p, e.domain)
+		}
+	}
+	return nil
+}
+
+func weight(np *karpv1.NodePool) int32 {
+	if np.Spec.Weight == nil {
+		return 0
+	}
+	return *np.Spec.Weight
+}
+
+func (e *existing) labelsWithHostname() map[string]string {
+	if _, ok := e.node.Labels[corev1.LabelHostname]; ok {
+		return e.node.Labels
+	}
+	l := map[string]string{corev1.LabelHostname: e.node.Name}
+	for k, v := range e.node.Labels {
+		l[k] = v
+	}
+	return l
+}
+
+func (e *existing) domain(key string) (string, bool) {
+	v, ok := e.labelsWithHostname()[key]
+	return v, ok
+}
+
+// definedCompatible checks the keys an instance type defines against requirements; keys it
+// does not define (custom labels) are the NodePool's to set.
+func definedCompatible(reqs, defined Requirements) error {
+	for k, d := range defined {
+		if r, ok := reqs[k]; ok && r.Intersect(d).empty() {
+			return fmt.Errorf("%s, but it has %s", r, d)
+		}
+	}
+	return nil
+}
+
+// place tries a pod with every relaxation in turn and returns "" or why it cannot be placed.
+func (s *solver) place(p *corev1.Pod, requests corev1.ResourceList) string {
+	prefs := preferredTerms(p)
+	var reason string
+	for term := range requiredTerms(p) {
+		for drop := 0; drop <= len(prefs)+1; drop++ {
+			strict := drop <= len(prefs)
+			kept := prefs
+			if drop <= len(prefs) {
+				kept = prefs[:len(prefs)-drop]
+			} else {
+				kept = nil
+			}
+			reqs := podRequirements(p, term, kept)
+			for _, v := range s.in.VolumeRequirements[PodKey(p)] {
+				reqs.Add(NewRequirement(v.Key, v.Operator, v.Values...))
+			}
+			if reason = s.placeWith(p, requests, reqs, strict); reason == "" {
+				return ""
+			}
+		}
+	}
+	return reason
+}
+
+func (s *solver) placeWith(p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) string {
+	var reasons []string
+	for _, e := range s.nodes {
+		if err := s.tryExisting(e, p, requests, reqs, strict); err == nil {
+			return ""
+		}
+	}
+	for _, c := range s.claims {
+		if err := s.tryClaim(c, p, requests, reqs, strict); err == nil {
+			return ""
+		}
+	}
+	for _, pl := range s.pools {
+		c, err := s.newClaim(pl, p, requests, reqs, strict)
+		if err == nil {
+			s.claims = append(s.claims, c)
+			return ""
+		}
+		reasons = append(reasons, fmt.Sprintf("nodepool %s: %v", pl.name, err))
+	}
+	if len(s.pools) == 0 {
+		reasons = append(reasons, "no NodePool")
+	}
+	return strings.Join(reasons, "; ")
+}
+
+func (s *solver) policy(p *corev1.Pod, pl *pool) *Constraints {
+	if s.in.Policy == nil {
+		return nil
+	}
+	return s.in.Policy.Constraints(p.Namespace, pl.name)
+}
+
+func (s *solver) tryExisting(e *existing, p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) error {
+	if ok, t := tolerates(p, e.node.Taints, strict); !ok {
+		return fmt.Errorf("taint %s not tolerated", taintString(t))
+	}
+	if err := e.reqs.Compatible(reqs); err != nil {
+		return err
+	}
+	if ok, r := fits(requests, e.available); !ok {
+		return fmt.Errorf("not enough %s", r)
+	}
+	ports := hostPorts(p)
+	if c := portsConflict(e.ports, ports); c != "" {
+		return fmt.Errorf("host port %s in use", c)
+	}
+	if _, err := s.topo.choose(p, strict, reqs, func(key string) []string {
+		if v, ok := e.domain(key); ok {
+			return []string{v}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	e.available = subtract(e.available, requests)
+	for _, hp := range ports {
+		e.ports[hp] = true
+	}
+	e.placed = append(e.placed, p)
+	s.topo.count(p, e.domain)
+	return nil
+}
+
+func (s *solver) newClaim(pl *pool, p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) (*NodeClaim, error) {
+	if pl.excluded != "" {
+		return nil, fmt.Errorf("%s", pl.excluded)
+	}
+	if pl.remaining != nil {
+		if n, ok := pl.remaining[corev1.ResourceName("nodes")]; ok && n.Value() < 1 {
+			limit := pl.np.Spec.Limits[corev1.ResourceName("nodes")]
+			return nil, fmt.Errorf("limit nodes reached (%s)", limit.String())
+		}
+	}
+	c := &NodeClaim{NodePool: pl.name, pool: pl, Requirements: pl.reqs.Copy(), types: pl.types,
+		Requests: pl.overhead.DeepCopy(), Hostname: fmt.Sprintf("%s-nodeclaim-%d", pl.name, len(s.claims)), ports: map[string]bool{}}
+	if c.Requests == nil {
+		c.Requests = corev1.ResourceList{}
+	}
+	if err := s.tryClaim(c, p, requests, reqs, strict); err != nil {
+		return nil, err
+	}
+	if pl.remaining != nil {
+		if n, ok := pl.remaining[corev1.ResourceName("nodes")]; ok {
+			n.Sub(resource.MustParse("1"))
+			pl.remaining[corev1.ResourceName("nodes")] = n
+		}
+	}
+	return c, nil
+}
+
+func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) error {
+	if ok, t := tolerates(p, c.pool.taints, strict); !ok {
+		return fmt.Errorf("taint %s not tolerated", taintString(t))
+	}
+	filters := c.filters
+	if pc := s.policy(p, c.pool); pc != nil {
+		for _, r := range pc.Requirements {
+			reqs = reqs.Merged(Requirements{r.Key: NewRequirement(r.Key, r.Operator, r.Values...)})
+		}
+		if pc.AllowOffering != nil {
+			filters = append(append([]func(*cloudprovider.InstanceType, cloudprovider.Offering) bool(nil), filters...), pc.AllowOffering)
+		}
+	}
+	// Keys the instance types define are checked against the types below; the others are
+	// the NodePool's labels and requirements, or absent.
+	own := Requirements{}
+	for k, r := range reqs {
+		if !c.pool.typeKeys.Has(k) {
+			own[k] = r
+		}
+	}
+	if err := c.Requirements.Compatible(own); err != nil {
+		return fmt.Errorf("incompatible requirements: %v", err)
+	}
+	merged := c.Requirements.Merged(reqs)
+	chosen, err := s.topo.choose(p, strict, reqs, func(key string) []string {
+		if key == corev1.LabelHostname {
+			return []string{c.Hostname}
+		}
+		return c.domains(key, merged)
+	})
+	if err != nil {
+		return err
+	}
+	for k, v := range chosen {
+		if k != corev1.LabelHostname {
+			merged.Add(NewRequirement(k, corev1.NodeSelectorOpIn, v))
+		}
+	}
+	ports := hostPorts(p)
+	if conflict := portsConflict(c.ports, ports); conflict != "" {
+		return fmt.Errorf("host port %s in use", conflict)
+	}
+	total := c.Requests.DeepCopy()
+	addTo(total, requests)
+	limit := c.pool.remaining
+	if limit != nil && c.reserved != nil {
+		limit = limit.DeepCopy()
+		addTo(limit, c.reserved)
+	}
+	var kept []*instanceType
+	// The reason reported is the one of the type that got furthest: requirements, resources,
+	// limits, offerings.
+	miss, missStage := "", -1
+	note := func(stage int, msg func() string) {
+		if stage > missStage {
+			miss, missStage = msg(), stage
+		}
+	}
+	for _, t := range c.types {
+		if err := definedCompatible(merged, t.reqs); err != nil {
+			note(0, func() string { return fmt.Sprintf("requires %v", err) })
+			continue
+		}
+		if ok, r := fits(total, t.alloc); !ok {
+			note(1, func() string { return fmt.Sprintf("not enough %s", r) })
+			continue
+		}
+		if limit != nil {
+			if ok, r := withinLimits(t.it.Capacity, limit); !ok {
+				note(2, func() string { return fmt.Sprintf("limit %s would be exceeded", r) })
+				continue
+			}
+		}
+		if _, ok := cheapestOffering(t.it, merged, filters); !ok {
+			note(3, func() string {
+				return fmt.Sprintf("no available offering of %s matches %s and %s%s", t.it.Name,
+					reqString(merged, karpv1.LabelTopologyZone), reqString(merged, karpv1.CapacityTypeLabelKey), policyNote(s, p, c.pool))
+			})
+			continue
+		}
+		kept = append(kept, t)
+	}
+	if len(kept) == 0 {
+		return fmt.Errorf("no instance type fits %s (%s)", resourcesString(total), miss)
+	}
+	for _, r := range merged {
+		if r.MinValues != nil {
+			distinct := sets.New[string]()
+			for _, t := range kept {
+				if v, ok := t.it.Labels[r.Key]; ok && r.Has(v) {
+					distinct.Insert(v)
+				}
+			}
+			if distinct.Len() < *r.MinValues {
+				return fmt.Errorf("minValues %d on %s: only %d values would remain", *r.MinValues, r.Key, distinct.Len())
+			}
+		}
+	}
+	// Commit.
+	c.Requirements, c.types, c.Requests, c.filters = merged, kept, total, filters
+	for _, hp := range ports {
+		c.ports[hp] = true
+	}
+	c.Pods = append(c.Pods, p)
+	if c.pool.remaining != nil {
+		reserve := withoutNodes(cheapestType(kept, merged, filters).it.Capacity)
+		if c.reserved != nil {
+			addTo(c.pool.remaining, c.reserved)
+		}
+		c.pool.remaining = subtract(c.pool.remaining, reserve)
+		c.reserved = reserve
+	}
+	s.topo.count(p, func(key string) (string, bool) {
+		if key == corev1.LabelHostname {
+			return c.Hostname, true
+		}
+		if r, ok := c.Requirements[key]; ok && !r.complement && r.values.Len() == 1 {
+			return r.Values()[0], true
+		}
+		return "", false
+	})
+	return nil
+}
+
+// withinLimits checks capacity against the resources a NodePool limits.
+func withinLimits(capacity, limit corev1.ResourceList) (bool, corev1.ResourceName) {
+	for k, l := range limit {
+		if k == "nodes" {
+			continue
+		}
+		if c, ok := capacity[k]; ok && c.Cmp(l) > 0 {
+			return false, k
+		}
+	}
+	return true, ""
+}
+
+func withoutNodes(l corev1.ResourceList) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for k, v := range l {
+		if k != "nodes" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// cheapestOffering is the cheapest available offering of it that reqs and filters allow.
+func cheapestOffering(it *cloudprovider.InstanceType, reqs Requirements, filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool) (cloudprovider.Offering, bool) {
+	var best cloudprovider.Offering
+	found := false
+	zone, ct := reqs[karpv1.LabelTopologyZone], reqs[karpv1.CapacityTypeLabelKey]
+	for _, o := range it.Offerings {
+		if !o.Available || (zone != nil && !zone.Has(o.Zone)) || (ct != nil && !ct.Has(o.CapacityType)) {
+			continue
+		}
+		ok := true
+		for _, f := range filters {
+			if !f(it, o) {
+				ok = false
+				break
+			}
+		}
+		if ok && (!found || o.Price < best.Price) {
+			best, found = o, true
+		}
+	}
+	return best, found
+}
+
+func cheapestType(types []*instanceType, reqs Requirements, filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool) *instanceType {
+	var best *instanceType
+	bestPrice := 0.0
+	for _, t := range types {
+		if o, ok := cheapestOffering(t.it, reqs, filters); ok && (best == nil || o.Price < bestPrice || (o.Price == bestPrice && t.it.Name < best.it.Name)) {
+			best, bestPrice = t, o.Price
+		}
+	}
+	return best
+}
+
+// finalize orders a NodeClaim's instance types cheapest first and picks the cheapest.
+func (s *solver) finalize(c *NodeClaim) {
+	type priced struct {
+		t *instanceType
+		o cloudprovider.Offering
+	}
+	var ps []priced
+	for _, t := range c.types {
+		if o, ok := cheapestOffering(t.it, c.Requirements, c.filters); ok {
+			ps = append(ps, priced{t, o})
+		}
+	}
+	sort.SliceStable(ps, func(i, j int) bool {
+		if ps[i].o.Price != ps[j].o.Price {
+			return ps[i].o.Price < ps[j].o.Price
+		}
+		return ps[i].t.it.Name < ps[j].t.it.Name
+	})
+	if len(ps) > MaxInstanceTypes {
+		ps = ps[:MaxInstanceTypes]
+	}
+	for _, p := range ps {
+		c.InstanceTypes = append(c.InstanceTypes, p.t.it)
+	}
+	if len(ps) > 0 {
+		c.InstanceType, c.Offering = ps[0].t.it, ps[0].o
+	}
+}
+
+func reqString(rs Requirements, key string) string {
+	if r, ok := rs[key]; ok {
+		return r.String()
+	}
+	return key + " (any)"
+}
+
+func resourcesString(l corev1.ResourceList) string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, string(k))
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		q := l[corev1.ResourceName(k)]
+		parts = append(parts, k+"="+q.String())
+	}
+	return strings.Join(parts, ", ")
+}
+
+// domains are the values key can still take on the NodeClaim: those its requirements and
+// remaining instance types allow.
+func (c *NodeClaim) domains(key string, reqs Requirements) []string {
+	r, constrained := reqs[key]
+	out := sets.New[string]()
+	if c.pool.typeKeys.Has(key) {
+		for _, t := range c.types {
+			if tr, ok := t.reqs[key]; ok {
+				for _, v := range tr.Values() {
+					if !constrained || r.Has(v) {
+						out.Insert(v)
+					}
+				}
+			}
+		}
+		return sets.List(out)
+	}
+	if constrained && !r.complement {
+		return r.Values()
+	}
+	return nil
+}
+
+func policyNote(s *solver, p *corev1.Pod, pl *pool) string {
+	if pc := s.policy(p, pl); pc != nil && pc.Source != "" {
+		return " allowed by " + pc.Source
+	}
+	return ""
+}

@@ -1,0 +1,337 @@
+package scheduling
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+type groupKind int
+
+const (
+	spread groupKind = iota
+	affinity
+	antiAffinity
+)
+
+func (k groupKind) String() string {
+	return [...]string{"topology spread", "pod affinity", "pod anti-affinity"}[k]
+}
+
+// group counts, per domain of a topology key, the pods a selector matches; for
+// anti-affinity it also counts, per domain, the pods that own the term.
+type group struct {
+	kind       groupKind
+	key        string
+	maxSkew    int32
+	minDomains int32
+	namespaces sets.Set[string] // nil: every namespace
+	selector   labels.Selector
+	selectorID string
+	counts     map[string]int
+	owners     map[string]int
+}
+
+func (g *group) matches(p *corev1.Pod) bool {
+	if g.namespaces != nil && !g.namespaces.Has(p.Namespace) {
+		return false
+	}
+	return g.selector.Matches(labels.Set(p.Labels))
+}
+
+// constraint is one topology constraint of a pod, pointing at its group.
+type constraint struct {
+	group *group
+	// required is false for preferences (ScheduleAnyway, preferred pod (anti-)affinity), which
+	// only the strict attempt enforces.
+	required bool
+	// selfMatch: the pod matches its own affinity selector, so the first of a group may go
+	// anywhere.
+	selfMatch bool
+}
+
+// topology holds every group of the solve and the domains each key can take.
+type topology struct {
+	groups  map[string]*group
+	byPod   map[string][]constraint
+	anti    []*group
+	domains map[string]sets.Set[string]
+}
+
+func newTopology() *topology {
+	return &topology{groups: map[string]*group{}, byPod: map[string][]constraint{}, domains: map[string]sets.Set[string]{}}
+}
+
+func (t *topology) addDomain(key, value string) {
+	s, ok := t.domains[key]
+	if !ok {
+		s = sets.New[string]()
+		t.domains[key] = s
+	}
+	s.Insert(value)
+}
+
+func (t *topology) group(kind groupKind, key string, sel *metav1.LabelSelector, namespaces sets.Set[string], maxSkew, minDomains int32) (*group, error) {
+	selector, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return nil, err
+	}
+	ns := "*"
+	if namespaces != nil {
+		ns = strings.Join(sets.List(namespaces), ",")
+	}
+	id := fmt.Sprintf("%d|%s|%s|%s|%d|%d", kind, key, selector.String(), ns, maxSkew, minDomains)
+	if g, ok := t.groups[id]; ok {
+		return g, nil
+	}
+	g := &group{kind: kind, key: key, maxSkew: maxSkew, minDomains: minDomains, namespaces: namespaces, selector: selector,
+		selectorID: selector.String(), counts: map[string]int{}, owners: map[string]int{}}
+	t.groups[id] = g
+	if kind == antiAffinity {
+		t.anti = append(t.anti, g)
+	}
+	return g, nil
+}
+
+func termNamespaces(p *corev1.Pod, term corev1.PodAffinityTerm) sets.Set[string] {
+	if term.NamespaceSelector != nil && len(term.NamespaceSelector.MatchLabels) == 0 && len(term.NamespaceSelector.MatchExpressions) == 0 {
+		return nil // {} selects every namespace
+	}
+	if len(term.Namespaces) > 0 {
+		return sets.New(term.Namespaces...)
+	}
+	return sets.New(p.Namespace)
+}
+
+// register records a pending pod's constraints, creating their groups.
+func (t *topology) register(p *corev1.Pod) error {
+	var cs []constraint
+	for _, tsc := range p.Spec.TopologySpreadConstraints {
+		sel := tsc.LabelSelector
+		if sel == nil {
+			sel = &metav1.LabelSelector{}
+		}
+		minDomains := int32(0)
+		if tsc.MinDomains != nil {
+			minDomains = *tsc.MinDomains
+		}
+		g, err := t.group(spread, tsc.TopologyKey, sel, sets.New(p.Namespace), tsc.MaxSkew, minDomains)
+		if err != nil {
+			return err
+		}
+		cs = append(cs, constraint{group: g, required: tsc.WhenUnsatisfiable != corev1.ScheduleAnyway})
+	}
+	if a := p.Spec.Affinity; a != nil {
+		add := func(kind groupKind, term corev1.PodAffinityTerm, required bool) error {
+			sel := term.LabelSelector
+			if sel == nil {
+				return nil // matches nothing
+			}
+			g, err := t.group(kind, term.TopologyKey, sel, termNamespaces(p, term), 0, 0)
+			if err != nil {
+				return err
+			}
+			cs = append(cs, constraint{group: g, required: required, selfMatch: g.matches(p)})
+			return nil
+		}
+		if a.PodAffinity != nil {
+			for _, term := range a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				if err := add(affinity, term, true); err != nil {
+					return err
+				}
+			}
+			for _, w := range a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+				if err := add(affinity, w.PodAffinityTerm, false); err != nil {
+					return err
+				}
+			}
+		}
+		if a.PodAntiAffinity != nil {
+			for _, term := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				if err := add(antiAffinity, term, true); err != nil {
+					return err
+				}
+			}
+			for _, w := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+				if err := add(antiAffinity, w.PodAffinityTerm, false); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if len(cs) > 0 {
+		t.byPod[PodKey(p)] = cs
+	}
+	return nil
+}
+
+// registerExisting records a bound pod's required anti-affinity terms, which constrain the
+// pods placed near it.
+func (t *topology) registerExisting(p *corev1.Pod, nodeLabels map[string]string) {
+	if a := p.Spec.Affinity; a == nil || a.PodAntiAffinity == nil {
+		return
+	}
+	for _, term := range p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+		if term.LabelSelector == nil {
+			continue
+		}
+		g, err := t.group(antiAffinity, term.TopologyKey, term.LabelSelector, termNamespaces(p, term), 0, 0)
+		if err != nil {
+			continue
+		}
+		if d, ok := nodeLabels[term.TopologyKey]; ok {
+			g.owners[d]++
+		}
+	}
+}
+
+// count adds a pod that is on a node with the given domains to every group it matches.
+func (t *topology) count(p *corev1.Pod, domainOf func(key string) (string, bool)) {
+	for _, g := range t.groups {
+		if g.matches(p) {
+			if d, ok := domainOf(g.key); ok {
+				g.counts[d]++
+			}
+		}
+	}
+	for _, c := range t.byPod[PodKey(p)] {
+		if c.group.kind == antiAffinity && c.required {
+			if d, ok := domainOf(c.group.key); ok {
+				c.group.owners[d]++
+			}
+		}
+	}
+}
+
+// choose picks, for each of a pod's constraints, a domain among the candidate's possible
+// domains for its key; the result narrows a NodeClaim that could still be in several. It
+// returns why no domain works otherwise.
+func (t *topology) choose(p *corev1.Pod, strict bool, podReqs Requirements, domainsOf func(key string) []string) (map[string]string, error) {
+	chosen := map[string]string{}
+	for _, c := range t.byPod[PodKey(p)] {
+		if !c.required && !strict {
+			continue
+		}
+		g := c.group
+		candidates := domainsOf(g.key)
+		if v, ok := chosen[g.key]; ok {
+			candidates = []string{v}
+		}
+		if len(candidates) == 0 {
+			if g.kind == antiAffinity {
+				continue // no such label, nothing to be near
+			}
+			return nil, fmt.Errorf("%s on %s: the node would have no %s label", g.kind, g.key, g.key)
+		}
+		best, bestCount := "", math.MaxInt
+		switch g.kind {
+		case spread:
+			min := t.globalMin(g, podReqs)
+			for _, d := range candidates {
+				if n := g.counts[d]; int32(n+1-min) <= g.maxSkew && n < bestCount {
+					best, bestCount = d, n
+				}
+			}
+			if best == "" {
+				return nil, fmt.Errorf("topology spread on %s: every possible domain would exceed maxSkew %d", g.key, g.maxSkew)
+			}
+		case affinity:
+			anyMatch := false
+			for _, n := range g.counts {
+				if n > 0 {
+					anyMatch = true
+					break
+				}
+			}
+			for _, d := range candidates {
+				if n := g.counts[d]; (n > 0 || (!anyMatch && c.selfMatch)) && (best == "" || n > bestCount) {
+					best, bestCount = d, n
+				}
+			}
+			if best == "" {
+				return nil, fmt.Errorf("pod affinity on %s: no pod matching %s in a domain the node could be in", g.key, g.selectorID)
+			}
+		case antiAffinity:
+			for _, d := range candidates {
+				if g.counts[d] == 0 {
+					best = d
+					break
+				}
+			}
+			if best == "" {
+				return nil, fmt.Errorf("pod anti-affinity on %s: pods matching %s already in every domain the node could be in", g.key, g.selectorID)
+			}
+		}
+		chosen[g.key] = best
+	}
+	// Pods already placed may not want this one near them.
+	for _, g := range t.anti {
+		if !g.matches(p) {
+			continue
+		}
+		d, ok := chosen[g.key]
+		if !ok {
+			ds := domainsOf(g.key)
+			if len(ds) != 1 {
+				// Pick a domain free of owners for an undecided NodeClaim.
+				for _, cand := range ds {
+					if g.owners[cand] == 0 {
+						d, ok = cand, true
+						chosen[g.key] = cand
+						break
+					}
+				}
+				if !ok && len(ds) > 0 {
+					return nil, fmt.Errorf("pod anti-affinity of pods already placed on %s: every domain is taken", g.key)
+				}
+				continue
+			}
+			d = ds[0]
+		}
+		if g.owners[d] > 0 {
+			return nil, fmt.Errorf("pod anti-affinity of a pod on %s=%s excludes pods matching %s", g.key, d, g.selectorID)
+		}
+	}
+	return chosen, nil
+}
+
+// globalMin is the smallest count among the domains a pod could land in (0 when fewer than
+// minDomains exist, or when the key is the hostname: a new node is always a new domain).
+func (t *topology) globalMin(g *group, podReqs Requirements) int {
+	if g.key == corev1.LabelHostname {
+		return 0
+	}
+	var eligible []string
+	for d := range t.domains[g.key] {
+		if r, ok := podReqs[g.key]; ok && !r.Has(d) {
+			continue
+		}
+		eligible = append(eligible, d)
+	}
+	if len(eligible) == 0 || int32(len(eligible)) < g.minDomains {
+		return 0
+	}
+	sort.Strings(eligible)
+	min := math.MaxInt
+	for _, d := range eligible {
+		if g.counts[d] < min {
+			min = g.counts[d]
+		}
+	}
+	return min
+}
+
+// keys are the topology keys any registered group uses.
+func (t *topology) keys() sets.Set[string] {
+	out := sets.New[string]()
+	for _, g := range t.groups {
+		out.Insert(g.key)
+	}
+	return out
+}
