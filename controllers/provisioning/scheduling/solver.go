@@ -104,6 +104,10 @@ type NodeClaim struct {
 	filters  []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool
 	ports    map[string]bool
 	reserved corev1.ResourceList
+	req      res
+	// maxAlloc is the largest allocatable cpu and memory among the remaining types, to turn
+	// pods away without looking at every type.
+	maxAlloc res
 }
 
 type pool struct {
@@ -122,7 +126,46 @@ type pool struct {
 type instanceType struct {
 	it    *cloudprovider.InstanceType
 	reqs  Requirements
-	alloc corev1.ResourceList
+	alloc res
+	// zones and capacityTypes of its available offerings.
+	zones, capacityTypes sets.Set[string]
+}
+
+// compatible checks the given keys of reqs against what the type defines: its labels, and
+// the zones and capacity types of its offerings. A key it does not define must allow absence.
+func (t *instanceType) compatible(reqs Requirements, keys []string) error {
+	for _, k := range keys {
+		r, ok := reqs[k]
+		if !ok {
+			continue
+		}
+		var allowed bool
+		switch k {
+		case karpv1.LabelTopologyZone:
+			allowed = anyOf(t.zones, r)
+		case karpv1.CapacityTypeLabelKey:
+			allowed = anyOf(t.capacityTypes, r)
+		default:
+			if v, defined := t.it.Labels[k]; defined {
+				allowed = r.Has(v)
+			} else {
+				allowed = r.allowsAbsent()
+			}
+		}
+		if !allowed {
+			return fmt.Errorf("%s, but %s does not offer it", r, t.it.Name)
+		}
+	}
+	return nil
+}
+
+func anyOf(values sets.Set[string], r *Requirement) bool {
+	for v := range values {
+		if r.Has(v) {
+			return true
+		}
+	}
+	return false
 }
 
 type existing struct {
@@ -194,8 +237,20 @@ func (s *solver) prepare() error {
 		if len(np.Spec.Limits) > 0 {
 			p.remaining = subtract(corev1.ResourceList(np.Spec.Limits), in.Usage)
 		}
+		p.typeKeys.Insert(karpv1.LabelTopologyZone, karpv1.CapacityTypeLabelKey)
 		for _, it := range in.InstanceTypes {
-			t := &instanceType{it: it, reqs: LabelRequirements(it.Labels), alloc: it.Allocatable()}
+			for k := range it.Labels {
+				p.typeKeys.Insert(k)
+			}
+		}
+		var poolTypeKeys []string
+		for _, k := range p.reqs.Keys() {
+			if p.typeKeys.Has(k) {
+				poolTypeKeys = append(poolTypeKeys, k)
+			}
+		}
+		for _, it := range in.InstanceTypes {
+			t := &instanceType{it: it, reqs: LabelRequirements(it.Labels), alloc: toRes(it.Allocatable())}
 			zones, cts := sets.New[string](), sets.New[string]()
 			for _, o := range it.Offerings {
 				if o.Available {
@@ -208,16 +263,14 @@ func (s *solver) prepare() error {
 			}
 			t.reqs[karpv1.LabelTopologyZone] = NewRequirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, sets.List(zones)...)
 			t.reqs[karpv1.CapacityTypeLabelKey] = NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, sets.List(cts)...)
-			if err := definedCompatible(p.reqs, t.reqs); err != nil {
+			t.zones, t.capacityTypes = zones, cts
+			if err := t.compatible(p.reqs, poolTypeKeys); err != nil {
 				continue
 			}
-			if ok, _ := fits(in.DaemonSetOverhead, t.alloc); !ok {
+			if ok, _ := toRes(in.DaemonSetOverhead).fitsIn(t.alloc); !ok {
 				continue
 			}
 			p.types = append(p.types, t)
-			for k := range t.reqs {
-				p.typeKeys.Insert(k)
-			}
 			for k, r := range t.reqs {
 				for _, v := range r.Values() {
 					s.topo.addDomain(k, v)
@@ -295,17 +348,6 @@ func (e *existing) labelsWithHostname() map[string]string {
 func (e *existing) domain(key string) (string, bool) {
 	v, ok := e.labelsWithHostname()[key]
 	return v, ok
-}
-
-// definedCompatible checks the keys an instance type defines against requirements; keys it
-// does not define (custom labels) are the NodePool's to set.
-func definedCompatible(reqs, defined Requirements) error {
-	for k, d := range defined {
-		if r, ok := reqs[k]; ok && r.Intersect(d).empty() {
-			return fmt.Errorf("%s, but it has %s", r, d)
-		}
-	}
-	return nil
 }
 
 // place tries a pod with every relaxation in turn and returns "" or why it cannot be placed.
@@ -408,7 +450,8 @@ func (s *solver) newClaim(pl *pool, p *corev1.Pod, requests corev1.ResourceList,
 		}
 	}
 	c := &NodeClaim{NodePool: pl.name, pool: pl, Requirements: pl.reqs.Copy(), types: pl.types,
-		Requests: pl.overhead.DeepCopy(), Hostname: fmt.Sprintf("%s-nodeclaim-%d", pl.name, len(s.claims)), ports: map[string]bool{}}
+		Requests: pl.overhead.DeepCopy(), Hostname: fmt.Sprintf("%s-nodeclaim-%d", pl.name, len(s.claims)), ports: map[string]bool{},
+		req: toRes(pl.overhead), maxAlloc: res{cpu: 1 << 62, mem: 1 << 62, pods: 1 << 62}}
 	if c.Requests == nil {
 		c.Requests = corev1.ResourceList{}
 	}
@@ -427,6 +470,14 @@ func (s *solver) newClaim(pl *pool, p *corev1.Pod, requests corev1.ResourceList,
 func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) error {
 	if ok, t := tolerates(p, c.pool.taints, strict); !ok {
 		return fmt.Errorf("taint %s not tolerated", taintString(t))
+	}
+	podReq := toRes(requests)
+	total := c.req.plus(podReq)
+	if ok, r := (res{cpu: total.cpu, mem: total.mem, pods: total.pods}).fitsIn(c.maxAlloc); !ok {
+		return fmt.Errorf("not enough %s", r)
+	}
+	if err := s.topo.precheckHostname(p, strict, c.Hostname); err != nil {
+		return err
 	}
 	filters := c.filters
 	if pc := s.policy(p, c.pool); pc != nil {
@@ -467,8 +518,19 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 	if conflict := portsConflict(c.ports, ports); conflict != "" {
 		return fmt.Errorf("host port %s in use", conflict)
 	}
-	total := c.Requests.DeepCopy()
-	addTo(total, requests)
+	// Only keys this pod (or the topology) narrows need checking again: the remaining types
+	// already match the rest.
+	var narrowed []string
+	for k := range reqs {
+		if c.pool.typeKeys.Has(k) {
+			narrowed = append(narrowed, k)
+		}
+	}
+	for k := range chosen {
+		if c.pool.typeKeys.Has(k) {
+			narrowed = append(narrowed, k)
+		}
+	}
 	limit := c.pool.remaining
 	if limit != nil && c.reserved != nil {
 		limit = limit.DeepCopy()
@@ -483,12 +545,13 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 			miss, missStage = msg(), stage
 		}
 	}
+	maxAlloc := res{}
 	for _, t := range c.types {
-		if err := definedCompatible(merged, t.reqs); err != nil {
+		if err := t.compatible(merged, narrowed); err != nil {
 			note(0, func() string { return fmt.Sprintf("requires %v", err) })
 			continue
 		}
-		if ok, r := fits(total, t.alloc); !ok {
+		if ok, r := total.fitsIn(t.alloc); !ok {
 			note(1, func() string { return fmt.Sprintf("not enough %s", r) })
 			continue
 		}
@@ -506,9 +569,12 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 			continue
 		}
 		kept = append(kept, t)
+		maxAlloc.cpu, maxAlloc.mem, maxAlloc.pods = max(maxAlloc.cpu, t.alloc.cpu), max(maxAlloc.mem, t.alloc.mem), max(maxAlloc.pods, t.alloc.pods)
 	}
 	if len(kept) == 0 {
-		return fmt.Errorf("no instance type fits %s (%s)", resourcesString(total), miss)
+		all := c.Requests.DeepCopy()
+		addTo(all, requests)
+		return fmt.Errorf("no instance type fits %s (%s)", resourcesString(all), miss)
 	}
 	for _, r := range merged {
 		if r.MinValues != nil {
@@ -524,7 +590,8 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 		}
 	}
 	// Commit.
-	c.Requirements, c.types, c.Requests, c.filters = merged, kept, total, filters
+	addTo(c.Requests, requests)
+	c.Requirements, c.types, c.filters, c.req, c.maxAlloc = merged, kept, filters, total, maxAlloc
 	for _, hp := range ports {
 		c.ports[hp] = true
 	}

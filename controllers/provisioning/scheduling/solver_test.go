@@ -348,7 +348,9 @@ func TestTopologySpread(t *testing.T) {
 		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, karpv1.NodeSelectorRequirementWithMinValues{Key: karpv1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"z-a"}})
 	})
 	full := func(name, zone string) *Node {
-		return node(name, zone, "100m", "128Mi", func(n *Node) { n.Pods = []*corev1.Pod{pod("existing-"+zone, "100m", "128Mi", func(p *corev1.Pod) { p.Labels["app"] = "web" })} })
+		return node(name, zone, "100m", "128Mi", func(n *Node) {
+			n.Pods = []*corev1.Pod{pod("existing-"+zone, "100m", "128Mi", func(p *corev1.Pod) { p.Labels["app"] = "web" })}
+		})
 	}
 	r = solve(t, &Input{Pods: pods("web", 3, "100m", "128Mi", spreadOn(karpv1.LabelTopologyZone, 1)), NodePools: pools(oneZone), Nodes: []*Node{full("b", "z-b"), full("c", "z-c")}})
 	if len(r.NodeClaims) != 1 || len(r.NodeClaims[0].Pods) != 2 {

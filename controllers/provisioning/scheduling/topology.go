@@ -335,3 +335,25 @@ func (t *topology) keys() sets.Set[string] {
 	}
 	return out
 }
+
+// precheckHostname turns a pod away from a node whose hostname domain already breaks one of
+// its hostname constraints, before any other work.
+func (t *topology) precheckHostname(p *corev1.Pod, strict bool, hostname string) error {
+	for _, c := range t.byPod[PodKey(p)] {
+		if (!c.required && !strict) || c.group.key != corev1.LabelHostname {
+			continue
+		}
+		g := c.group
+		switch g.kind {
+		case spread:
+			if int32(g.counts[hostname]+1) > g.maxSkew {
+				return fmt.Errorf("topology spread on %s: maxSkew %d reached on this node", g.key, g.maxSkew)
+			}
+		case antiAffinity:
+			if g.counts[hostname] > 0 {
+				return fmt.Errorf("pod anti-affinity on %s: a pod matching %s is on this node", g.key, g.selectorID)
+			}
+		}
+	}
+	return nil
+}
