@@ -51,8 +51,11 @@ func Load(path string) (*File, error) {
 		return nil, fmt.Errorf("%s: the catalog lists no instanceTypes", path)
 	}
 	for i, it := range f.InstanceTypes {
-		if it.Name == "" || it.OnDemandPricePerHour <= 0 || len(it.Zones) == 0 {
-			return nil, fmt.Errorf("%s: instanceTypes[%d] (%q) needs a name, a positive onDemandPricePerHour and zones", path, i, it.Name)
+		if it.Name == "" {
+			return nil, fmt.Errorf("%s: instanceTypes[%d] has no name", path, i)
+		}
+		if it.OnDemandPricePerHour < 0 {
+			return nil, fmt.Errorf("%s: instanceTypes[%d] (%s): onDemandPricePerHour is negative", path, i, it.Name)
 		}
 		for k, v := range it.Allocatable {
 			if _, err := resource.ParseQuantity(v); err != nil {
@@ -65,7 +68,8 @@ func Load(path string) (*File, error) {
 
 // ForProvider turns the catalog into the cloud provider's instance types: the allocatable
 // resources become the capacity (the catalog's figures are already after kubelet and system
-// overhead), and each zone gives an on-demand offering and, where priced, a spot one.
+// overhead), and each zone gives an on-demand offering and a spot one, where priced. A type
+// with neither price has no offerings, so it is never chosen.
 func (f *File) ForProvider() []*cloudprovider.InstanceType {
 	out := make([]*cloudprovider.InstanceType, 0, len(f.InstanceTypes))
 	for _, it := range f.InstanceTypes {
@@ -82,7 +86,10 @@ func (f *File) ForProvider() []*cloudprovider.InstanceType {
 		zones := append([]string(nil), it.Zones...)
 		sort.Strings(zones)
 		for _, z := range zones {
-			offerings = append(offerings, cloudprovider.Offering{Zone: z, CapacityType: karpv1.CapacityTypeOnDemand, Price: it.OnDemandPricePerHour, Available: true})
+			// A type without a published on-demand price is listed but cannot be bought on demand.
+			if it.OnDemandPricePerHour > 0 {
+				offerings = append(offerings, cloudprovider.Offering{Zone: z, CapacityType: karpv1.CapacityTypeOnDemand, Price: it.OnDemandPricePerHour, Available: true})
+			}
 			if p, ok := it.SpotPricePerHour[z]; ok && p > 0 {
 				offerings = append(offerings, cloudprovider.Offering{Zone: z, CapacityType: karpv1.CapacityTypeSpot, Price: p, Available: true})
 			}

@@ -75,6 +75,9 @@ type Result struct {
 	Existing map[string][]*corev1.Pod
 	// Unschedulable pods, each with a reason a person can act on.
 	Unschedulable []Unschedulable
+	// LowerBoundPerHour is what the pods placed on new NodeClaims would cost at best (see
+	// lowerBound); PricePerHour() over it says how close the decision is.
+	LowerBoundPerHour float64
 }
 
 // Unschedulable is a pod the solver could not place.
@@ -105,6 +108,12 @@ type NodeClaim struct {
 	ports    map[string]bool
 	reserved corev1.ResourceList
 	req      res
+	// price is the cheapest offering among the remaining types; cheapest is that type.
+	price    float64
+	cheapest *instanceType
+	// frozen: growing into a costlier type was refused once; the NodeClaim now only takes
+	// pods that fit its cheapest type.
+	frozen bool
 	// maxAlloc is the largest allocatable cpu and memory among the remaining types, to turn
 	// pods away without looking at every type.
 	maxAlloc res
@@ -222,6 +231,7 @@ func Solve(in *Input) (*Result, error) {
 		res.NodeClaims = append(res.NodeClaims, c)
 	}
 	sort.SliceStable(res.Unschedulable, func(i, j int) bool { return PodKey(res.Unschedulable[i].Pod) < PodKey(res.Unschedulable[j].Pod) })
+	res.LowerBoundPerHour = s.lowerBound(res.NodeClaims)
 	return res, nil
 }
 
@@ -476,6 +486,11 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 	if ok, r := (res{cpu: total.cpu, mem: total.mem, pods: total.pods}).fitsIn(c.maxAlloc); !ok {
 		return fmt.Errorf("not enough %s", r)
 	}
+	if c.frozen {
+		if ok, r := total.fitsIn(c.cheapest.alloc); !ok {
+			return fmt.Errorf("not enough %s on %s", r, c.cheapest.it.Name)
+		}
+	}
 	if err := s.topo.precheckHostname(p, strict, c.Hostname); err != nil {
 		return err
 	}
@@ -546,6 +561,8 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 		}
 	}
 	maxAlloc := res{}
+	var cheapest *instanceType
+	price := 0.0
 	for _, t := range c.types {
 		if err := t.compatible(merged, narrowed); err != nil {
 			note(0, func() string { return fmt.Sprintf("requires %v", err) })
@@ -561,7 +578,8 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 				continue
 			}
 		}
-		if _, ok := cheapestOffering(t.it, merged, filters); !ok {
+		o, ok := cheapestOffering(t.it, merged, filters)
+		if !ok {
 			note(3, func() string {
 				return fmt.Sprintf("no available offering of %s matches %s and %s%s", t.it.Name,
 					reqString(merged, karpv1.LabelTopologyZone), reqString(merged, karpv1.CapacityTypeLabelKey), policyNote(s, p, c.pool))
@@ -569,12 +587,35 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 			continue
 		}
 		kept = append(kept, t)
+		if cheapest == nil || o.Price < price {
+			cheapest, price = t, o.Price
+		}
 		maxAlloc.cpu, maxAlloc.mem, maxAlloc.pods = max(maxAlloc.cpu, t.alloc.cpu), max(maxAlloc.mem, t.alloc.mem), max(maxAlloc.pods, t.alloc.pods)
 	}
 	if len(kept) == 0 {
 		all := c.Requests.DeepCopy()
 		addTo(all, requests)
 		return fmt.Errorf("no instance type fits %s (%s)", resourcesString(all), miss)
+	}
+	// Growing into a costlier type is worth it only into types that cover this mix of cpu and
+	// memory about as cheaply as the best type would: premium types are dropped from the
+	// NodeClaim, and if none is left the pod goes to a new NodeClaim instead.
+	if len(c.Pods) > 0 && price > c.price {
+		efficient := s.efficientTypes(c, merged, kept, total)
+		if len(efficient) == 0 {
+			c.frozen = true
+			return fmt.Errorf("growing would need a type costing over %.0f%% more than the best cover", (growthTolerance-1)*100)
+		}
+		kept, cheapest, price = efficient, nil, 0
+		for _, t := range kept {
+			if o, ok := cheapestOffering(t.it, merged, filters); ok && (cheapest == nil || o.Price < price) {
+				cheapest, price = t, o.Price
+			}
+		}
+		maxAlloc = res{}
+		for _, t := range kept {
+			maxAlloc.cpu, maxAlloc.mem, maxAlloc.pods = max(maxAlloc.cpu, t.alloc.cpu), max(maxAlloc.mem, t.alloc.mem), max(maxAlloc.pods, t.alloc.pods)
+		}
 	}
 	for _, r := range merged {
 		if r.MinValues != nil {
@@ -591,7 +632,7 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 	}
 	// Commit.
 	addTo(c.Requests, requests)
-	c.Requirements, c.types, c.filters, c.req, c.maxAlloc = merged, kept, filters, total, maxAlloc
+	c.Requirements, c.types, c.filters, c.req, c.maxAlloc, c.price, c.cheapest = merged, kept, filters, total, maxAlloc, price, cheapest
 	for _, hp := range ports {
 		c.ports[hp] = true
 	}
@@ -751,4 +792,43 @@ func policyNote(s *solver, p *corev1.Pod, pl *pool) string {
 		return " allowed by " + pc.Source
 	}
 	return ""
+}
+
+// growthTolerance is how much more than the best single-type cover a NodeClaim may cost when a
+// pod makes it grow into a larger type.
+const growthTolerance = 1.02
+
+// efficientTypes keeps the types whose fractional cover of the requests costs at most
+// growthTolerance times the best compatible type's.
+func (s *solver) efficientTypes(c *NodeClaim, reqs Requirements, types []*instanceType, total res) []*instanceType {
+	cover := func(alloc res, p float64) float64 {
+		if alloc.cpu <= 0 || alloc.mem <= 0 {
+			return 0
+		}
+		return p * max(float64(total.cpu)/float64(alloc.cpu), float64(total.mem)/float64(alloc.mem))
+	}
+	var keys []string
+	for k := range reqs {
+		if c.pool.typeKeys.Has(k) {
+			keys = append(keys, k)
+		}
+	}
+	best := 0.0
+	for _, o := range c.pool.types {
+		if o.compatible(reqs, keys) != nil {
+			continue
+		}
+		if off, ok := cheapestOffering(o.it, reqs, c.filters); ok {
+			if v := cover(o.alloc, off.Price); v > 0 && (best == 0 || v < best) {
+				best = v
+			}
+		}
+	}
+	var out []*instanceType
+	for _, t := range types {
+		if off, ok := cheapestOffering(t.it, reqs, c.filters); ok && cover(t.alloc, off.Price) <= best*growthTolerance {
+			out = append(out, t)
+		}
+	}
+	return out
 }

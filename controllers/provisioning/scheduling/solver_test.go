@@ -43,7 +43,7 @@ func itype(name, arch string, cpu, memGi int, od float64, extra ...string) *clou
 	return it
 }
 
-func catalog() []*cloudprovider.InstanceType {
+func testCatalog() []*cloudprovider.InstanceType {
 	return []*cloudprovider.InstanceType{
 		itype("c5.large", "amd64", 2, 4, 0.085),
 		itype("m5.large", "amd64", 2, 8, 0.096),
@@ -88,7 +88,7 @@ func solve(t *testing.T, in *Input) *Result {
 	t.Helper()
 	for _, np := range in.NodePools {
 		if np.InstanceTypes == nil {
-			np.InstanceTypes = catalog()
+			np.InstanceTypes = testCatalog()
 		}
 	}
 	r, err := Solve(in)
@@ -275,14 +275,14 @@ func TestNodePoolWeightsAndLimits(t *testing.T) {
 	}
 	limited := &NodePool{NodePool: nodePool("limited", func(np *karpv1.NodePool) {
 		np.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse("6")}
-	}), Usage: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}, InstanceTypes: catalog()}
+	}), Usage: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}, InstanceTypes: testCatalog()}
 	r = solve(t, &Input{Pods: pods("w", 1, "3", "1Gi"), NodePools: []*NodePool{limited}})
 	expectUnschedulable(t, r, "limit cpu would be exceeded")
 	r = solve(t, &Input{Pods: pods("w", 1, "1", "1Gi"), NodePools: []*NodePool{limited}})
 	expectPlaced(t, r)
 	nodes := &NodePool{NodePool: nodePool("nodes", func(np *karpv1.NodePool) {
 		np.Spec.Limits = karpv1.Limits{"nodes": resource.MustParse("1")}
-	}), InstanceTypes: catalog()}
+	}), InstanceTypes: testCatalog()}
 	r = solve(t, &Input{Pods: pods("w", 2, "1500m", "1Gi", hostPort(8080)), NodePools: []*NodePool{nodes}})
 	if len(r.NodeClaims) != 1 || len(r.Unschedulable) != 1 || !strings.Contains(r.Unschedulable[0].Reason, "limit nodes reached") {
 		t.Fatalf("the nodes limit must stop the second NodeClaim: %d claims, %+v", len(r.NodeClaims), r.Unschedulable)
@@ -301,7 +301,7 @@ func TestCapacityTypesAndOfferings(t *testing.T) {
 	if r.NodeClaims[0].Offering.CapacityType != "spot" || r.NodeClaims[0].Offering.Zone != "z-a" {
 		t.Fatalf("want the cheapest spot offering, got %+v", r.NodeClaims[0].Offering)
 	}
-	types := catalog()
+	types := testCatalog()
 	for _, it := range types {
 		for i := range it.Offerings {
 			if it.Offerings[i].CapacityType == "spot" {
@@ -425,7 +425,7 @@ func TestHostPortsAndVolumes(t *testing.T) {
 }
 
 func TestDaemonSetOverhead(t *testing.T) {
-	np := &NodePool{NodePool: nodePool("default"), InstanceTypes: catalog(), DaemonSetOverhead: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")}}
+	np := &NodePool{NodePool: nodePool("default"), InstanceTypes: testCatalog(), DaemonSetOverhead: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")}}
 	r := solve(t, &Input{Pods: []*corev1.Pod{pod("w", "1", "1Gi")}, NodePools: []*NodePool{np}})
 	if c := r.NodeClaims[0]; c.Requests.Cpu().MilliValue() != 2500 || c.InstanceType.Labels[karpv1.LabelInstanceCPU] == "2" {
 		t.Fatalf("daemon overhead must be counted: requests %s on %s", c.Requests.Cpu(), c.InstanceType.Name)

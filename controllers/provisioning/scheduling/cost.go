@@ -1,0 +1,141 @@
+package scheduling
+
+import (
+	"math"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+)
+
+// PricePerHour is the total price of the chosen offerings of the NodeClaims.
+func (r *Result) PricePerHour() float64 {
+	total := 0.0
+	for _, c := range r.NodeClaims {
+		total += c.Offering.Price
+	}
+	return total
+}
+
+// option is an instance type at its cheapest allowed offering, as cpu and memory per hour.
+type option struct {
+	cpu, mem, price float64
+}
+
+// lowerBound is what the pods placed on new NodeClaims would cost at best: for each group of
+// pods that can use the same instance types and offerings, the cheapest mix of those types,
+// fractional counts allowed, whose cpu and memory cover the group's total requests. It ignores
+// per-node overheads and packing, so no solution can be cheaper than it for the same groups.
+func (s *solver) lowerBound(placed []*NodeClaim) float64 {
+	type groupTotals struct {
+		cpu, mem float64
+		options  []option
+	}
+	groups := map[string]*groupTotals{}
+	var order []string
+	for _, c := range placed {
+		for _, p := range c.Pods {
+			reqs := podRequirements(p, 0, nil)
+			key := c.pool.name + "|" + p.Namespace + "|" + reqsKey(reqs) + "|" + extKey(p)
+			g, ok := groups[key]
+			if !ok {
+				g = &groupTotals{options: s.options(c.pool, p, reqs)}
+				groups[key] = g
+				order = append(order, key)
+			}
+			r := toRes(PodRequests(p))
+			g.cpu += float64(r.cpu) / 1000
+			g.mem += float64(r.mem)
+		}
+	}
+	sort.Strings(order)
+	total := 0.0
+	for _, k := range order {
+		g := groups[k]
+		total += cheapestCover(g.cpu, g.mem, g.options)
+	}
+	return total
+}
+
+func (s *solver) options(pl *pool, p *corev1.Pod, reqs Requirements) []option {
+	merged := pl.reqs.Merged(reqs)
+	var keys []string
+	for _, k := range merged.Keys() {
+		if pl.typeKeys.Has(k) {
+			keys = append(keys, k)
+		}
+	}
+	var filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool
+	if pc := s.policy(p, pl); pc != nil && pc.AllowOffering != nil {
+		filters = append(filters, pc.AllowOffering)
+	}
+	podReq := toRes(PodRequests(p))
+	var out []option
+	for _, t := range pl.types {
+		if t.compatible(merged, keys) != nil {
+			continue
+		}
+		if ok, _ := podReq.fitsIn(t.alloc); !ok {
+			continue
+		}
+		if o, ok := cheapestOffering(t.it, merged, filters); ok {
+			out = append(out, option{cpu: float64(t.alloc.cpu) / 1000, mem: float64(t.alloc.mem), price: o.Price})
+		}
+	}
+	return out
+}
+
+// cheapestCover solves min Σ x·price subject to Σ x·cpu ≥ cpu, Σ x·mem ≥ mem, x ≥ 0. With two
+// constraints an optimum uses at most two types, so it tries every type alone and every pair
+// with both constraints tight.
+func cheapestCover(cpu, mem float64, opts []option) float64 {
+	best := math.Inf(1)
+	for _, o := range opts {
+		if o.cpu <= 0 || o.mem <= 0 {
+			continue
+		}
+		best = math.Min(best, o.price*math.Max(cpu/o.cpu, mem/o.mem))
+	}
+	for i := range opts {
+		for j := i + 1; j < len(opts); j++ {
+			a, b := opts[i], opts[j]
+			det := a.cpu*b.mem - b.cpu*a.mem
+			if det == 0 {
+				continue
+			}
+			xa := (cpu*b.mem - b.cpu*mem) / det
+			xb := (a.cpu*mem - cpu*a.mem) / det
+			if xa >= 0 && xb >= 0 {
+				best = math.Min(best, xa*a.price+xb*b.price)
+			}
+		}
+	}
+	if math.IsInf(best, 1) {
+		return 0
+	}
+	return best
+}
+
+func reqsKey(rs Requirements) string {
+	var b strings.Builder
+	for _, k := range rs.Keys() {
+		b.WriteString(rs[k].String())
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+func extKey(p *corev1.Pod) string {
+	var names []string
+	for k := range PodRequests(p) {
+		switch k {
+		case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods:
+		default:
+			names = append(names, string(k))
+		}
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
+}
