@@ -16,6 +16,9 @@ import (
 // MaxInstanceTypes is how many instance types a new NodeClaim offers the cloud provider.
 const MaxInstanceTypes = 60
 
+// maxPlans is how many NodeClaims a pod is weighed against before the best is taken.
+const maxPlans = 16
+
 // Input is everything the solver decides from.
 type Input struct {
 	// Pods are the pending pods to place.
@@ -206,13 +209,15 @@ func Solve(in *Input) (*Result, error) {
 	for _, p := range pods {
 		requests[p] = PodRequests(p)
 	}
+	// Largest first, measuring cpu and memory together (a vCPU weighs as much as 4 GiB, the
+	// general-purpose shape), so that cpu-heavy and memory-heavy pods arrive interleaved.
+	size := func(p *corev1.Pod) float64 {
+		r := requests[p]
+		return float64(r.Cpu().MilliValue())/1000 + float64(r.Memory().Value())/(4<<30)
+	}
 	sort.SliceStable(pods, func(i, j int) bool {
-		a, b := requests[pods[i]], requests[pods[j]]
-		if c := a.Cpu().Cmp(*b.Cpu()); c != 0 {
-			return c > 0
-		}
-		if c := a.Memory().Cmp(*b.Memory()); c != 0 {
-			return c > 0
+		if a, b := size(pods[i]), size(pods[j]); a != b {
+			return a > b
 		}
 		return PodKey(pods[i]) < PodKey(pods[j])
 	})
@@ -392,10 +397,27 @@ func (s *solver) placeWith(p *corev1.Pod, requests corev1.ResourceList, reqs Req
 			return ""
 		}
 	}
+	// Among NodeClaims the pod fits, prefer one it fits without a costlier type, and among
+	// those the one it leaves most evenly filled in cpu and memory, so that cpu-heavy and
+	// memory-heavy pods share nodes instead of stranding one resource.
+	var best *claimPlan
+	bestGrows, bestScore, found := false, 0.0, 0
 	for _, c := range s.claims {
-		if err := s.tryClaim(c, p, requests, reqs, strict); err == nil {
-			return ""
+		plan, err := s.planClaim(c, p, requests, reqs, strict)
+		if err != nil {
+			continue
 		}
+		grows, score := plan.balance()
+		if best == nil || (bestGrows && !grows) || (grows == bestGrows && score < bestScore) {
+			best, bestGrows, bestScore = plan, grows, score
+		}
+		if found++; (!bestGrows && bestScore <= 0.05) || found >= maxPlans {
+			break
+		}
+	}
+	if best != nil {
+		s.commit(best)
+		return ""
 	}
 	for _, pl := range s.pools {
 		c, err := s.newClaim(pl, p, requests, reqs, strict)
@@ -477,22 +499,61 @@ func (s *solver) newClaim(pl *pool, p *corev1.Pod, requests corev1.ResourceList,
 	return c, nil
 }
 
+// claimPlan is what adding a pod to a NodeClaim would make of it.
+type claimPlan struct {
+	c        *NodeClaim
+	p        *corev1.Pod
+	requests corev1.ResourceList
+	merged   Requirements
+	kept     []*instanceType
+	filters  []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool
+	total    res
+	maxAlloc res
+	price    float64
+	cheapest *instanceType
+	ports    []string
+}
+
+// tryClaim adds the pod to the NodeClaim if it fits.
 func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) error {
+	plan, err := s.planClaim(c, p, requests, reqs, strict)
+	if err != nil {
+		return err
+	}
+	s.commit(plan)
+	return nil
+}
+
+// balance scores how evenly a plan would fill its cheapest type's cpu and memory (0 is even),
+// and whether it would need a costlier type.
+func (pl *claimPlan) balance() (grows bool, score float64) {
+	a := pl.cheapest.alloc
+	if a.cpu <= 0 || a.mem <= 0 {
+		return pl.price > pl.c.price, 1
+	}
+	d := float64(pl.total.cpu)/float64(a.cpu) - float64(pl.total.mem)/float64(a.mem)
+	if d < 0 {
+		d = -d
+	}
+	return len(pl.c.Pods) > 0 && pl.price > pl.c.price, d
+}
+
+func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) (*claimPlan, error) {
 	if ok, t := tolerates(p, c.pool.taints, strict); !ok {
-		return fmt.Errorf("taint %s not tolerated", taintString(t))
+		return nil, fmt.Errorf("taint %s not tolerated", taintString(t))
 	}
 	podReq := toRes(requests)
 	total := c.req.plus(podReq)
 	if ok, r := (res{cpu: total.cpu, mem: total.mem, pods: total.pods}).fitsIn(c.maxAlloc); !ok {
-		return fmt.Errorf("not enough %s", r)
+		return nil, fmt.Errorf("not enough %s", r)
 	}
 	if c.frozen {
 		if ok, r := total.fitsIn(c.cheapest.alloc); !ok {
-			return fmt.Errorf("not enough %s on %s", r, c.cheapest.it.Name)
+			return nil, fmt.Errorf("not enough %s on %s", r, c.cheapest.it.Name)
 		}
 	}
 	if err := s.topo.precheckHostname(p, strict, c.Hostname); err != nil {
-		return err
+		return nil, err
 	}
 	filters := c.filters
 	if pc := s.policy(p, c.pool); pc != nil {
@@ -512,7 +573,7 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 		}
 	}
 	if err := c.Requirements.Compatible(own); err != nil {
-		return fmt.Errorf("incompatible requirements: %v", err)
+		return nil, fmt.Errorf("incompatible requirements: %v", err)
 	}
 	merged := c.Requirements.Merged(reqs)
 	chosen, err := s.topo.choose(p, strict, reqs, func(key string) []string {
@@ -522,7 +583,7 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 		return c.domains(key, merged)
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for k, v := range chosen {
 		if k != corev1.LabelHostname {
@@ -531,7 +592,7 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 	}
 	ports := hostPorts(p)
 	if conflict := portsConflict(c.ports, ports); conflict != "" {
-		return fmt.Errorf("host port %s in use", conflict)
+		return nil, fmt.Errorf("host port %s in use", conflict)
 	}
 	// Only keys this pod (or the topology) narrows need checking again: the remaining types
 	// already match the rest.
@@ -595,7 +656,7 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 	if len(kept) == 0 {
 		all := c.Requests.DeepCopy()
 		addTo(all, requests)
-		return fmt.Errorf("no instance type fits %s (%s)", resourcesString(all), miss)
+		return nil, fmt.Errorf("no instance type fits %s (%s)", resourcesString(all), miss)
 	}
 	// Growing into a costlier type is worth it only into types that cover this mix of cpu and
 	// memory about as cheaply as the best type would: premium types are dropped from the
@@ -604,7 +665,7 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 		efficient := s.efficientTypes(c, merged, kept, total)
 		if len(efficient) == 0 {
 			c.frozen = true
-			return fmt.Errorf("growing would need a type costing over %.0f%% more than the best cover", (growthTolerance-1)*100)
+			return nil, fmt.Errorf("growing would need a type costing over %.0f%% more than the best cover", (growthTolerance-1)*100)
 		}
 		kept, cheapest, price = efficient, nil, 0
 		for _, t := range kept {
@@ -626,14 +687,20 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 				}
 			}
 			if distinct.Len() < *r.MinValues {
-				return fmt.Errorf("minValues %d on %s: only %d values would remain", *r.MinValues, r.Key, distinct.Len())
+				return nil, fmt.Errorf("minValues %d on %s: only %d values would remain", *r.MinValues, r.Key, distinct.Len())
 			}
 		}
 	}
-	// Commit.
-	addTo(c.Requests, requests)
-	c.Requirements, c.types, c.filters, c.req, c.maxAlloc, c.price, c.cheapest = merged, kept, filters, total, maxAlloc, price, cheapest
-	for _, hp := range ports {
+	return &claimPlan{c: c, p: p, requests: requests, merged: merged, kept: kept, filters: filters, total: total,
+		maxAlloc: maxAlloc, price: price, cheapest: cheapest, ports: ports}, nil
+}
+
+// commit applies a plan.
+func (s *solver) commit(pl *claimPlan) {
+	c, p, merged, kept, filters := pl.c, pl.p, pl.merged, pl.kept, pl.filters
+	addTo(c.Requests, pl.requests)
+	c.Requirements, c.types, c.filters, c.req, c.maxAlloc, c.price, c.cheapest = merged, kept, filters, pl.total, pl.maxAlloc, pl.price, pl.cheapest
+	for _, hp := range pl.ports {
 		c.ports[hp] = true
 	}
 	c.Pods = append(c.Pods, p)
@@ -654,7 +721,6 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 		}
 		return "", false
 	})
-	return nil
 }
 
 // withinLimits checks capacity against the resources a NodePool limits.
