@@ -2,6 +2,7 @@ package scheduling
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -658,10 +659,11 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 		addTo(all, requests)
 		return nil, fmt.Errorf("no instance type fits %s (%s)", resourcesString(all), miss)
 	}
-	// Growing into a costlier type is worth it only into types that cover this mix of cpu and
-	// memory about as cheaply as the best type would: premium types are dropped from the
-	// NodeClaim, and if none is left the pod goes to a new NodeClaim instead.
-	if len(c.Pods) > 0 && price > c.price {
+	// Growing into a costlier type is worth it when the increase costs no more than a node of
+	// its own for the pod would, or when the type covers this mix of cpu and memory about as
+	// cheaply as the best type would. Otherwise premium types are dropped from the NodeClaim,
+	// and if none is left the pod goes to a new NodeClaim instead.
+	if len(c.Pods) > 0 && price > c.price && price-c.price > s.standalonePrice(c, merged, filters, podReq) {
 		efficient := s.efficientTypes(c, merged, kept, total)
 		if len(efficient) == 0 {
 			c.frozen = true
@@ -863,6 +865,28 @@ func policyNote(s *solver, p *corev1.Pod, pl *pool) string {
 // growthTolerance is how much more than the best single-type cover a NodeClaim may cost when a
 // pod makes it grow into a larger type.
 const growthTolerance = 1.02
+
+// standalonePrice is what a NodeClaim of the pod's own would cost: the cheapest compatible
+// type that fits the pod and the NodePool's DaemonSets.
+func (s *solver) standalonePrice(c *NodeClaim, reqs Requirements, filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool, pod res) float64 {
+	need := toRes(c.pool.overhead).plus(pod)
+	var keys []string
+	for k := range reqs {
+		if c.pool.typeKeys.Has(k) {
+			keys = append(keys, k)
+		}
+	}
+	best := math.Inf(1)
+	for _, t := range c.pool.types {
+		if ok, _ := need.fitsIn(t.alloc); !ok || t.compatible(reqs, keys) != nil {
+			continue
+		}
+		if o, ok := cheapestOffering(t.it, reqs, filters); ok && o.Price < best {
+			best = o.Price
+		}
+	}
+	return best
+}
 
 // efficientTypes keeps the types whose fractional cover of the requests costs at most
 // growthTolerance times the best compatible type's.

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/karpenter-policy/karpenter/api/install"
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1beta1 "github.com/karpenter-policy/karpenter/api/karpenter/v1beta1"
+	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
+	"github.com/karpenter-policy/karpenter/controllers/provisioning/simulate"
+	"github.com/karpenter-policy/karpenter/webhooks/conversion"
+	"github.com/karpenter-policy/karpenter/webhooks/offline"
+)
+
+func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs, _, provider := newFlags("simulate", stderr)
+	var nodePoolPaths, workloadPaths, nodePaths paths
+	fs.Var(&nodePoolPaths, "nodepools", "NodePools (v1 or v1beta1): file, directory or -; repeatable")
+	fs.Var(&workloadPaths, "workload", "Pods, Deployments, ReplicaSets, StatefulSets, Jobs and DaemonSets; repeatable")
+	fs.Var(&nodePaths, "nodes", "existing Nodes, with the Pods bound to them; repeatable")
+	instanceTypes := fs.String("instance-types", "", "instance-type catalog (JSON); default: the kwok provider's embedded catalog")
+	output := fs.String("o", "table", "output format: json, table or markdown")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if len(nodePoolPaths) == 0 || len(workloadPaths) == 0 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "karpenterctl simulate: give --nodepools PATH and --workload PATH")
+		return exitUsage
+	}
+	switch *output {
+	case "json", "table", "markdown":
+	default:
+		fmt.Fprintf(stderr, "karpenterctl simulate: -o must be json, table or markdown, got %q\n", *output)
+		return exitUsage
+	}
+	conv := &conversion.Converter{DefaultNodeClass: conversion.KWOKNodeClass}
+	if *provider == "aws" {
+		conv.DefaultNodeClass = conversion.EC2NodeClass
+	}
+	cat := catalog.Embedded()
+	if *instanceTypes != "" {
+		var err error
+		if cat, err = catalog.Load(*instanceTypes); err != nil {
+			fmt.Fprintln(stderr, "karpenterctl simulate:", err)
+			return exitUsage
+		}
+	}
+	in := &simulate.Input{InstanceTypes: cat.ForProvider(), Converter: conv}
+	scheme := install.NewScheme()
+	load := func(ps paths, accept func(runtime.Object, offline.Document) error) error {
+		docs, err := offline.ReadPaths(ps, stdin)
+		if err != nil {
+			return err
+		}
+		for _, d := range docs {
+			if d.Object == nil {
+				continue
+			}
+			gvk := d.GVK()
+			obj, err := scheme.New(gvk)
+			if err != nil {
+				return fmt.Errorf("%s:%d: %s %s: not a kind simulate reads", d.File, d.Line, gvk.GroupVersion(), gvk.Kind)
+			}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object, obj); err != nil {
+				return fmt.Errorf("%s:%d: %s/%s: %w", d.File, d.Line, gvk.Kind, d.Name(), err)
+			}
+			if err := accept(obj, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err := load(nodePoolPaths, func(o runtime.Object, d offline.Document) error {
+		switch o.(type) {
+		case *karpv1.NodePool, *karpv1beta1.NodePool:
+			in.NodePools = append(in.NodePools, o)
+			return nil
+		}
+		return fmt.Errorf("%s:%d: %s is not a NodePool", d.File, d.Line, d.GVK().Kind)
+	})
+	if err == nil {
+		err = load(workloadPaths, func(o runtime.Object, d offline.Document) error {
+			switch o.(type) {
+			case *corev1.Pod, *appsv1.Deployment, *appsv1.ReplicaSet, *appsv1.StatefulSet, *batchv1.Job, *appsv1.DaemonSet:
+				in.Workloads = append(in.Workloads, o)
+				return nil
+			}
+			return fmt.Errorf("%s:%d: %s is not a workload (Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet)", d.File, d.Line, d.GVK().Kind)
+		})
+	}
+	if err == nil && len(nodePaths) > 0 {
+		err = load(nodePaths, func(o runtime.Object, d offline.Document) error {
+			switch v := o.(type) {
+			case *corev1.Node:
+				in.Nodes = append(in.Nodes, v)
+				return nil
+			case *corev1.Pod:
+				if v.Spec.NodeName == "" {
+					return fmt.Errorf("%s:%d: pod %s in --nodes has no spec.nodeName", d.File, d.Line, v.Name)
+				}
+				in.BoundPods = append(in.BoundPods, v)
+				return nil
+			}
+			return fmt.Errorf("%s:%d: %s is neither a Node nor a Pod", d.File, d.Line, d.GVK().Kind)
+		})
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "karpenterctl simulate:", err)
+		return exitUsage
+	}
+	report, err := simulate.Run(context.Background(), in)
+	if err != nil {
+		fmt.Fprintln(stderr, "karpenterctl simulate:", err)
+		return exitUsage
+	}
+	switch *output {
+	case "json":
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(report)
+	case "markdown":
+		writeMarkdown(stdout, report)
+	default:
+		writeTable(stdout, report)
+	}
+	return exitOK
+}
+
+func writeTable(w io.Writer, r *simulate.Report) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODEPOOL\tINSTANCE TYPE\tCAPACITY\tZONE\t$/HOUR\tPODS\tOPTIONS")
+	for _, c := range r.NodeClaims {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.4f\t%d\t%d\n", c.NodePool, c.InstanceType, c.CapacityType, c.Zone, c.PricePerHour, len(c.Pods), len(c.InstanceTypes))
+	}
+	_ = tw.Flush()
+	for _, n := range r.ExistingNodes {
+		fmt.Fprintf(w, "existing node %s: %d pods\n", n.Name, len(n.Pods))
+	}
+	for _, u := range r.Unschedulable {
+		fmt.Fprintf(w, "unschedulable %s: %s\n", u.Pod, u.Reason)
+	}
+	t := r.Totals
+	fmt.Fprintf(w, "total: %d nodes, $%.4f/hour, cpu %.0f%%, memory %.0f%% allocated; lower bound $%.4f/hour (x%.3f); %d pods placed, %d unschedulable\n",
+		t.Nodes, t.PricePerHour, t.CPUUtilization*100, t.MemoryUtilization*100, t.LowerBoundPerHour, t.RatioToLowerBound, t.Pods, t.Unschedulable)
+}
+
+func writeMarkdown(w io.Writer, r *simulate.Report) {
+	t := r.Totals
+	fmt.Fprintf(w, "**%d new nodes, $%.4f/hour** (lower bound $%.4f/hour, x%.3f; cpu %.0f%%, memory %.0f%% allocated)\n\n",
+		t.Nodes, t.PricePerHour, t.LowerBoundPerHour, t.RatioToLowerBound, t.CPUUtilization*100, t.MemoryUtilization*100)
+	if len(r.NodeClaims) > 0 {
+		fmt.Fprintln(w, "| NodePool | instance type | capacity | zone | $/hour | pods |")
+		fmt.Fprintln(w, "|---|---|---|---|---:|---:|")
+		for _, c := range r.NodeClaims {
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %.4f | %d |\n", c.NodePool, c.InstanceType, c.CapacityType, c.Zone, c.PricePerHour, len(c.Pods))
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.Unschedulable) > 0 {
+		fmt.Fprintf(w, "%d pods stay pending:\n\n", len(r.Unschedulable))
+		for _, u := range r.Unschedulable {
+			fmt.Fprintf(w, "- `%s`: %s\n", u.Pod, strings.ReplaceAll(u.Reason, "|", "\\|"))
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/karpenter-policy/karpenter/controllers/provisioning/simulate"
+)
+
+var workloads = filepath.Join(repo, "test", "workloads")
+
+func simulateJSON(t *testing.T, extra ...string) *simulate.Report {
+	t.Helper()
+	args := append([]string{"simulate", "--nodepools", filepath.Join(workloads, "nodepools.yaml"), "--workload", filepath.Join(workloads, "apps.yaml"),
+		"--nodes", filepath.Join(workloads, "nodes.yaml"), "-o", "json"}, extra...)
+	code, out, errOut := karpenterctl(t, "", args...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	r := &simulate.Report{}
+	if err := json.Unmarshal([]byte(out), r); err != nil {
+		t.Fatalf("output is not the documented JSON: %v\n%s", err, out)
+	}
+	return r
+}
+
+func TestSimulateWorkloads(t *testing.T) {
+	r := simulateJSON(t)
+	where := map[string]simulate.NodeClaim{}
+	var placed []string
+	sum := 0.0
+	for _, c := range r.NodeClaims {
+		for _, p := range c.Pods {
+			where[p] = c
+			placed = append(placed, p)
+		}
+		sum += c.PricePerHour
+		if len(c.InstanceTypes) == 0 || c.InstanceTypes[0] != c.InstanceType {
+			t.Errorf("the chosen type must be the first (cheapest) of the list: %+v", c)
+		}
+	}
+	// Controllers expand to <namespace>/<name>-<index>; a Job to its parallelism.
+	for _, p := range []string{"analytics/report-0", "analytics/report-3", "shop/db-0", "shop/db-2", "ml/train"} {
+		if _, ok := where[p]; !ok {
+			t.Errorf("%s is not on a new NodeClaim; placed: %v", p, placed)
+		}
+	}
+	if _, ok := where["analytics/report-4"]; ok {
+		t.Error("a Job with parallelism 4 runs 4 pods at once")
+	}
+	for _, p := range []string{"analytics/report-0", "analytics/report-1"} {
+		if c := where[p]; c.NodePool != "batch-spot" || c.CapacityType != "spot" {
+			t.Errorf("%s: batch pods go to the heavier Spot NodePool, got %s/%s", p, c.NodePool, c.CapacityType)
+		}
+	}
+	if c := where["ml/train"]; c.NodePool != "gpu" || !strings.HasPrefix(c.InstanceType, "g") && !strings.HasPrefix(c.InstanceType, "p") {
+		t.Errorf("the GPU pod needs the (v1beta1) gpu NodePool and a GPU type, got %+v", c)
+	}
+	db := map[string]bool{}
+	for _, p := range []string{"shop/db-0", "shop/db-1", "shop/db-2"} {
+		db[where[p].Zone+where[p].InstanceType+strings.Join(where[p].Pods, ",")] = true
+	}
+	if len(db) != 3 {
+		t.Error("db pods have hostname anti-affinity: three different NodeClaims")
+	}
+	if len(r.ExistingNodes) != 1 || r.ExistingNodes[0].Name != "ip-10-0-1-17" || len(r.ExistingNodes[0].Pods) != 2 {
+		t.Errorf("the existing node has room for two web pods (api-0 uses 800m of 1930m), got %+v", r.ExistingNodes)
+	}
+	zones := map[string]int{}
+	for i := range 6 {
+		p := "shop/web-" + string(rune('0'+i))
+		if c, ok := where[p]; ok {
+			zones[c.Zone]++
+		} else {
+			zones["us-east-1a"]++ // on the existing node
+		}
+	}
+	for z, n := range zones {
+		if n != 2 {
+			t.Errorf("web spreads 2 per zone, zone %s has %d (%v)", z, n, zones)
+		}
+	}
+	if len(r.Unschedulable) != 1 || r.Unschedulable[0].Pod != "ml/giant" || !strings.Contains(r.Unschedulable[0].Reason, "nodepool general: no instance type fits cpu=500") ||
+		!strings.Contains(r.Unschedulable[0].Reason, "nodepool gpu: taint nvidia.com/gpu:NoSchedule not tolerated") {
+		t.Errorf("unschedulable: %+v", r.Unschedulable)
+	}
+	if math.Abs(sum-r.Totals.PricePerHour) > 1e-3 || r.Totals.Nodes != len(r.NodeClaims) || r.Totals.LowerBoundPerHour <= 0 || r.Totals.LowerBoundPerHour > r.Totals.PricePerHour {
+		t.Errorf("totals do not add up: %+v (sum %.4f)", r.Totals, sum)
+	}
+	// The log-agent DaemonSet is overhead on every node it tolerates (all of them here).
+	for _, c := range r.NodeClaims {
+		if c.NodePool == "gpu" && c.CPU != "2100m" {
+			t.Errorf("gpu node requests %s, want the pod's 2 cpu plus the DaemonSet's 100m", c.CPU)
+		}
+	}
+}
+
+func TestSimulateIsDeterministicAndReadsCatalogs(t *testing.T) {
+	a, _ := json.Marshal(simulateJSON(t))
+	b, _ := json.Marshal(simulateJSON(t))
+	if string(a) != string(b) {
+		t.Fatal("two runs on the same input differ")
+	}
+	shared := filepath.Join(repo, "..", "shared", "data", "aws-instance-types.json")
+	r := simulateJSON(t, "--instance-types", shared)
+	if len(r.NodeClaims) == 0 || slices.ContainsFunc(r.NodeClaims, func(c simulate.NodeClaim) bool { return c.PricePerHour <= 0 }) {
+		t.Fatalf("with the shared catalog: %+v", r.NodeClaims)
+	}
+}
+
+func TestSimulateOutputsAndErrors(t *testing.T) {
+	base := []string{"simulate", "--nodepools", filepath.Join(workloads, "nodepools.yaml"), "--workload", filepath.Join(workloads, "apps.yaml")}
+	_, table, _ := karpenterctl(t, "", base...)
+	if !strings.Contains(table, "NODEPOOL") || !strings.Contains(table, "unschedulable ml/giant:") || !strings.Contains(table, "total: ") {
+		t.Errorf("table:\n%s", table)
+	}
+	_, md, _ := karpenterctl(t, "", append(base, "-o", "markdown")...)
+	if !strings.Contains(md, "| NodePool | instance type |") || !strings.Contains(md, "- `ml/giant`:") {
+		t.Errorf("markdown:\n%s", md)
+	}
+	for name, tc := range map[string]struct {
+		args  []string
+		stdin string
+		want  string
+	}{
+		"no workload":     {args: []string{"simulate", "--nodepools", filepath.Join(workloads, "nodepools.yaml")}, want: "give --nodepools PATH and --workload PATH"},
+		"node as workload": {args: []string{"simulate", "--nodepools", filepath.Join(workloads, "nodepools.yaml"), "--workload", filepath.Join(workloads, "nodes.yaml")}, want: "Node is not a workload"},
+		"bad catalog":     {args: append(append([]string{}, base...), "--instance-types", filepath.Join(workloads, "apps.yaml")), want: "not an instance-type catalog"},
+		"bad format":      {args: append(append([]string{}, base...), "-o", "yaml"), want: "-o must be json, table or markdown"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, _, errOut := karpenterctl(t, tc.stdin, tc.args...)
+			if code != exitUsage || !strings.Contains(errOut, tc.want) {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", code, errOut, tc.want)
+			}
+		})
+	}
+}

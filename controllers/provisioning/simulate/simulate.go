@@ -1,0 +1,350 @@
+// Package simulate runs the solver on manifests instead of a cluster: NodePools, workloads
+// (Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets) and existing Nodes with
+// their pods, as a repository holds them, and reports what the provisioner would launch. It
+// backs `karpenterctl simulate`; like the solver it does no I/O.
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1beta1 "github.com/karpenter-policy/karpenter/api/karpenter/v1beta1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+	"github.com/karpenter-policy/karpenter/webhooks/conversion"
+)
+
+// Input are the decoded objects of a simulation.
+type Input struct {
+	NodePools     []runtime.Object // karpenter.sh v1 or v1beta1 NodePools
+	Workloads     []runtime.Object // Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets
+	Nodes         []*corev1.Node
+	BoundPods     []*corev1.Pod // pods with spec.nodeName, from the nodes' files
+	InstanceTypes []*cloudprovider.InstanceType
+	Converter     *conversion.Converter
+	Policy        scheduling.PolicyHook
+}
+
+// Report is the simulation's outcome; its JSON shape is documented in docs/simulate.md.
+type Report struct {
+	NodeClaims    []NodeClaim    `json:"nodeClaims"`
+	ExistingNodes []ExistingNode `json:"existingNodes"`
+	Unschedulable []Pending      `json:"unschedulable"`
+	Totals        Totals         `json:"totals"`
+}
+
+// NodeClaim is a node to launch.
+type NodeClaim struct {
+	NodePool      string   `json:"nodePool"`
+	InstanceType  string   `json:"instanceType"`
+	InstanceTypes []string `json:"instanceTypes"`
+	CapacityType  string   `json:"capacityType"`
+	Zone          string   `json:"zone"`
+	PricePerHour  float64  `json:"pricePerHour"`
+	Pods          []string `json:"pods"`
+	CPU           string   `json:"cpu"`
+	Memory        string   `json:"memory"`
+}
+
+// ExistingNode lists the pending pods placed on an existing node.
+type ExistingNode struct {
+	Name string   `json:"name"`
+	Pods []string `json:"pods"`
+}
+
+// Pending is a pod that stays pending.
+type Pending struct {
+	Pod    string `json:"pod"`
+	Reason string `json:"reason"`
+}
+
+// Totals sum up the new NodeClaims.
+type Totals struct {
+	PricePerHour      float64 `json:"pricePerHour"`
+	Nodes             int     `json:"nodes"`
+	Pods              int     `json:"pods"`
+	Unschedulable     int     `json:"unschedulable"`
+	CPUUtilization    float64 `json:"cpuUtilization"`
+	MemoryUtilization float64 `json:"memoryUtilization"`
+	LowerBoundPerHour float64 `json:"lowerBoundPerHour"`
+	RatioToLowerBound float64 `json:"ratioToLowerBound"`
+}
+
+// Run expands the workloads, solves, and reports.
+func Run(ctx context.Context, in *Input) (*Report, error) {
+	pools, err := nodePools(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	var pods []*corev1.Pod
+	var daemonSets []*appsv1.DaemonSet
+	for _, w := range in.Workloads {
+		switch o := w.(type) {
+		case *appsv1.DaemonSet:
+			daemonSets = append(daemonSets, o)
+		default:
+			ps, err := Expand(w)
+			if err != nil {
+				return nil, err
+			}
+			pods = append(pods, ps...)
+		}
+	}
+	solverPools := make([]*scheduling.NodePool, 0, len(pools))
+	for _, np := range pools {
+		solverPools = append(solverPools, &scheduling.NodePool{NodePool: np, InstanceTypes: in.InstanceTypes, DaemonSetOverhead: daemonOverhead(np, daemonSets)})
+	}
+	nodes := existingNodes(in.Nodes, in.BoundPods)
+	res, err := scheduling.Solve(&scheduling.Input{Pods: pods, NodePools: solverPools, Nodes: nodes, Policy: in.Policy})
+	if err != nil {
+		return nil, err
+	}
+	return report(res, len(pods)), nil
+}
+
+func nodePools(ctx context.Context, in *Input) ([]*karpv1.NodePool, error) {
+	var out []*karpv1.NodePool
+	for _, o := range in.NodePools {
+		switch np := o.(type) {
+		case *karpv1.NodePool:
+			out = append(out, np)
+		case *karpv1beta1.NodePool:
+			hub := &karpv1.NodePool{}
+			if err := in.Converter.NodePoolToV1(ctx, np, hub); err != nil {
+				return nil, fmt.Errorf("converting NodePool %s: %w", np.Name, err)
+			}
+			out = append(out, hub)
+		default:
+			return nil, fmt.Errorf("%T is not a NodePool", o)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no NodePool given")
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Expand turns a workload into its pods, named <namespace>/<controller>-<index> from 0.
+func Expand(o runtime.Object) ([]*corev1.Pod, error) {
+	var (
+		meta     metav1.ObjectMeta
+		template corev1.PodTemplateSpec
+		replicas int32 = 1
+	)
+	switch w := o.(type) {
+	case *corev1.Pod:
+		p := w.DeepCopy()
+		if p.Namespace == "" {
+			p.Namespace = corev1.NamespaceDefault
+		}
+		return []*corev1.Pod{p}, nil
+	case *appsv1.Deployment:
+		meta, template = w.ObjectMeta, w.Spec.Template
+		if w.Spec.Replicas != nil {
+			replicas = *w.Spec.Replicas
+		}
+	case *appsv1.ReplicaSet:
+		meta, template = w.ObjectMeta, w.Spec.Template
+		if w.Spec.Replicas != nil {
+			replicas = *w.Spec.Replicas
+		}
+	case *appsv1.StatefulSet:
+		meta, template = w.ObjectMeta, w.Spec.Template
+		if w.Spec.Replicas != nil {
+			replicas = *w.Spec.Replicas
+		}
+	case *batchv1.Job:
+		meta, template = w.ObjectMeta, w.Spec.Template
+		// A Job runs at most parallelism pods at once, and no more than it has to complete.
+		replicas = 1
+		if w.Spec.Parallelism != nil {
+			replicas = *w.Spec.Parallelism
+		}
+		if w.Spec.Completions != nil && *w.Spec.Completions < replicas {
+			replicas = *w.Spec.Completions
+		}
+	default:
+		return nil, fmt.Errorf("%T is not a workload simulate understands", o)
+	}
+	ns := meta.Namespace
+	if ns == "" {
+		ns = corev1.NamespaceDefault
+	}
+	pods := make([]*corev1.Pod, 0, replicas)
+	for i := range replicas {
+		p := &corev1.Pod{ObjectMeta: *template.ObjectMeta.DeepCopy(), Spec: *template.Spec.DeepCopy()}
+		p.Name = fmt.Sprintf("%s-%d", meta.Name, i)
+		p.Namespace = ns
+		pods = append(pods, p)
+	}
+	return pods, nil
+}
+
+// daemonOverhead sums the requests of the DaemonSets whose pods would run on the NodePool's
+// nodes: they tolerate its taints and their node selection matches its requirements.
+func daemonOverhead(np *karpv1.NodePool, daemonSets []*appsv1.DaemonSet) corev1.ResourceList {
+	total := corev1.ResourceList{}
+	reqs := scheduling.NewRequirements(np.Spec.Template.Spec.Requirements...)
+	for k, v := range np.Spec.Template.Labels {
+		reqs.Add(scheduling.NewRequirement(k, corev1.NodeSelectorOpIn, v))
+	}
+	for _, ds := range daemonSets {
+		p := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+		if !toleratesAll(p, np.Spec.Template.Spec.Taints) {
+			continue
+		}
+		podReqs := scheduling.Requirements{}
+		for k, v := range p.Spec.NodeSelector {
+			podReqs.Add(scheduling.NewRequirement(k, corev1.NodeSelectorOpIn, v))
+		}
+		// Keys the NodePool does not constrain may take any value on its nodes.
+		compatible := true
+		for k, r := range podReqs {
+			if nr, ok := reqs[k]; ok && nr.Intersect(r).Len() == 0 {
+				compatible = false
+			}
+		}
+		if !compatible {
+			continue
+		}
+		for k, v := range scheduling.PodRequests(p) {
+			if k == corev1.ResourcePods {
+				continue
+			}
+			q := total[k]
+			q.Add(v)
+			total[k] = q
+		}
+	}
+	return total
+}
+
+func toleratesAll(p *corev1.Pod, taints []corev1.Taint) bool {
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		ok := false
+		for _, tol := range p.Spec.Tolerations {
+			if (tol.Key == "" && tol.Operator == corev1.TolerationOpExists) ||
+				(tol.Key == t.Key && (tol.Operator == corev1.TolerationOpExists || tol.Value == t.Value) && (tol.Effect == "" || tol.Effect == t.Effect)) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func existingNodes(nodes []*corev1.Node, bound []*corev1.Pod) []*scheduling.Node {
+	byNode := map[string][]*corev1.Pod{}
+	for _, p := range bound {
+		byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+	}
+	var out []*scheduling.Node
+	for _, n := range nodes {
+		labels := map[string]string{corev1.LabelHostname: n.Name}
+		for k, v := range n.Labels {
+			labels[k] = v
+		}
+		out = append(out, &scheduling.Node{Name: n.Name, Labels: labels, Taints: n.Spec.Taints, Allocatable: n.Status.Allocatable, Pods: byNode[n.Name]})
+	}
+	return out
+}
+
+func report(res *scheduling.Result, pods int) *Report {
+	r := &Report{NodeClaims: []NodeClaim{}, ExistingNodes: []ExistingNode{}, Unschedulable: []Pending{}}
+	var usedCPU, usedMem, capCPU, capMem float64
+	for _, c := range res.NodeClaims {
+		nc := NodeClaim{NodePool: c.NodePool, InstanceType: c.InstanceType.Name, CapacityType: c.Offering.CapacityType,
+			Zone: c.Offering.Zone, PricePerHour: round(c.Offering.Price), Pods: podKeys(c.Pods),
+			CPU: c.Requests.Cpu().String(), Memory: c.Requests.Memory().String()}
+		for _, it := range c.InstanceTypes {
+			nc.InstanceTypes = append(nc.InstanceTypes, it.Name)
+		}
+		alloc := c.InstanceType.Allocatable()
+		usedCPU += float64(c.Requests.Cpu().MilliValue())
+		usedMem += float64(c.Requests.Memory().Value())
+		capCPU += float64(alloc.Cpu().MilliValue())
+		capMem += float64(alloc.Memory().Value())
+		r.NodeClaims = append(r.NodeClaims, nc)
+		r.Totals.PricePerHour += c.Offering.Price
+		r.Totals.Pods += len(c.Pods)
+	}
+	var names []string
+	for name := range res.Existing {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		r.ExistingNodes = append(r.ExistingNodes, ExistingNode{Name: name, Pods: podKeys(res.Existing[name])})
+	}
+	for _, u := range res.Unschedulable {
+		r.Unschedulable = append(r.Unschedulable, Pending{Pod: scheduling.PodKey(u.Pod), Reason: u.Reason})
+	}
+	r.Totals.Nodes = len(res.NodeClaims)
+	r.Totals.Unschedulable = len(res.Unschedulable)
+	r.Totals.PricePerHour = round(r.Totals.PricePerHour)
+	r.Totals.LowerBoundPerHour = round(res.LowerBoundPerHour)
+	if capCPU > 0 {
+		r.Totals.CPUUtilization = round(usedCPU / capCPU)
+		r.Totals.MemoryUtilization = round(usedMem / capMem)
+	}
+	if res.LowerBoundPerHour > 0 {
+		r.Totals.RatioToLowerBound = round(res.PricePerHour() / res.LowerBoundPerHour)
+	}
+	_ = pods
+	return r
+}
+
+func podKeys(pods []*corev1.Pod) []string {
+	out := make([]string, len(pods))
+	for i, p := range pods {
+		out[i] = scheduling.PodKey(p)
+	}
+	sort.Slice(out, func(i, j int) bool { return naturalLess(out[i], out[j]) })
+	return out
+}
+
+// naturalLess orders web-2 before web-10.
+func naturalLess(a, b string) bool {
+	pa, na := splitIndex(a)
+	pb, nb := splitIndex(b)
+	if pa != pb {
+		return pa < pb
+	}
+	return na < nb
+}
+
+func splitIndex(s string) (string, int) {
+	i := strings.LastIndexByte(s, '-')
+	if i < 0 {
+		return s, -1
+	}
+	n := 0
+	for _, c := range s[i+1:] {
+		if c < '0' || c > '9' {
+			return s, -1
+		}
+		n = n*10 + int(c-'0')
+	}
+	return s[:i], n
+}
+
+func round(f float64) float64 {
+	return float64(int64(f*1e4+0.5)) / 1e4
+}
