@@ -127,10 +127,10 @@ func TestSimulateOutputsAndErrors(t *testing.T) {
 		stdin string
 		want  string
 	}{
-		"no workload":     {args: []string{"simulate", "--nodepools", filepath.Join(workloads, "nodepools.yaml")}, want: "give --nodepools PATH and --workload PATH"},
+		"no workload":      {args: []string{"simulate", "--nodepools", filepath.Join(workloads, "nodepools.yaml")}, want: "give --nodepools PATH and --workload PATH"},
 		"node as workload": {args: []string{"simulate", "--nodepools", filepath.Join(workloads, "nodepools.yaml"), "--workload", filepath.Join(workloads, "nodes.yaml")}, want: "Node is not a workload"},
-		"bad catalog":     {args: append(append([]string{}, base...), "--instance-types", filepath.Join(workloads, "apps.yaml")), want: "not an instance-type catalog"},
-		"bad format":      {args: append(append([]string{}, base...), "-o", "yaml"), want: "-o must be json, table or markdown"},
+		"bad catalog":      {args: append(append([]string{}, base...), "--instance-types", filepath.Join(workloads, "apps.yaml")), want: "not an instance-type catalog"},
+		"bad format":       {args: append(append([]string{}, base...), "-o", "yaml"), want: "-o must be json, table or markdown"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, _, errOut := karpenterctl(t, tc.stdin, tc.args...)
