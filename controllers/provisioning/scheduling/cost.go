@@ -80,7 +80,7 @@ func (s *solver) options(pl *pool, p *corev1.Pod, reqs Requirements) []option {
 		if ok, _ := podReq.fitsIn(t.alloc); !ok {
 			continue
 		}
-		if o, ok := cheapestOffering(t.it, merged, filters); ok {
+		if o, ok := t.cheapestOffering(merged, filters); ok {
 			out = append(out, option{cpu: float64(t.alloc.cpu) / 1000, mem: float64(t.alloc.mem), price: o.Price})
 		}
 	}

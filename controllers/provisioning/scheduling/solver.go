@@ -17,9 +17,6 @@ import (
 // MaxInstanceTypes is how many instance types a new NodeClaim offers the cloud provider.
 const MaxInstanceTypes = 60
 
-// maxPlans is how many NodeClaims a pod is weighed against before the best is taken.
-const maxPlans = 16
-
 // Input is everything the solver decides from.
 type Input struct {
 	// Pods are the pending pods to place.
@@ -142,6 +139,8 @@ type instanceType struct {
 	alloc res
 	// zones and capacityTypes of its available offerings.
 	zones, capacityTypes sets.Set[string]
+	// offerings are the available ones, cheapest first.
+	offerings []cloudprovider.Offering
 }
 
 // compatible checks the given keys of reqs against what the type defines: its labels, and
@@ -189,18 +188,25 @@ type existing struct {
 	placed    []*corev1.Pod
 }
 
+type standaloneKey struct {
+	pod  *corev1.Pod
+	pool *pool
+}
+
 type solver struct {
-	in     *Input
-	pools  []*pool
-	nodes  []*existing
-	claims []*NodeClaim
-	topo   *topology
+	// standalone caches what a node of its own would cost a pod on a NodePool.
+	standalone map[standaloneKey]float64
+	in         *Input
+	pools      []*pool
+	nodes      []*existing
+	claims     []*NodeClaim
+	topo       *topology
 }
 
 // Solve places the pods: on existing nodes first, then in-flight ones, then on new NodeClaims
 // from the NodePools in weight order. It is deterministic.
 func Solve(in *Input) (*Result, error) {
-	s := &solver{in: in, topo: newTopology()}
+	s := &solver{in: in, topo: newTopology(), standalone: map[standaloneKey]float64{}}
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}
@@ -280,6 +286,12 @@ func (s *solver) prepare() error {
 			t.reqs[karpv1.LabelTopologyZone] = NewRequirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, sets.List(zones)...)
 			t.reqs[karpv1.CapacityTypeLabelKey] = NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, sets.List(cts)...)
 			t.zones, t.capacityTypes = zones, cts
+			for _, o := range it.Offerings {
+				if o.Available {
+					t.offerings = append(t.offerings, o)
+				}
+			}
+			sort.SliceStable(t.offerings, func(i, j int) bool { return t.offerings[i].Price < t.offerings[j].Price })
 			if err := t.compatible(p.reqs, poolTypeKeys); err != nil {
 				continue
 			}
@@ -398,27 +410,10 @@ func (s *solver) placeWith(p *corev1.Pod, requests corev1.ResourceList, reqs Req
 			return ""
 		}
 	}
-	// Among NodeClaims the pod fits, prefer one it fits without a costlier type, and among
-	// those the one it leaves most evenly filled in cpu and memory, so that cpu-heavy and
-	// memory-heavy pods share nodes instead of stranding one resource.
-	var best *claimPlan
-	bestGrows, bestScore, found := false, 0.0, 0
 	for _, c := range s.claims {
-		plan, err := s.planClaim(c, p, requests, reqs, strict)
-		if err != nil {
-			continue
+		if err := s.tryClaim(c, p, requests, reqs, strict); err == nil {
+			return ""
 		}
-		grows, score := plan.balance()
-		if best == nil || (bestGrows && !grows) || (grows == bestGrows && score < bestScore) {
-			best, bestGrows, bestScore = plan, grows, score
-		}
-		if found++; (!bestGrows && bestScore <= 0.05) || found >= maxPlans {
-			break
-		}
-	}
-	if best != nil {
-		s.commit(best)
-		return ""
 	}
 	for _, pl := range s.pools {
 		c, err := s.newClaim(pl, p, requests, reqs, strict)
@@ -525,20 +520,6 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 	return nil
 }
 
-// balance scores how evenly a plan would fill its cheapest type's cpu and memory (0 is even),
-// and whether it would need a costlier type.
-func (pl *claimPlan) balance() (grows bool, score float64) {
-	a := pl.cheapest.alloc
-	if a.cpu <= 0 || a.mem <= 0 {
-		return pl.price > pl.c.price, 1
-	}
-	d := float64(pl.total.cpu)/float64(a.cpu) - float64(pl.total.mem)/float64(a.mem)
-	if d < 0 {
-		d = -d
-	}
-	return len(pl.c.Pods) > 0 && pl.price > pl.c.price, d
-}
-
 func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) (*claimPlan, error) {
 	if ok, t := tolerates(p, c.pool.taints, strict); !ok {
 		return nil, fmt.Errorf("taint %s not tolerated", taintString(t))
@@ -640,7 +621,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 				continue
 			}
 		}
-		o, ok := cheapestOffering(t.it, merged, filters)
+		o, ok := t.cheapestOffering(merged, filters)
 		if !ok {
 			note(3, func() string {
 				return fmt.Sprintf("no available offering of %s matches %s and %s%s", t.it.Name,
@@ -663,7 +644,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	// its own for the pod would, or when the type covers this mix of cpu and memory about as
 	// cheaply as the best type would. Otherwise premium types are dropped from the NodeClaim,
 	// and if none is left the pod goes to a new NodeClaim instead.
-	if len(c.Pods) > 0 && price > c.price && price-c.price > s.standalonePrice(c, merged, filters, podReq) {
+	if len(c.Pods) > 0 && price > c.price && price-c.price > s.standalonePrice(c, p, reqs, filters, podReq) {
 		efficient := s.efficientTypes(c, merged, kept, total)
 		if len(efficient) == 0 {
 			c.frozen = true
@@ -671,7 +652,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 		}
 		kept, cheapest, price = efficient, nil, 0
 		for _, t := range kept {
-			if o, ok := cheapestOffering(t.it, merged, filters); ok && (cheapest == nil || o.Price < price) {
+			if o, ok := t.cheapestOffering(merged, filters); ok && (cheapest == nil || o.Price < price) {
 				cheapest, price = t, o.Price
 			}
 		}
@@ -748,34 +729,29 @@ func withoutNodes(l corev1.ResourceList) corev1.ResourceList {
 	return out
 }
 
-// cheapestOffering is the cheapest available offering of it that reqs and filters allow.
-func cheapestOffering(it *cloudprovider.InstanceType, reqs Requirements, filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool) (cloudprovider.Offering, bool) {
-	var best cloudprovider.Offering
-	found := false
+// cheapestOffering is the cheapest available offering of the type that reqs and filters allow.
+func (t *instanceType) cheapestOffering(reqs Requirements, filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool) (cloudprovider.Offering, bool) {
 	zone, ct := reqs[karpv1.LabelTopologyZone], reqs[karpv1.CapacityTypeLabelKey]
-	for _, o := range it.Offerings {
-		if !o.Available || (zone != nil && !zone.Has(o.Zone)) || (ct != nil && !ct.Has(o.CapacityType)) {
+next:
+	for _, o := range t.offerings {
+		if (zone != nil && !zone.Has(o.Zone)) || (ct != nil && !ct.Has(o.CapacityType)) {
 			continue
 		}
-		ok := true
 		for _, f := range filters {
-			if !f(it, o) {
-				ok = false
-				break
+			if !f(t.it, o) {
+				continue next
 			}
 		}
-		if ok && (!found || o.Price < best.Price) {
-			best, found = o, true
-		}
+		return o, true
 	}
-	return best, found
+	return cloudprovider.Offering{}, false
 }
 
 func cheapestType(types []*instanceType, reqs Requirements, filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool) *instanceType {
 	var best *instanceType
 	bestPrice := 0.0
 	for _, t := range types {
-		if o, ok := cheapestOffering(t.it, reqs, filters); ok && (best == nil || o.Price < bestPrice || (o.Price == bestPrice && t.it.Name < best.it.Name)) {
+		if o, ok := t.cheapestOffering(reqs, filters); ok && (best == nil || o.Price < bestPrice || (o.Price == bestPrice && t.it.Name < best.it.Name)) {
 			best, bestPrice = t, o.Price
 		}
 	}
@@ -790,7 +766,7 @@ func (s *solver) finalize(c *NodeClaim) {
 	}
 	var ps []priced
 	for _, t := range c.types {
-		if o, ok := cheapestOffering(t.it, c.Requirements, c.filters); ok {
+		if o, ok := t.cheapestOffering(c.Requirements, c.filters); ok {
 			ps = append(ps, priced{t, o})
 		}
 	}
@@ -839,11 +815,21 @@ func (c *NodeClaim) domains(key string, reqs Requirements) []string {
 	out := sets.New[string]()
 	if c.pool.typeKeys.Has(key) {
 		for _, t := range c.types {
-			if tr, ok := t.reqs[key]; ok {
-				for _, v := range tr.Values() {
-					if !constrained || r.Has(v) {
-						out.Insert(v)
-					}
+			var values sets.Set[string]
+			switch key {
+			case karpv1.LabelTopologyZone:
+				values = t.zones
+			case karpv1.CapacityTypeLabelKey:
+				values = t.capacityTypes
+			default:
+				if v, ok := t.it.Labels[key]; ok && (!constrained || r.Has(v)) {
+					out.Insert(v)
+				}
+				continue
+			}
+			for v := range values {
+				if !out.Has(v) && (!constrained || r.Has(v)) {
+					out.Insert(v)
 				}
 			}
 		}
@@ -868,7 +854,12 @@ const growthTolerance = 1.02
 
 // standalonePrice is what a NodeClaim of the pod's own would cost: the cheapest compatible
 // type that fits the pod and the NodePool's DaemonSets.
-func (s *solver) standalonePrice(c *NodeClaim, reqs Requirements, filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool, pod res) float64 {
+func (s *solver) standalonePrice(c *NodeClaim, p *corev1.Pod, podReqs Requirements, filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool, pod res) float64 {
+	key := standaloneKey{pod: p, pool: c.pool}
+	if v, ok := s.standalone[key]; ok {
+		return v
+	}
+	reqs := c.pool.reqs.Merged(podReqs)
 	need := toRes(c.pool.overhead).plus(pod)
 	var keys []string
 	for k := range reqs {
@@ -881,10 +872,11 @@ func (s *solver) standalonePrice(c *NodeClaim, reqs Requirements, filters []func
 		if ok, _ := need.fitsIn(t.alloc); !ok || t.compatible(reqs, keys) != nil {
 			continue
 		}
-		if o, ok := cheapestOffering(t.it, reqs, filters); ok && o.Price < best {
+		if o, ok := t.cheapestOffering(reqs, filters); ok && o.Price < best {
 			best = o.Price
 		}
 	}
+	s.standalone[key] = best
 	return best
 }
 
@@ -908,7 +900,7 @@ func (s *solver) efficientTypes(c *NodeClaim, reqs Requirements, types []*instan
 		if o.compatible(reqs, keys) != nil {
 			continue
 		}
-		if off, ok := cheapestOffering(o.it, reqs, c.filters); ok {
+		if off, ok := o.cheapestOffering(reqs, c.filters); ok {
 			if v := cover(o.alloc, off.Price); v > 0 && (best == 0 || v < best) {
 				best = v
 			}
@@ -916,7 +908,7 @@ func (s *solver) efficientTypes(c *NodeClaim, reqs Requirements, types []*instan
 	}
 	var out []*instanceType
 	for _, t := range types {
-		if off, ok := cheapestOffering(t.it, reqs, c.filters); ok && cover(t.alloc, off.Price) <= best*growthTolerance {
+		if off, ok := t.cheapestOffering(reqs, c.filters); ok && cover(t.alloc, off.Price) <= best*growthTolerance {
 			out = append(out, t)
 		}
 	}
