@@ -1,0 +1,395 @@
+// Package kwok is the simulated cloud provider: Create makes a Node object for a NodeClaim
+// from an instance-type catalog, and the kwok controller (sigs.k8s.io/kwok) plays its
+// kubelet. It launches the cheapest available offering the NodeClaim allows, and injects the
+// launch delays, insufficient-capacity errors and Spot interruptions its KWOKNodeClass asks
+// for. It is the provider of `make run`, the e2e suites and scale tests.
+package kwok
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
+)
+
+const (
+	// Name of the provider.
+	Name = "kwok"
+	// ProviderIDPrefix starts every provider ID: kwok://<node name>.
+	ProviderIDPrefix = "kwok://"
+	// NodeAnnotation marks the nodes the kwok controller manages.
+	NodeAnnotation = "kwok.x-k8s.io/node"
+	// NodeClassHashAnnotation records the node class settings a node was launched with.
+	NodeClassHashAnnotation = "karpenter.kwok.sh/nodeclass-hash"
+	// UnavailableFor is how long an offering that failed with insufficient capacity is skipped.
+	UnavailableFor = 3 * time.Minute
+)
+
+// Provider implements cloudprovider.CloudProvider over Node objects.
+type Provider struct {
+	client client.Client
+	clock  clock.Clock
+
+	mu          sync.Mutex
+	catalogs    map[string][]*cloudprovider.InstanceType
+	unavailable map[string]time.Time // offering key -> until
+	rand        *rand.Rand
+}
+
+var _ cloudprovider.CloudProvider = (*Provider)(nil)
+
+// New returns a provider; seed makes its failure injection repeatable.
+func New(c client.Client, clk clock.Clock, seed int64) *Provider {
+	return &Provider{client: c, clock: clk, catalogs: map[string][]*cloudprovider.InstanceType{},
+		unavailable: map[string]time.Time{}, rand: rand.New(rand.NewSource(seed))} //nolint:gosec // simulation, not security
+}
+
+// Name is "kwok".
+func (p *Provider) Name() string { return Name }
+
+// GetSupportedNodeClasses is KWOKNodeClass.
+func (p *Provider) GetSupportedNodeClasses() []client.Object {
+	return []client.Object{&kwokv1alpha1.KWOKNodeClass{}}
+}
+
+func offeringKey(instanceType string, o cloudprovider.Offering) string {
+	return instanceType + "/" + o.Zone + "/" + o.CapacityType
+}
+
+func (p *Provider) nodeClass(ctx context.Context, ref *karpv1.NodeClassReference) (*kwokv1alpha1.KWOKNodeClass, error) {
+	if ref == nil || ref.Kind != "KWOKNodeClass" {
+		return nil, cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("nodeClassRef %v is not a KWOKNodeClass", ref))
+	}
+	nc := &kwokv1alpha1.KWOKNodeClass{}
+	if err := p.client.Get(ctx, client.ObjectKey{Name: ref.Name}, nc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("KWOKNodeClass %s not found", ref.Name))
+		}
+		return nil, err
+	}
+	return nc, nil
+}
+
+// instanceTypes are the node class's catalog, limited to its zones, with offerings that
+// recently failed marked unavailable.
+func (p *Provider) instanceTypes(nc *kwokv1alpha1.KWOKNodeClass) ([]*cloudprovider.InstanceType, error) {
+	name := nc.Spec.Catalog
+	if name == "" {
+		name = "embedded"
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	base, ok := p.catalogs[name]
+	if !ok {
+		f := catalog.Embedded()
+		if name != "embedded" {
+			var err error
+			if f, err = catalog.Load(name); err != nil {
+				return nil, cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("KWOKNodeClass %s: %w", nc.Name, err))
+			}
+		}
+		base = f.ForProvider()
+		p.catalogs[name] = base
+	}
+	zones := sets.New(nc.Spec.Zones...)
+	now := p.clock.Now()
+	out := make([]*cloudprovider.InstanceType, 0, len(base))
+	for _, it := range base {
+		c := *it
+		c.Offerings = nil
+		for _, o := range it.Offerings {
+			if zones.Len() > 0 && !zones.Has(o.Zone) {
+				continue
+			}
+			if until, ok := p.unavailable[offeringKey(it.Name, o)]; ok && now.Before(until) {
+				o.Available = false
+			}
+			c.Offerings = append(c.Offerings, o)
+		}
+		out = append(out, &c)
+	}
+	return out, nil
+}
+
+// GetInstanceTypes returns the instance types of the NodePool's KWOKNodeClass.
+func (p *Provider) GetInstanceTypes(ctx context.Context, np *karpv1.NodePool) ([]*cloudprovider.InstanceType, error) {
+	nc, err := p.nodeClass(ctx, np.Spec.Template.Spec.NodeClassRef)
+	if err != nil {
+		return nil, err
+	}
+	return p.instanceTypes(nc)
+}
+
+type candidate struct {
+	it *cloudprovider.InstanceType
+	o  cloudprovider.Offering
+}
+
+// Create launches the cheapest available offering that the NodeClaim's requirements allow,
+// as a Node object.
+func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	nc, err := p.nodeClass(ctx, claim.Spec.NodeClassRef)
+	if err != nil {
+		return nil, err
+	}
+	if d := nc.Spec.LaunchDelay; d != nil && d.Duration > 0 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-p.clock.After(d.Duration):
+		}
+	}
+	types, err := p.instanceTypes(nc)
+	if err != nil {
+		return nil, err
+	}
+	reqs := map[string]sets.Set[string]{}
+	for _, r := range claim.Spec.Requirements {
+		if r.Operator == corev1.NodeSelectorOpIn {
+			s := sets.New(r.Values...)
+			if cur, ok := reqs[r.Key]; ok {
+				s = cur.Intersection(s)
+			}
+			reqs[r.Key] = s
+		}
+	}
+	var candidates []candidate
+	for _, it := range types {
+		if allowed, ok := reqs[karpv1.LabelInstanceType]; ok && !allowed.Has(it.Name) {
+			continue
+		}
+		if !fits(claim.Spec.Resources.Requests, it.Allocatable()) {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if !o.Available {
+				continue
+			}
+			if z, ok := reqs[karpv1.LabelTopologyZone]; ok && !z.Has(o.Zone) {
+				continue
+			}
+			if ct, ok := reqs[karpv1.CapacityTypeLabelKey]; ok && !ct.Has(o.CapacityType) {
+				continue
+			}
+			candidates = append(candidates, candidate{it, o})
+		}
+	}
+	sort.SliceStable(candidates, func(i, j int) bool {
+		if candidates[i].o.Price != candidates[j].o.Price {
+			return candidates[i].o.Price < candidates[j].o.Price
+		}
+		return offeringKey(candidates[i].it.Name, candidates[i].o) < offeringKey(candidates[j].it.Name, candidates[j].o)
+	})
+	var failed []string
+	for _, c := range candidates {
+		if p.injectInsufficientCapacity(nc, c) {
+			failed = append(failed, offeringKey(c.it.Name, c.o))
+			continue
+		}
+		return p.launch(ctx, claim, nc, c)
+	}
+	if len(failed) > 0 {
+		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("no capacity for %s", strings.Join(failed, ", ")))
+	}
+	return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("no available offering matches the NodeClaim's requirements and requests"))
+}
+
+// injectInsufficientCapacity decides whether this launch attempt fails as the node class asks;
+// a failed offering is unavailable for UnavailableFor.
+func (p *Provider) injectInsufficientCapacity(nc *kwokv1alpha1.KWOKNodeClass, c candidate) bool {
+	ic := nc.Spec.InsufficientCapacity
+	if ic == nil || ic.Percent <= 0 {
+		return false
+	}
+	matched := len(ic.Offerings) == 0
+	for _, sel := range ic.Offerings {
+		if (sel.InstanceType == "" || sel.InstanceType == c.it.Name) && (sel.Zone == "" || sel.Zone == c.o.Zone) &&
+			(sel.CapacityType == "" || sel.CapacityType == c.o.CapacityType) {
+			matched = true
+			break
+		}
+	}
+	if !matched {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rand.Int31n(100) >= ic.Percent {
+		return false
+	}
+	p.unavailable[offeringKey(c.it.Name, c.o)] = p.clock.Now().Add(UnavailableFor)
+	return true
+}
+
+func (p *Provider) launch(ctx context.Context, claim *karpv1.NodeClaim, nc *kwokv1alpha1.KWOKNodeClass, c candidate) (*karpv1.NodeClaim, error) {
+	labels := map[string]string{}
+	for k, v := range c.it.Labels {
+		labels[k] = v
+	}
+	for k, v := range claim.Labels {
+		labels[k] = v
+	}
+	labels[karpv1.LabelTopologyZone] = c.o.Zone
+	labels[karpv1.CapacityTypeLabelKey] = c.o.CapacityType
+	labels[corev1.LabelHostname] = claim.Name
+	// Single-valued requirements become labels, as they do on a real node.
+	for _, r := range claim.Spec.Requirements {
+		if r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
+			if _, ok := labels[r.Key]; !ok {
+				labels[r.Key] = r.Values[0]
+			}
+		}
+	}
+	allocatable := c.it.Allocatable()
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        claim.Name,
+			Labels:      labels,
+			Annotations: map[string]string{NodeAnnotation: "fake", NodeClassHashAnnotation: nodeClassHash(nc)},
+		},
+		Spec: corev1.NodeSpec{
+			ProviderID: ProviderIDPrefix + claim.Name,
+			Taints:     append(append([]corev1.Taint{karpv1.UnregisteredNoExecuteTaint}, claim.Spec.Taints...), claim.Spec.StartupTaints...),
+		},
+	}
+	if err := p.client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating node %s: %w", node.Name, err)
+	}
+	node.Status.Capacity = c.it.Capacity.DeepCopy()
+	node.Status.Allocatable = allocatable
+	if err := p.client.Status().Update(ctx, node); err != nil {
+		return nil, fmt.Errorf("setting the capacity of node %s: %w", node.Name, err)
+	}
+	out := claim.DeepCopy()
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	for _, k := range []string{karpv1.LabelInstanceType, karpv1.LabelTopologyZone, karpv1.CapacityTypeLabelKey, karpv1.LabelArch, karpv1.LabelOS} {
+		if v, ok := labels[k]; ok {
+			out.Labels[k] = v
+		}
+	}
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[NodeClassHashAnnotation] = nodeClassHash(nc)
+	out.Status.ProviderID = node.Spec.ProviderID
+	out.Status.ImageID = "kwok"
+	out.Status.Capacity = c.it.Capacity.DeepCopy()
+	out.Status.Allocatable = allocatable
+	return out, nil
+}
+
+func fits(requests, allocatable corev1.ResourceList) bool {
+	for k, v := range requests {
+		a, ok := allocatable[k]
+		if !v.IsZero() && (!ok || v.Cmp(a) > 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// nodeClassHash covers the settings that change what a node would be launched as.
+func nodeClassHash(nc *kwokv1alpha1.KWOKNodeClass) string {
+	b, _ := json.Marshal(struct {
+		Catalog string   `json:"catalog"`
+		Zones   []string `json:"zones"`
+	}{nc.Spec.Catalog, nc.Spec.Zones})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+func nodeName(providerID string) (string, error) {
+	if !strings.HasPrefix(providerID, ProviderIDPrefix) {
+		return "", fmt.Errorf("provider ID %q is not a kwok one", providerID)
+	}
+	return strings.TrimPrefix(providerID, ProviderIDPrefix), nil
+}
+
+// Delete deletes the NodeClaim's Node; once it is gone it returns NodeClaimNotFoundError.
+func (p *Provider) Delete(ctx context.Context, claim *karpv1.NodeClaim) error {
+	name, err := nodeName(claim.Status.ProviderID)
+	if err != nil {
+		return cloudprovider.NewNodeClaimNotFoundError(err)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := p.client.Delete(ctx, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("node %s is gone", name))
+		}
+		return fmt.Errorf("deleting node %s: %w", name, err)
+	}
+	return nil
+}
+
+// Get returns the NodeClaim for a provider ID.
+func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClaim, error) {
+	name, err := nodeName(providerID)
+	if err != nil {
+		return nil, cloudprovider.NewNodeClaimNotFoundError(err)
+	}
+	node := &corev1.Node{}
+	if err := p.client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("node %s not found", name))
+		}
+		return nil, err
+	}
+	return toNodeClaim(node), nil
+}
+
+// List returns a NodeClaim for every node this provider launched.
+func (p *Provider) List(ctx context.Context) ([]*karpv1.NodeClaim, error) {
+	var nodes corev1.NodeList
+	if err := p.client.List(ctx, &nodes); err != nil {
+		return nil, err
+	}
+	var out []*karpv1.NodeClaim
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if n.Annotations[NodeAnnotation] == "fake" && strings.HasPrefix(n.Spec.ProviderID, ProviderIDPrefix) {
+			out = append(out, toNodeClaim(n))
+		}
+	}
+	return out, nil
+}
+
+func toNodeClaim(n *corev1.Node) *karpv1.NodeClaim {
+	return &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels, Annotations: map[string]string{NodeClassHashAnnotation: n.Annotations[NodeClassHashAnnotation]},
+			CreationTimestamp: n.CreationTimestamp},
+		Status: karpv1.NodeClaimStatus{ProviderID: n.Spec.ProviderID, NodeName: n.Name, ImageID: "kwok", Capacity: n.Status.Capacity, Allocatable: n.Status.Allocatable},
+	}
+}
+
+// IsDrifted reports "NodeClassDrift" when the node class's catalog or zones changed since
+// the NodeClaim launched.
+func (p *Provider) IsDrifted(ctx context.Context, claim *karpv1.NodeClaim) (cloudprovider.DriftReason, error) {
+	nc, err := p.nodeClass(ctx, claim.Spec.NodeClassRef)
+	if err != nil {
+		return "", err
+	}
+	if launched, ok := claim.Annotations[NodeClassHashAnnotation]; ok && launched != nodeClassHash(nc) {
+		return "NodeClassDrift", nil
+	}
+	return "", nil
+}
