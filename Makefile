@@ -50,8 +50,8 @@ verify: ## Fail if generated code, go.mod or formatting is out of date.
 ##@ Test
 
 .PHONY: test
-test: ## Everything CI runs: verify, vet, unit tests, envtest suites (with timings).
-	hack/phases.sh verify vet unit envtest
+test: ## Everything CI runs: verify, vet, unit tests, envtest suites, e2e (with timings).
+	hack/phases.sh verify vet unit envtest e2e
 
 .PHONY: unit
 unit: ## Unit tests (no API server).
@@ -60,6 +60,10 @@ unit: ## Unit tests (no API server).
 .PHONY: envtest
 envtest: ## Integration suites on a real kube-apiserver and etcd (envtest).
 	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh)" go test -p $(GO_TEST_P) $(GO_TEST_FLAGS) ./test/integration/...
+
+.PHONY: e2e
+e2e: ## End-to-end suites: the manager against the local cluster of make run, started by the tests.
+	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh)" go test -p 1 $(GO_TEST_FLAGS) -timeout 20m ./test/e2e/...
 
 .PHONY: kube-binaries
 kube-binaries: ## Build (or find in the cache) kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok.

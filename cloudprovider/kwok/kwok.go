@@ -273,9 +273,12 @@ func (p *Provider) launch(ctx context.Context, claim *karpv1.NodeClaim, nc *kwok
 	if err := p.client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating node %s: %w", node.Name, err)
 	}
+	// A merge patch: the kwok controller may already be updating the node's status.
+	base := node.DeepCopy()
+	base.Status = corev1.NodeStatus{}
 	node.Status.Capacity = c.it.Capacity.DeepCopy()
 	node.Status.Allocatable = allocatable
-	if err := p.client.Status().Update(ctx, node); err != nil {
+	if err := p.client.Status().Patch(ctx, node, client.MergeFrom(base)); err != nil {
 		return nil, fmt.Errorf("setting the capacity of node %s: %w", node.Name, err)
 	}
 	out := claim.DeepCopy()

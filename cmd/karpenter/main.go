@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -22,7 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/karpenter-policy/karpenter/api/install"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
 	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
+	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/lifecycle"
+	"github.com/karpenter-policy/karpenter/controllers/provisioning"
+	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/webhooks"
 	"github.com/karpenter-policy/karpenter/webhooks/certs"
 	"github.com/karpenter-policy/karpenter/webhooks/conversion"
@@ -61,6 +67,27 @@ func setUpSelfSignedCerts(mgr ctrl.Manager, cfg *rest.Config, opts *options.Opti
 		return fmt.Errorf("setting up the self-signed webhook certificate: %w", err)
 	}
 	return mgr.Add(s)
+}
+
+// registerControllers builds the cloud provider and the controllers that exist, with their
+// dependencies injected.
+func registerControllers(mgr ctrl.Manager, opts *options.Options) error {
+	var cloud cloudprovider.CloudProvider
+	switch opts.CloudProvider {
+	case "kwok":
+		cloud = kwok.New(mgr.GetClient(), clock.RealClock{}, time.Now().UnixNano())
+	default:
+		return fmt.Errorf("--cloud-provider=%s is not built into this manager yet; use kwok", opts.CloudProvider)
+	}
+	recorder := mgr.GetEventRecorder("karpenter")
+	cluster := state.NewCluster(mgr.GetClient(), clock.RealClock{})
+	if err := provisioning.NewProvisioner(mgr.GetClient(), cluster, cloud, recorder, clock.RealClock{}, opts.BatchIdleDuration, opts.BatchMaxDuration).Register(mgr); err != nil {
+		return fmt.Errorf("registering the provisioner: %w", err)
+	}
+	if err := lifecycle.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(context.Background(), mgr); err != nil {
+		return fmt.Errorf("registering the nodeclaim lifecycle: %w", err)
+	}
+	return nil
 }
 
 func run() error {
@@ -118,6 +145,9 @@ func run() error {
 		if err := webhooks.Register(mgr, conv, validation.New()); err != nil {
 			return fmt.Errorf("registering webhooks: %w", err)
 		}
+	}
+	if err := registerControllers(mgr, opts); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)

@@ -119,6 +119,13 @@ func preferredTerms(p *corev1.Pod) []corev1.PreferredSchedulingTerm {
 	return out
 }
 
+// Tolerates reports whether the pod tolerates every taint (PreferNoSchedule ones only with
+// strict), as the scheduler decides.
+func Tolerates(p *corev1.Pod, taints []corev1.Taint, strict bool) bool {
+	ok, _ := tolerates(p, taints, strict)
+	return ok
+}
+
 // tolerates reports whether the pod tolerates every taint; with strict, PreferNoSchedule
 // taints count too. It returns the first taint not tolerated.
 func tolerates(p *corev1.Pod, taints []corev1.Taint, strict bool) (bool, *corev1.Taint) {

@@ -272,3 +272,35 @@ func (r *Requirement) empty() bool {
 	// A complement is infinite unless its integer bounds leave no integer.
 	return r.greaterThan != nil && r.lessThan != nil && *r.lessThan-*r.greaterThan <= 1
 }
+
+// NodeSelectorRequirements turns requirements back into the API's form, sorted by key, with
+// MinValues kept.
+func (rs Requirements) NodeSelectorRequirements() []karpv1.NodeSelectorRequirementWithMinValues {
+	var out []karpv1.NodeSelectorRequirementWithMinValues
+	for _, k := range rs.Keys() {
+		r := rs[k]
+		add := func(op corev1.NodeSelectorOperator, values ...string) {
+			out = append(out, karpv1.NodeSelectorRequirementWithMinValues{Key: k, Operator: op, Values: values, MinValues: r.MinValues})
+		}
+		switch {
+		case !r.complement && r.values.Len() == 0:
+			add(corev1.NodeSelectorOpDoesNotExist)
+		case !r.complement:
+			add(corev1.NodeSelectorOpIn, r.Values()...)
+		default:
+			if r.values.Len() > 0 {
+				add(corev1.NodeSelectorOpNotIn, r.Values()...)
+			}
+			if r.greaterThan != nil {
+				add(corev1.NodeSelectorOpGt, strconv.FormatInt(*r.greaterThan, 10))
+			}
+			if r.lessThan != nil {
+				add(corev1.NodeSelectorOpLt, strconv.FormatInt(*r.lessThan, 10))
+			}
+			if r.values.Len() == 0 && r.greaterThan == nil && r.lessThan == nil {
+				add(corev1.NodeSelectorOpExists)
+			}
+		}
+	}
+	return out
+}

@@ -688,7 +688,13 @@ func (s *solver) commit(pl *claimPlan) {
 	}
 	c.Pods = append(c.Pods, p)
 	if c.pool.remaining != nil {
-		reserve := withoutNodes(cheapestType(kept, merged, filters).it.Capacity)
+		// Reserve, against the NodePool's limits, the capacity of the type it would launch.
+		reserve := corev1.ResourceList{}
+		for k, q := range cheapestType(kept, merged, filters).it.Capacity {
+			if _, limited := c.pool.remaining[k]; limited && k != "nodes" {
+				reserve[k] = q
+			}
+		}
 		if c.reserved != nil {
 			addTo(c.pool.remaining, c.reserved)
 		}

@@ -280,6 +280,18 @@ func TestNodePoolWeightsAndLimits(t *testing.T) {
 	expectUnschedulable(t, r, "limit cpu would be exceeded")
 	r = solve(t, &Input{Pods: pods("w", 1, "1", "1Gi"), NodePools: []*NodePool{limited}})
 	expectPlaced(t, r)
+	// Limits count only the resources they name: several NodeClaims fit under a cpu limit.
+	roomy := &NodePool{NodePool: nodePool("roomy", func(np *karpv1.NodePool) {
+		np.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse("8")}
+	}), InstanceTypes: testCatalog()}
+	r = solve(t, &Input{Pods: pods("w", 3, "1500m", "1Gi", hostPort(80)), NodePools: []*NodePool{roomy}})
+	if len(r.NodeClaims) != 3 || len(r.Unschedulable) != 0 {
+		t.Fatalf("3 nodes of 2 cpu fit a limit of 8 cpu: %d NodeClaims, %+v", len(r.NodeClaims), r.Unschedulable)
+	}
+	r = solve(t, &Input{Pods: pods("w", 5, "1500m", "1Gi", hostPort(80)), NodePools: []*NodePool{roomy}})
+	if len(r.NodeClaims) != 4 || len(r.Unschedulable) != 1 || !strings.Contains(r.Unschedulable[0].Reason, "limit cpu would be exceeded") {
+		t.Fatalf("the fifth 2-cpu node would pass the 8 cpu limit: %d NodeClaims, %+v", len(r.NodeClaims), r.Unschedulable)
+	}
 	nodes := &NodePool{NodePool: nodePool("nodes", func(np *karpv1.NodePool) {
 		np.Spec.Limits = karpv1.Limits{"nodes": resource.MustParse("1")}
 	}), InstanceTypes: testCatalog()}

@@ -200,7 +200,7 @@ func daemonOverhead(np *karpv1.NodePool, daemonSets []*appsv1.DaemonSet) corev1.
 	}
 	for _, ds := range daemonSets {
 		p := &corev1.Pod{Spec: ds.Spec.Template.Spec}
-		if !toleratesAll(p, np.Spec.Template.Spec.Taints) {
+		if !scheduling.Tolerates(p, np.Spec.Template.Spec.Taints, false) {
 			continue
 		}
 		podReqs := scheduling.Requirements{}
@@ -227,27 +227,6 @@ func daemonOverhead(np *karpv1.NodePool, daemonSets []*appsv1.DaemonSet) corev1.
 		}
 	}
 	return total
-}
-
-func toleratesAll(p *corev1.Pod, taints []corev1.Taint) bool {
-	for i := range taints {
-		t := &taints[i]
-		if t.Effect == corev1.TaintEffectPreferNoSchedule {
-			continue
-		}
-		ok := false
-		for _, tol := range p.Spec.Tolerations {
-			if (tol.Key == "" && tol.Operator == corev1.TolerationOpExists) ||
-				(tol.Key == t.Key && (tol.Operator == corev1.TolerationOpExists || tol.Value == t.Value) && (tol.Effect == "" || tol.Effect == t.Effect)) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
 }
 
 func existingNodes(nodes []*corev1.Node, bound []*corev1.Pod) []*scheduling.Node {

@@ -1,0 +1,228 @@
+// Package state is the controllers' view of the cluster: nodes, NodeClaims, pods, DaemonSets
+// and NodePools as the manager's informers hold them, plus what only Karpenter knows, the pods
+// it nominated to NodeClaims that are still launching. Snapshot turns it into the solver's
+// input. It reads caches only; it never writes to the API server.
+package state
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+)
+
+// NominationTTL is how long a pod stays nominated to a NodeClaim that has not registered.
+const NominationTTL = 5 * time.Minute
+
+// Cluster reads the informer caches and remembers nominations.
+type Cluster struct {
+	client client.Client
+	clock  clock.Clock
+
+	mu          sync.Mutex
+	nominations map[types.UID]nomination
+}
+
+type nomination struct {
+	nodeClaim string
+	until     time.Time
+}
+
+// NewCluster returns the state over a cached client.
+func NewCluster(c client.Client, clk clock.Clock) *Cluster {
+	return &Cluster{client: c, clock: clk, nominations: map[types.UID]nomination{}}
+}
+
+// Nominate records that a pod will run on a NodeClaim being launched.
+func (c *Cluster) Nominate(pod *corev1.Pod, nodeClaim string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nominations[pod.UID] = nomination{nodeClaim: nodeClaim, until: c.clock.Now().Add(NominationTTL)}
+}
+
+// NominatedTo returns the NodeClaim a pod is nominated to, if the nomination is current.
+func (c *Cluster) NominatedTo(pod *corev1.Pod) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.nominations[pod.UID]
+	if !ok || c.clock.Now().After(n.until) {
+		delete(c.nominations, pod.UID)
+		return "", false
+	}
+	return n.nodeClaim, true
+}
+
+// Provisionable reports whether the provisioner should find a node for a pod: pending, not
+// bound, marked unschedulable by the scheduler, not owned by a DaemonSet and not terminating.
+func Provisionable(p *corev1.Pod) bool {
+	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return false
+		}
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}
+
+// Snapshot is the solver's input as the cluster stands now, with the pods to place.
+type Snapshot struct {
+	Input *scheduling.Input
+	// NodePools by name, for the NodeClaims created from the decision.
+	NodePools map[string]*karpv1.NodePool
+}
+
+// Snapshot lists the pending pods and builds the solver's input: existing nodes (with the pods
+// bound or nominated to them) and in-flight NodeClaims, and every ready NodePool with its
+// instance types, DaemonSet overhead and usage.
+func (c *Cluster) Snapshot(ctx context.Context, cp cloudprovider.CloudProvider) (*Snapshot, error) {
+	var pods corev1.PodList
+	if err := c.client.List(ctx, &pods); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	var nodes corev1.NodeList
+	if err := c.client.List(ctx, &nodes); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	var claims karpv1.NodeClaimList
+	if err := c.client.List(ctx, &claims); err != nil {
+		return nil, fmt.Errorf("listing nodeclaims: %w", err)
+	}
+	var pools karpv1.NodePoolList
+	if err := c.client.List(ctx, &pools); err != nil {
+		return nil, fmt.Errorf("listing nodepools: %w", err)
+	}
+	var daemonSets appsv1.DaemonSetList
+	if err := c.client.List(ctx, &daemonSets); err != nil {
+		return nil, fmt.Errorf("listing daemonsets: %w", err)
+	}
+
+	in := &scheduling.Input{}
+	byNode := map[string][]*corev1.Pod{}
+	byClaim := map[string][]*corev1.Pod{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		switch {
+		case p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed:
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+		case Provisionable(p):
+			if claim, ok := c.NominatedTo(p); ok {
+				byClaim[claim] = append(byClaim[claim], p)
+			} else {
+				in.Pods = append(in.Pods, p)
+			}
+		}
+	}
+	registered := map[string]bool{}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if n.DeletionTimestamp != nil || n.Spec.Unschedulable {
+			continue
+		}
+		registered[n.Name] = true
+		in.Nodes = append(in.Nodes, &scheduling.Node{Name: n.Name, Labels: n.Labels, Taints: schedulableTaints(n.Spec.Taints),
+			Allocatable: n.Status.Allocatable, Pods: byNode[n.Name]})
+	}
+	usage := map[string]corev1.ResourceList{}
+	for i := range claims.Items {
+		nc := &claims.Items[i]
+		pool := nc.Labels[karpv1.NodePoolLabelKey]
+		u := usage[pool]
+		if u == nil {
+			u = corev1.ResourceList{}
+			usage[pool] = u
+		}
+		addQuantities(u, nc.Status.Capacity)
+		addQuantities(u, corev1.ResourceList{"nodes": *resourceOne()})
+		if nc.DeletionTimestamp != nil || (nc.Status.NodeName != "" && registered[nc.Status.NodeName]) {
+			continue
+		}
+		// In flight: not registered yet. Its pods are the ones nominated to it.
+		alloc := nc.Status.Allocatable
+		if len(alloc) == 0 {
+			alloc = nc.Spec.Resources.Requests
+		}
+		labels := map[string]string{corev1.LabelHostname: nc.Name}
+		for k, v := range nc.Labels {
+			labels[k] = v
+		}
+		in.Nodes = append(in.Nodes, &scheduling.Node{Name: nc.Name, Labels: labels, Taints: nc.Spec.Taints, Allocatable: alloc,
+			Pods: byClaim[nc.Name], InFlight: true})
+	}
+	snap := &Snapshot{Input: in, NodePools: map[string]*karpv1.NodePool{}}
+	sort.Slice(pools.Items, func(i, j int) bool { return pools.Items[i].Name < pools.Items[j].Name })
+	for i := range pools.Items {
+		np := &pools.Items[i]
+		if np.DeletionTimestamp != nil {
+			continue
+		}
+		its, err := cp.GetInstanceTypes(ctx, np)
+		if err != nil {
+			// A NodePool whose node class is not ready launches nothing; the others still do.
+			continue
+		}
+		snap.NodePools[np.Name] = np
+		in.NodePools = append(in.NodePools, &scheduling.NodePool{NodePool: np, InstanceTypes: its,
+			DaemonSetOverhead: daemonOverhead(np, daemonSets.Items), Usage: usage[np.Name]})
+	}
+	return snap, nil
+}
+
+// schedulableTaints drops the taints Karpenter itself manages while a node registers.
+func schedulableTaints(taints []corev1.Taint) []corev1.Taint {
+	var out []corev1.Taint
+	for _, t := range taints {
+		if t.Key == karpv1.UnregisteredTaintKey {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// daemonOverhead sums the requests of DaemonSets that tolerate the NodePool's taints.
+func daemonOverhead(np *karpv1.NodePool, daemonSets []appsv1.DaemonSet) corev1.ResourceList {
+	total := corev1.ResourceList{}
+	for i := range daemonSets {
+		p := &corev1.Pod{Spec: daemonSets[i].Spec.Template.Spec}
+		if !scheduling.Tolerates(p, np.Spec.Template.Spec.Taints, false) {
+			continue
+		}
+		for k, v := range scheduling.PodRequests(p) {
+			if k != corev1.ResourcePods {
+				q := total[k]
+				q.Add(v)
+				total[k] = q
+			}
+		}
+	}
+	return total
+}
+
+func addQuantities(dst, src corev1.ResourceList) {
+	for k, v := range src {
+		q := dst[k]
+		q.Add(v)
+		dst[k] = q
+	}
+}
+
+func resourceOne() *resource.Quantity { return resource.NewQuantity(1, resource.DecimalSI) }

@@ -1,0 +1,189 @@
+// Package e2e runs the manager against the local cluster of `make run` (etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler and kwok), started by the test
+// itself, and checks what a user would see: pending pods get nodes and run.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/karpenter-policy/karpenter/api/install"
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/test/cluster"
+	"github.com/karpenter-policy/karpenter/test/env"
+)
+
+var (
+	local *cluster.Cluster
+	kube  client.Client
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func run(m *testing.M) int {
+	bins := os.Getenv("KUBEBUILDER_ASSETS")
+	if bins == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the suite with 'make e2e'")
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "karpenter-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	manager := filepath.Join(dir, "karpenter")
+	build := exec.Command("go", "build", "-o", manager, "./cmd/karpenter")
+	build.Dir, build.Stdout, build.Stderr = env.RepoRoot(), os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the manager:", err)
+		return 1
+	}
+	webhookPort, probePort := freePort(), freePort()
+	ctx := context.Background()
+	local, err = cluster.Start(ctx, cluster.Options{
+		Dir: filepath.Join(dir, "cluster"), BinDir: bins, RepoRoot: env.RepoRoot(), WebhookPort: webhookPort,
+		Manager: &cluster.Process{Name: "karpenter", Path: manager, Args: []string{
+			"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
+			"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(webhookPort),
+			"--webhook-cert-mode=self-signed", "--webhook-cert-secret=kube-system/karpenter-webhook-cert", "--webhook-cert-ips=127.0.0.1",
+			"--webhook-configuration=validating-webhook-configuration", "--webhook-cert-dir=" + filepath.Join(dir, "certs"),
+		}},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := local.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	if kube, err = client.New(local.Config, client.Options{Scheme: install.NewScheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := waitReady(ctx, probePort); err != nil {
+		fmt.Fprintln(os.Stderr, err, "\n", local.LogTail("karpenter", 30))
+		return 1
+	}
+	if err := cluster.Apply(ctx, local.Config, filepath.Join(env.RepoRoot(), "config", "samples")); err != nil {
+		fmt.Fprintln(os.Stderr, "applying the samples:", err)
+		return 1
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, "manager log:\n"+local.LogTail("karpenter", 40))
+	}
+	return code
+}
+
+func waitReady(ctx context.Context, port int) error {
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		resp, err := httpGet(url)
+		return err == nil && resp == 200, nil
+	})
+}
+
+// Scaling the sample Deployment gets every pod a node launched by the provisioner.
+func TestScaleUpRunsEveryPod(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	deploy := &appsv1.Deployment{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: "default", Name: "inflate"}, deploy); err != nil {
+		t.Fatal(err)
+	}
+	const replicas = 20
+	scale := func(ctx context.Context, n int32) error {
+		patch := client.MergeFrom(deploy.DeepCopy())
+		deploy.Spec.Replicas = ptr.To(n)
+		return kube.Patch(ctx, deploy, patch)
+	}
+	start := time.Now()
+	if err := scale(ctx, replicas); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = scale(context.Background(), 0) })
+	var pods corev1.PodList
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := kube.List(ctx, &pods, client.InNamespace("default"), client.MatchingLabels{"app": "inflate"}); err != nil {
+			return false, nil
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running == replicas, nil
+	}); err != nil {
+		t.Fatalf("not every pod is Running: %v\n%s", err, local.LogTail("karpenter", 20))
+	}
+	t.Logf("%d pods Running %.1fs after the scale-up", replicas, time.Since(start).Seconds())
+
+	var claims karpv1.NodeClaimList
+	if err := kube.List(ctx, &claims); err != nil {
+		t.Fatal(err)
+	}
+	byNode := map[string]*karpv1.NodeClaim{}
+	for i := range claims.Items {
+		nc := &claims.Items[i]
+		if !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeReady) {
+			t.Errorf("NodeClaim %s is not Ready: %+v", nc.Name, nc.Status.Conditions)
+		}
+		byNode[nc.Status.NodeName] = nc
+	}
+	used := map[string]bool{}
+	for _, p := range pods.Items {
+		nc, ok := byNode[p.Spec.NodeName]
+		if !ok {
+			t.Errorf("pod %s runs on %s, which no NodeClaim launched", p.Name, p.Spec.NodeName)
+			continue
+		}
+		used[nc.Name] = true
+		node := &corev1.Node{}
+		if err := kube.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node); err != nil {
+			t.Fatal(err)
+		}
+		if node.Labels[karpv1.NodePoolLabelKey] == "" || node.Labels[karpv1.LabelInstanceType] != nc.Labels[karpv1.LabelInstanceType] {
+			t.Errorf("node %s: labels %v do not match its NodeClaim's", node.Name, node.Labels)
+		}
+		for _, taint := range node.Spec.Taints {
+			if taint.Key == karpv1.UnregisteredTaintKey {
+				t.Errorf("node %s still has the unregistered taint", node.Name)
+			}
+		}
+	}
+	for _, nc := range claims.Items {
+		if !used[nc.Name] {
+			t.Errorf("NodeClaim %s (%s) runs none of the pods: launched for nothing", nc.Name, nc.Labels[karpv1.LabelInstanceType])
+		}
+	}
+	t.Logf("%d NodeClaims for %d pods", len(claims.Items), replicas)
+}
