@@ -27,6 +27,8 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
 	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/lifecycle"
+	"github.com/karpenter-policy/karpenter/controllers/nodeclass"
+	"github.com/karpenter-policy/karpenter/controllers/nodepool"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/webhooks"
@@ -86,6 +88,12 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options) error {
 	}
 	if err := lifecycle.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(context.Background(), mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim lifecycle: %w", err)
+	}
+	if err := nodepool.NewController(mgr.GetClient(), cloud).Register(mgr); err != nil {
+		return fmt.Errorf("registering the nodepool status controller: %w", err)
+	}
+	if err := nodeclass.NewKWOK(mgr.GetClient(), cloud).Register(mgr); err != nil {
+		return fmt.Errorf("registering the kwok node class controller: %w", err)
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/nodepool"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 )
@@ -134,7 +135,7 @@ func nodeClaimFor(np *karpv1.NodePool, c *scheduling.NodeClaim) *karpv1.NodeClai
 	for k, v := range np.Spec.Template.Labels {
 		labels[k] = v
 	}
-	annotations := map[string]string{}
+	annotations := map[string]string{karpv1.NodePoolHashAnnotationKey: nodepool.TemplateHash(np), karpv1.NodePoolHashVersionAnnotationKey: nodepool.HashVersion}
 	for k, v := range np.Spec.Template.Annotations {
 		annotations[k] = v
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
 	"github.com/karpenter-policy/karpenter/test/cluster"
 	"github.com/karpenter-policy/karpenter/test/env"
 )
@@ -186,4 +187,36 @@ func TestScaleUpRunsEveryPod(t *testing.T) {
 		}
 	}
 	t.Logf("%d NodeClaims for %d pods", len(claims.Items), replicas)
+
+	// NodePool and node class status, as kubectl shows them.
+	perPool := map[string]int64{}
+	for _, nc := range claims.Items {
+		perPool[nc.Labels[karpv1.NodePoolLabelKey]]++
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var pools karpv1.NodePoolList
+		if err := kube.List(ctx, &pools); err != nil {
+			return false, nil
+		}
+		for _, np := range pools.Items {
+			if !meta.IsStatusConditionTrue(np.Status.Conditions, karpv1.ConditionTypeReady) || np.Status.Nodes == nil || *np.Status.Nodes != perPool[np.Name] {
+				return false, nil
+			}
+			if n := np.Status.Resources["nodes"]; n.Value() != perPool[np.Name] {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		var pools karpv1.NodePoolList
+		_ = kube.List(ctx, &pools)
+		t.Fatalf("NodePools must be Ready with status.nodes counting their NodeClaims %v: %+v", perPool, pools.Items)
+	}
+	class := &kwokv1alpha1.KWOKNodeClass{}
+	if err := kube.Get(ctx, client.ObjectKey{Name: "default"}, class); err != nil {
+		t.Fatal(err)
+	}
+	if !meta.IsStatusConditionTrue(class.Status.Conditions, karpv1.ConditionTypeReady) || class.Status.InstanceTypes < 100 {
+		t.Errorf("KWOKNodeClass status: %+v", class.Status)
+	}
 }

@@ -1,0 +1,193 @@
+// Package nodepool keeps NodePool status: whether its node class is ready, the resources and
+// node count of its NodeClaims, and a Ready condition that sums them up. It writes status only:
+// a NodePool's spec and metadata belong to Git. It also defines the template hash that
+// NodeClaims carry for drift detection.
+package nodepool
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+)
+
+// HashVersion versions TemplateHash; a change of algorithm changes it.
+const HashVersion = "v1"
+
+// TemplateHash hashes what a NodePool's template decides about a node beyond its
+// requirements: metadata, taints, node class, expiry and grace period. A NodeClaim records it at
+// launch; when it no longer matches, the node has drifted.
+func TemplateHash(np *karpv1.NodePool) string {
+	t := np.Spec.Template
+	b, _ := json.Marshal(struct {
+		Labels, Annotations    map[string]string
+		Taints, StartupTaints  []corev1.Taint
+		NodeClassRef           *karpv1.NodeClassReference
+		ExpireAfter            string
+		TerminationGracePeriod *metav1.Duration
+	}{t.Labels, t.Annotations, t.Spec.Taints, t.Spec.StartupTaints, t.Spec.NodeClassRef, t.Spec.ExpireAfter.String(), t.Spec.TerminationGracePeriod})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// Controller reconciles NodePool status.
+type Controller struct {
+	client client.Client
+	cloud  cloudprovider.CloudProvider
+}
+
+// NewController builds the NodePool status controller.
+func NewController(c client.Client, cloud cloudprovider.CloudProvider) *Controller {
+	return &Controller{client: c, cloud: cloud}
+}
+
+// Register watches NodePools, their NodeClaims and their node classes.
+func (c *Controller) Register(mgr ctrl.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).Named("nodepool.status").For(&karpv1.NodePool{}).
+		Watches(&karpv1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if np := o.GetLabels()[karpv1.NodePoolLabelKey]; np != "" {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: np}}}
+			}
+			return nil
+		}))
+	for _, nc := range c.cloud.GetSupportedNodeClasses() {
+		b = b.Watches(nc, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			var pools karpv1.NodePoolList
+			if c.client.List(ctx, &pools) != nil {
+				return nil
+			}
+			var out []reconcile.Request
+			for _, np := range pools.Items {
+				if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil && ref.Name == o.GetName() {
+					out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: np.Name}})
+				}
+			}
+			return out
+		}))
+	}
+	return b.Complete(reconcile.AsReconciler(mgr.GetClient(), c))
+}
+
+// Reconcile computes the status and writes it once.
+func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconcile.Result, error) {
+	before := np.DeepCopy()
+	if err := c.nodeClassReadiness(ctx, np); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := c.counters(ctx, np); err != nil {
+		return reconcile.Result{}, err
+	}
+	np.Status.ObservedGeneration = np.Generation
+	ready := meta.FindStatusCondition(np.Status.Conditions, karpv1.ConditionTypeNodeClassReady)
+	if ready != nil && ready.Status == metav1.ConditionTrue {
+		meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: np.Generation})
+	} else {
+		msg := "node class is not ready"
+		if ready != nil {
+			msg = ready.Message
+		}
+		meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeReady, Status: metav1.ConditionFalse, Reason: "NodeClassNotReady", Message: msg, ObservedGeneration: np.Generation})
+	}
+	if equality.Semantic.DeepEqual(before.Status, np.Status) {
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{}, client.IgnoreNotFound(c.client.Status().Patch(ctx, np, client.MergeFrom(before)))
+}
+
+// nodeClassReadiness mirrors the node class's Ready condition.
+func (c *Controller) nodeClassReadiness(ctx context.Context, np *karpv1.NodePool) error {
+	set := func(status metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeNodeClassReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: np.Generation})
+	}
+	ref := np.Spec.Template.Spec.NodeClassRef
+	var nodeClass client.Object
+	for _, nc := range c.cloud.GetSupportedNodeClasses() {
+		gvk, err := c.client.GroupVersionKindFor(nc)
+		if err == nil && ref != nil && gvk.Group == ref.Group && gvk.Kind == ref.Kind {
+			nodeClass = nc.DeepCopyObject().(client.Object)
+		}
+	}
+	if nodeClass == nil {
+		set(metav1.ConditionFalse, "NodeClassNotSupported", fmt.Sprintf("the %s cloud provider does not serve %v", c.cloud.Name(), ref))
+		return nil
+	}
+	if err := c.client.Get(ctx, client.ObjectKey{Name: ref.Name}, nodeClass); err != nil {
+		if apierrors.IsNotFound(err) {
+			set(metav1.ConditionFalse, "NodeClassNotFound", fmt.Sprintf("%s %s not found", ref.Kind, ref.Name))
+			return nil
+		}
+		return err
+	}
+	u, err := runtimeConditions(nodeClass)
+	if err != nil {
+		return err
+	}
+	if cond := meta.FindStatusCondition(u, karpv1.ConditionTypeReady); cond != nil && cond.Status == metav1.ConditionTrue {
+		set(metav1.ConditionTrue, "NodeClassReady", "")
+	} else {
+		msg := fmt.Sprintf("%s %s is not ready", ref.Kind, ref.Name)
+		if cond != nil && cond.Message != "" {
+			msg += ": " + cond.Message
+		}
+		set(metav1.ConditionFalse, "NodeClassNotReady", msg)
+	}
+	return nil
+}
+
+// runtimeConditions reads status.conditions of any node class.
+func runtimeConditions(o client.Object) ([]metav1.Condition, error) {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
+	var s struct {
+		Status struct {
+			Conditions []metav1.Condition `json:"conditions"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	return s.Status.Conditions, nil
+}
+
+// counters sums the capacity of the NodePool's NodeClaims and counts its nodes.
+func (c *Controller) counters(ctx context.Context, np *karpv1.NodePool) error {
+	var claims karpv1.NodeClaimList
+	if err := c.client.List(ctx, &claims, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}); err != nil {
+		return err
+	}
+	total := corev1.ResourceList{}
+	var nodes int64
+	for _, nc := range claims.Items {
+		if nc.DeletionTimestamp != nil {
+			continue
+		}
+		nodes++
+		for k, v := range nc.Status.Capacity {
+			q := total[k]
+			q.Add(v)
+			total[k] = q
+		}
+	}
+	total["nodes"] = *resource.NewQuantity(nodes, resource.DecimalSI)
+	np.Status.Resources = total
+	np.Status.Nodes = &nodes
+	return nil
+}
