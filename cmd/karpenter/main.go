@@ -26,7 +26,9 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
 	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
+	nodetermination "github.com/karpenter-policy/karpenter/controllers/node/termination"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/lifecycle"
+	nodeclaimtermination "github.com/karpenter-policy/karpenter/controllers/nodeclaim/termination"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclass"
 	"github.com/karpenter-policy/karpenter/controllers/nodepool"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning"
@@ -88,6 +90,12 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options) error {
 	}
 	if err := lifecycle.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(context.Background(), mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim lifecycle: %w", err)
+	}
+	if err := nodeclaimtermination.NewController(mgr.GetClient(), cloud).Register(mgr); err != nil {
+		return fmt.Errorf("registering the nodeclaim termination controller: %w", err)
+	}
+	if err := nodetermination.NewController(mgr.GetClient(), recorder, clock.RealClock{}).Register(context.Background(), mgr); err != nil {
+		return fmt.Errorf("registering the node termination controller: %w", err)
 	}
 	if err := nodepool.NewController(mgr.GetClient(), cloud).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodepool status controller: %w", err)

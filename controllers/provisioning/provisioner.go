@@ -65,8 +65,22 @@ func (p *Provisioner) Register(mgr ctrl.Manager) error {
 // NeedLeaderElection: only the leader launches.
 func (p *Provisioner) NeedLeaderElection() bool { return true }
 
+// RetryInterval is how often pods still pending are tried again, for changes no pod event
+// announces (a NodeClaim that failed to launch, capacity freed elsewhere, a limit raised).
+const RetryInterval = 10 * time.Second
+
 // Start runs batches until ctx ends.
 func (p *Provisioner) Start(ctx context.Context) error {
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.clock.After(RetryInterval):
+				p.batcher.Trigger()
+			}
+		}
+	}()
 	for {
 		if !p.batcher.Wait(ctx) {
 			return nil

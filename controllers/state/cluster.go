@@ -98,6 +98,9 @@ func (c *Cluster) Snapshot(ctx context.Context, cp cloudprovider.CloudProvider) 
 	if err := c.client.List(ctx, &pods); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
+	if !hasProvisionable(pods.Items) {
+		return &Snapshot{Input: &scheduling.Input{}, NodePools: map[string]*karpv1.NodePool{}}, nil
+	}
 	var nodes corev1.NodeList
 	if err := c.client.List(ctx, &nodes); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
@@ -118,13 +121,21 @@ func (c *Cluster) Snapshot(ctx context.Context, cp cloudprovider.CloudProvider) 
 	in := &scheduling.Input{}
 	byNode := map[string][]*corev1.Pod{}
 	byClaim := map[string][]*corev1.Pod{}
+	launching := map[string]bool{}
+	for _, nc := range claims.Items {
+		if nc.DeletionTimestamp == nil {
+			launching[nc.Name] = true
+		}
+	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		switch {
 		case p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed:
 			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
 		case Provisionable(p):
-			if claim, ok := c.NominatedTo(p); ok {
+			// A nomination holds only while its NodeClaim exists: one that failed to launch
+			// gives its pods back.
+			if claim, ok := c.NominatedTo(p); ok && launching[claim] {
 				byClaim[claim] = append(byClaim[claim], p)
 			} else {
 				in.Pods = append(in.Pods, p)
@@ -226,3 +237,12 @@ func addQuantities(dst, src corev1.ResourceList) {
 }
 
 func resourceOne() *resource.Quantity { return resource.NewQuantity(1, resource.DecimalSI) }
+
+func hasProvisionable(pods []corev1.Pod) bool {
+	for i := range pods {
+		if Provisionable(&pods[i]) {
+			return true
+		}
+	}
+	return false
+}

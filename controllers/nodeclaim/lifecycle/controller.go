@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -80,6 +81,8 @@ func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (recon
 		return reconcile.Result{}, nil
 	}
 	before := nc.DeepCopy()
+	// The finalizer is there before any instance exists, so none can outlive its NodeClaim.
+	controllerutil.AddFinalizer(nc, karpv1.TerminationFinalizer)
 	var result reconcile.Result
 	var err error
 	for _, step := range []func(context.Context, *karpv1.NodeClaim) (reconcile.Result, error){c.launch, c.register, c.initialize} {
@@ -92,7 +95,8 @@ func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (recon
 	}
 	nc.Status.ObservedGeneration = nc.Generation
 	setReady(nc)
-	if !equality.Semantic.DeepEqual(before.Labels, nc.Labels) || !equality.Semantic.DeepEqual(before.Annotations, nc.Annotations) {
+	if !equality.Semantic.DeepEqual(before.Labels, nc.Labels) || !equality.Semantic.DeepEqual(before.Annotations, nc.Annotations) ||
+		!equality.Semantic.DeepEqual(before.Finalizers, nc.Finalizers) {
 		patched := nc.DeepCopy()
 		if perr := c.client.Patch(ctx, patched, client.MergeFrom(before)); perr != nil {
 			return reconcile.Result{}, perr
@@ -187,6 +191,7 @@ func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 		node.Labels[k] = v
 	}
 	node.Labels[karpv1.NodeRegisteredLabelKey] = "true"
+	controllerutil.AddFinalizer(node, karpv1.TerminationFinalizer)
 	var taints []corev1.Taint
 	for _, t := range node.Spec.Taints {
 		if t.Key != karpv1.UnregisteredTaintKey {

@@ -257,7 +257,16 @@ func (s *solver) prepare() error {
 			p.reqs.Add(NewRequirement(k, corev1.NodeSelectorOpIn, v))
 		}
 		if len(np.Spec.Limits) > 0 {
-			p.remaining = subtract(corev1.ResourceList(np.Spec.Limits), in.Usage)
+			// What is left of each limited resource; usage of resources without a limit is
+			// irrelevant.
+			p.remaining = corev1.ResourceList{}
+			for k, limit := range np.Spec.Limits {
+				left := limit.DeepCopy()
+				if used, ok := in.Usage[k]; ok {
+					left.Sub(used)
+				}
+				p.remaining[k] = left
+			}
 		}
 		p.typeKeys.Insert(karpv1.LabelTopologyZone, karpv1.CapacityTypeLabelKey)
 		for _, it := range in.InstanceTypes {

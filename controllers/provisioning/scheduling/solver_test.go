@@ -280,6 +280,11 @@ func TestNodePoolWeightsAndLimits(t *testing.T) {
 	expectUnschedulable(t, r, "limit cpu would be exceeded")
 	r = solve(t, &Input{Pods: pods("w", 1, "1", "1Gi"), NodePools: []*NodePool{limited}})
 	expectPlaced(t, r)
+	// Usage of resources without a limit does not count against the NodePool.
+	used := &NodePool{NodePool: nodePool("used", func(np *karpv1.NodePool) {
+		np.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse("100")}
+	}), Usage: corev1.ResourceList{"nodes": resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("64Gi")}, InstanceTypes: testCatalog()}
+	expectPlaced(t, solve(t, &Input{Pods: pods("w", 1, "1", "1Gi"), NodePools: []*NodePool{used}}))
 	// Limits count only the resources they name: several NodeClaims fit under a cpu limit.
 	roomy := &NodePool{NodePool: nodePool("roomy", func(np *karpv1.NodePool) {
 		np.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse("8")}
