@@ -26,6 +26,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
 	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
+	podmetrics "github.com/karpenter-policy/karpenter/controllers/metrics/pod"
 	nodetermination "github.com/karpenter-policy/karpenter/controllers/node/termination"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/lifecycle"
 	nodeclaimtermination "github.com/karpenter-policy/karpenter/controllers/nodeclaim/termination"
@@ -96,6 +97,9 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options) error {
 	}
 	if err := nodetermination.NewController(mgr.GetClient(), recorder, clock.RealClock{}).Register(context.Background(), mgr); err != nil {
 		return fmt.Errorf("registering the node termination controller: %w", err)
+	}
+	if err := podmetrics.NewController(mgr.GetClient()).Register(mgr); err != nil {
+		return fmt.Errorf("registering the pod metrics controller: %w", err)
 	}
 	if err := nodepool.NewController(mgr.GetClient(), cloud).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodepool status controller: %w", err)

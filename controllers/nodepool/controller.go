@@ -25,6 +25,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
 )
 
 // HashVersion versions TemplateHash; a change of algorithm changes it.
@@ -187,6 +188,9 @@ func (c *Controller) counters(ctx context.Context, np *karpv1.NodePool) error {
 		}
 	}
 	total["nodes"] = *resource.NewQuantity(nodes, resource.DecimalSI)
+	for k, q := range total {
+		metrics.NodePoolUsage.WithLabelValues(np.Name, string(k)).Set(q.AsApproximateFloat64())
+	}
 	np.Status.Resources = total
 	np.Status.Nodes = &nodes
 	return nil

@@ -25,6 +25,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/nodepool"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 	"github.com/karpenter-policy/karpenter/controllers/state"
@@ -108,6 +109,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("solving: %w", err)
 	}
+	metrics.SchedulingDuration.Observe(p.clock.Since(start).Seconds())
 	logger.Info("solved", "pods", len(snap.Input.Pods), "nodeClaims", len(res.NodeClaims), "unschedulable", len(res.Unschedulable),
 		"pricePerHour", res.PricePerHour(), "duration", p.clock.Since(start).String())
 	for name, pods := range res.Existing {
@@ -120,6 +122,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		if err := p.client.Create(ctx, nc); err != nil {
 			return fmt.Errorf("creating nodeclaim for nodepool %s: %w", c.NodePool, err)
 		}
+		metrics.NodeClaimsCreated.WithLabelValues("provisioning", c.NodePool).Inc()
 		logger.Info("created nodeclaim", "NodeClaim", nc.Name, "NodePool", c.NodePool, "instanceType", c.InstanceType.Name,
 			"instanceTypes", len(c.InstanceTypes), "pods", len(c.Pods))
 		for _, pod := range c.Pods {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,8 +30,9 @@ import (
 )
 
 var (
-	local *cluster.Cluster
-	kube  client.Client
+	local       *cluster.Cluster
+	kube        client.Client
+	metricsPort int
 )
 
 func TestMain(m *testing.M) {
@@ -66,11 +68,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	webhookPort, probePort := freePort(), freePort()
+	metricsPort = freePort()
 	ctx := context.Background()
 	local, err = cluster.Start(ctx, cluster.Options{
 		Dir: filepath.Join(dir, "cluster"), BinDir: bins, RepoRoot: env.RepoRoot(), WebhookPort: webhookPort,
 		Manager: &cluster.Process{Name: "karpenter", Path: manager, Args: []string{
-			"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
+			"--leader-elect=false", "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metricsPort), "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
 			"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(webhookPort),
 			"--webhook-cert-mode=self-signed", "--webhook-cert-secret=kube-system/karpenter-webhook-cert", "--webhook-cert-ips=127.0.0.1",
 			"--webhook-configuration=validating-webhook-configuration", "--webhook-cert-dir=" + filepath.Join(dir, "certs"),
@@ -211,6 +214,17 @@ func TestScaleUpRunsEveryPod(t *testing.T) {
 		var pools karpv1.NodePoolList
 		_ = kube.List(ctx, &pools)
 		t.Fatalf("NodePools must be Ready with status.nodes counting their NodeClaims %v: %+v", perPool, pools.Items)
+	}
+	// The metrics a dashboard reads, with upstream Karpenter's names.
+	body, err := httpGetBody(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"karpenter_nodeclaims_created_total{", "karpenter_provisioner_scheduling_duration_seconds_count",
+		"karpenter_pods_startup_duration_seconds_count", "karpenter_nodes_allocatable{", "karpenter_nodepools_usage{"} {
+		if !strings.Contains(body, name) {
+			t.Errorf("/metrics has no %s", name)
+		}
 	}
 	class := &kwokv1alpha1.KWOKNodeClass{}
 	if err := kube.Get(ctx, client.ObjectKey{Name: "default"}, class); err != nil {

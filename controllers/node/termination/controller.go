@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
 )
 
 // PodNodeNameIndex indexes pods by spec.nodeName.
@@ -75,6 +76,7 @@ func (c *Controller) Reconcile(ctx context.Context, node *corev1.Node) (reconcil
 	if err := c.client.Patch(ctx, node, patch); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	metrics.NodesAllocatable.DeletePartialMatch(map[string]string{"node_name": node.Name})
 	log.FromContext(ctx).Info("drained node", "Node", node.Name)
 	return reconcile.Result{}, nil
 }

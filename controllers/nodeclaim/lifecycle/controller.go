@@ -27,6 +27,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
 )
 
 // ProviderIDIndex indexes NodeClaims by status.providerID.
@@ -203,6 +204,9 @@ func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 		return reconcile.Result{}, fmt.Errorf("registering node %s: %w", node.Name, err)
 	}
 	nc.Status.NodeName = node.Name
+	for k, q := range node.Status.Allocatable {
+		metrics.NodesAllocatable.WithLabelValues(node.Name, nc.Labels[karpv1.NodePoolLabelKey], string(k)).Set(q.AsApproximateFloat64())
+	}
 	c.setCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered", "")
 	return reconcile.Result{}, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
 )
 
 // Controller terminates deleted NodeClaims.
@@ -68,6 +69,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (recon
 	if err := c.client.Patch(ctx, nc, patch); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	metrics.NodeClaimsTerminated.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey]).Inc()
 	log.FromContext(ctx).Info("terminated nodeclaim", "NodeClaim", nc.Name)
 	return reconcile.Result{}, nil
 }
