@@ -28,6 +28,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
 	podmetrics "github.com/karpenter-policy/karpenter/controllers/metrics/pod"
 	nodetermination "github.com/karpenter-policy/karpenter/controllers/node/termination"
+	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/garbagecollection"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/lifecycle"
 	nodeclaimtermination "github.com/karpenter-policy/karpenter/controllers/nodeclaim/termination"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclass"
@@ -97,6 +98,9 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options) error {
 	}
 	if err := nodetermination.NewController(mgr.GetClient(), recorder, clock.RealClock{}).Register(context.Background(), mgr); err != nil {
 		return fmt.Errorf("registering the node termination controller: %w", err)
+	}
+	if err := mgr.Add(garbagecollection.NewController(mgr.GetClient(), cloud, clock.RealClock{})); err != nil {
+		return fmt.Errorf("registering the garbage collector: %w", err)
 	}
 	if err := podmetrics.NewController(mgr.GetClient()).Register(mgr); err != nil {
 		return fmt.Errorf("registering the pod metrics controller: %w", err)

@@ -86,7 +86,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (recon
 	controllerutil.AddFinalizer(nc, karpv1.TerminationFinalizer)
 	var result reconcile.Result
 	var err error
-	for _, step := range []func(context.Context, *karpv1.NodeClaim) (reconcile.Result, error){c.launch, c.register, c.initialize} {
+	for _, step := range []func(context.Context, *karpv1.NodeClaim) (reconcile.Result, error){c.liveness, c.launch, c.register, c.initialize} {
 		if result, err = step(ctx, nc); err != nil || !result.IsZero() {
 			break
 		}
@@ -114,6 +114,39 @@ func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (recon
 
 func (c *Controller) setCondition(nc *karpv1.NodeClaim, t string, status metav1.ConditionStatus, reason, message string) {
 	meta.SetStatusCondition(&nc.Status.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: nc.Generation})
+}
+
+// Liveness limits: a NodeClaim not launched within LaunchTTL of its creation, or not
+// registered within RegistrationTTL of its launch, is deleted; its pods are provisioned again.
+const (
+	LaunchTTL       = 5 * time.Minute
+	RegistrationTTL = 15 * time.Minute
+)
+
+// liveness deletes a NodeClaim stuck before launch or before registration.
+func (c *Controller) liveness(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
+	now := c.clock.Now()
+	var reason string
+	if launched := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeLaunched); launched == nil || launched.Status != metav1.ConditionTrue {
+		deadline := nc.CreationTimestamp.Add(LaunchTTL)
+		if now.After(deadline) {
+			reason = fmt.Sprintf("not launched within %s", LaunchTTL)
+		}
+	} else if !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeRegistered) {
+		deadline := launched.LastTransitionTime.Add(RegistrationTTL)
+		if now.After(deadline) {
+			reason = fmt.Sprintf("not registered within %s of its launch", RegistrationTTL)
+		}
+	}
+	if reason == "" {
+		return reconcile.Result{}, nil
+	}
+	c.recorder.Eventf(nc, nil, corev1.EventTypeWarning, "LivenessTimeout", "Liveness", "Deleting NodeClaim %s: %s", nc.Name, reason)
+	log.FromContext(ctx).Info("deleting nodeclaim", "NodeClaim", nc.Name, "reason", reason)
+	if err := c.client.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, errDeleted
 }
 
 // launch creates the instance once.

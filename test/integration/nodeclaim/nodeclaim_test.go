@@ -1,0 +1,169 @@
+// Package nodeclaim_test drives the NodeClaim lifecycle and garbage collection against a real
+// API server, with a fake clock for the timeouts.
+package nodeclaim_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
+	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/garbagecollection"
+	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/lifecycle"
+	"github.com/karpenter-policy/karpenter/test"
+	"github.com/karpenter-policy/karpenter/test/env"
+)
+
+var testEnv *env.Environment
+
+func TestMain(m *testing.M) {
+	var err error
+	if testEnv, err = env.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = testEnv.Stop()
+	os.Exit(code)
+}
+
+func reconcileOnce(t *testing.T, c *lifecycle.Controller, name string) *karpv1.NodeClaim {
+	t.Helper()
+	ctx := context.Background()
+	nc := &karpv1.NodeClaim{}
+	if err := testEnv.Client.Get(ctx, client.ObjectKey{Name: name}, nc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		t.Fatal(err)
+	}
+	if _, err := c.Reconcile(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	out := &karpv1.NodeClaim{}
+	if err := testEnv.Client.Get(ctx, client.ObjectKey{Name: name}, out); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestLaunchRegisterInitializeAndLiveness(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now())
+	recorder := events.NewFakeRecorder(100)
+	cloud := kwok.New(testEnv.Client, clk, 1)
+	c := lifecycle.NewController(testEnv.Client, cloud, recorder, clk)
+	class := test.KWOKNodeClass()
+	if err := testEnv.Client.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	nc := test.NodeClaim(func(nc *karpv1.NodeClaim) {
+		nc.Spec.NodeClassRef.Name = class.Name
+		nc.Labels = map[string]string{karpv1.NodePoolLabelKey: "general"}
+		nc.Spec.StartupTaints = []corev1.Taint{{Key: "example.com/agent", Effect: corev1.TaintEffectNoSchedule}}
+	})
+	if err := testEnv.Client.Create(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	got := reconcileOnce(t, c, nc.Name)
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, karpv1.ConditionTypeLaunched) || got.Status.ProviderID == "" {
+		t.Fatalf("want Launched with a provider ID: %+v", got.Status)
+	}
+	if len(got.Finalizers) == 0 || got.Labels[karpv1.LabelInstanceType] == "" {
+		t.Errorf("want the termination finalizer and the instance type label: %v %v", got.Finalizers, got.Labels)
+	}
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, karpv1.ConditionTypeRegistered) {
+		t.Fatalf("the kwok node exists at once, so the NodeClaim registers: %+v", got.Status.Conditions)
+	}
+	node := &corev1.Node{}
+	if err := testEnv.Client.Get(ctx, client.ObjectKey{Name: got.Status.NodeName}, node); err != nil {
+		t.Fatal(err)
+	}
+	for _, taint := range node.Spec.Taints {
+		if taint.Key == karpv1.UnregisteredTaintKey {
+			t.Error("registration removes the unregistered taint")
+		}
+	}
+	if cond := meta.FindStatusCondition(got.Status.Conditions, karpv1.ConditionTypeInitialized); cond == nil || cond.Status == metav1.ConditionTrue {
+		t.Fatalf("no kubelet made the node Ready here: Initialized must wait, got %+v", cond)
+	}
+	// Ready node, startup taint still there: not initialized.
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	if err := testEnv.Client.Status().Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	if got = reconcileOnce(t, c, nc.Name); meta.IsStatusConditionTrue(got.Status.Conditions, karpv1.ConditionTypeInitialized) {
+		t.Fatal("the startup taint is still on the node")
+	}
+	if err := testEnv.Client.Get(ctx, client.ObjectKey{Name: node.Name}, node); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	node.Spec.Taints = nil
+	if err := testEnv.Client.Patch(ctx, node, patch); err != nil {
+		t.Fatal(err)
+	}
+	got = reconcileOnce(t, c, nc.Name)
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, karpv1.ConditionTypeInitialized) || !meta.IsStatusConditionTrue(got.Status.Conditions, karpv1.ConditionTypeReady) {
+		t.Fatalf("want Initialized and Ready: %+v", got.Status.Conditions)
+	}
+	if got.Status.ObservedGeneration != got.Generation {
+		t.Errorf("observedGeneration %d, generation %d", got.Status.ObservedGeneration, got.Generation)
+	}
+
+	// A NodeClaim whose node class does not exist never launches, and is deleted after 5 minutes.
+	stuck := test.NodeClaim(func(nc *karpv1.NodeClaim) { nc.Spec.NodeClassRef.Name = "missing" })
+	if err := testEnv.Client.Create(ctx, stuck); err != nil {
+		t.Fatal(err)
+	}
+	if got := reconcileOnce(t, c, stuck.Name); got == nil || meta.IsStatusConditionTrue(got.Status.Conditions, karpv1.ConditionTypeLaunched) {
+		t.Fatal("it cannot launch, and is kept for now")
+	}
+	clk.Step(lifecycle.LaunchTTL + time.Minute)
+	if got := reconcileOnce(t, c, stuck.Name); got != nil && got.DeletionTimestamp == nil {
+		t.Fatal("after 5 minutes without launch the NodeClaim is deleted")
+	}
+}
+
+func TestGarbageCollection(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now().Add(time.Hour))
+	cloud := kwok.New(testEnv.Client, clk, 1)
+	gc := garbagecollection.NewController(testEnv.Client, cloud, clk)
+	orphan := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Annotations: map[string]string{kwok.NodeAnnotation: "fake"}},
+		Spec: corev1.NodeSpec{ProviderID: kwok.ProviderIDPrefix + "orphan"}}
+	if err := testEnv.Client.Create(ctx, orphan); err != nil {
+		t.Fatal(err)
+	}
+	gone := test.NodeClaim()
+	if err := testEnv.Client.Create(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	gone.Status.ProviderID = kwok.ProviderIDPrefix + "never-existed"
+	if err := testEnv.Client.Status().Update(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := gc.Collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := testEnv.Client.Get(ctx, client.ObjectKeyFromObject(orphan), &corev1.Node{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a kwok node no NodeClaim accounts for is terminated, got %v", err)
+	}
+	if err := testEnv.Client.Get(ctx, client.ObjectKeyFromObject(gone), &karpv1.NodeClaim{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a NodeClaim whose instance is gone is deleted, got %v", err)
+	}
+}
