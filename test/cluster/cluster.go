@@ -243,7 +243,7 @@ func (c *Cluster) start(p *Process) error {
 	if _, err := os.Stat(p.Path); err != nil {
 		return fmt.Errorf("%s: %w (run hack/kube-binaries.sh)", p.Name, err)
 	}
-	f, err := os.Create(filepath.Join(c.LogDir, p.Name+".log"))
+	f, err := os.OpenFile(filepath.Join(c.LogDir, p.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -274,6 +274,38 @@ func (p *Process) Exited() (bool, error) {
 	default:
 		return false, nil
 	}
+}
+
+// Kill kills a process (SIGKILL, as a crash would) and waits for it to exit.
+func (c *Cluster) Kill(name string) error {
+	for _, p := range c.procs {
+		if p.Name == name {
+			if exited, _ := p.Exited(); exited {
+				return nil
+			}
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+			return nil
+		}
+	}
+	return fmt.Errorf("no process %s", name)
+}
+
+// Restart starts a killed process again with the same command, logging to a new file.
+func (c *Cluster) Restart(name string) error {
+	for i, p := range c.procs {
+		if p.Name != name {
+			continue
+		}
+		if exited, _ := p.Exited(); !exited {
+			return fmt.Errorf("%s is still running", name)
+		}
+		p.log.Close()
+		c.procs = append(c.procs[:i], c.procs[i+1:]...)
+		restarted := &Process{Name: p.Name, Path: p.Path, Args: p.Args, Env: p.Env}
+		return c.start(restarted)
+	}
+	return fmt.Errorf("no process %s", name)
 }
 
 // Processes are the processes started so far, in start order.

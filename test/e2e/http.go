@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func httpGet(url string) (int, error) {
@@ -26,3 +28,5 @@ func httpGetBody(url string) (string, error) {
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
 }
+
+func metav1Duration(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
