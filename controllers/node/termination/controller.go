@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -28,6 +29,10 @@ import (
 
 // PodNodeNameIndex indexes pods by spec.nodeName.
 const PodNodeNameIndex = "spec.nodeName"
+
+// MaxConcurrentReconciles: launches and drains wait on the cloud and on evictions, so many run
+// at once.
+const MaxConcurrentReconciles = 100
 
 // Controller drains deleted Nodes.
 type Controller struct {
@@ -51,7 +56,8 @@ func (c *Controller) Register(ctx context.Context, mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).Named("node.termination").For(&corev1.Node{}).
+	return ctrl.NewControllerManagedBy(mgr).Named("node.termination").
+		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentReconciles}).For(&corev1.Node{}).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
 }
 

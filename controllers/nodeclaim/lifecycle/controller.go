@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -35,6 +36,10 @@ const ProviderIDIndex = "status.providerID"
 
 // errDeleted stops a reconcile whose NodeClaim a step deleted.
 var errDeleted = errors.New("nodeclaim deleted")
+
+// MaxConcurrentReconciles: launches and drains wait on the cloud and on evictions, so many run
+// at once.
+const MaxConcurrentReconciles = 100
 
 // Controller reconciles NodeClaims.
 type Controller struct {
@@ -60,6 +65,7 @@ func (c *Controller) Register(ctx context.Context, mgr ctrl.Manager) error {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).Named("nodeclaim.lifecycle").
+		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentReconciles}).
 		For(&karpv1.NodeClaim{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			node := o.(*corev1.Node)

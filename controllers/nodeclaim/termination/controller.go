@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -19,6 +20,10 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 )
+
+// MaxConcurrentReconciles: launches and drains wait on the cloud and on evictions, so many run
+// at once.
+const MaxConcurrentReconciles = 100
 
 // Controller terminates deleted NodeClaims.
 type Controller struct {
@@ -33,7 +38,8 @@ func NewController(c client.Client, cloud cloudprovider.CloudProvider) *Controll
 
 // Register watches NodeClaims.
 func (c *Controller) Register(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("nodeclaim.termination").For(&karpv1.NodeClaim{}).
+	return ctrl.NewControllerManagedBy(mgr).Named("nodeclaim.termination").
+		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentReconciles}).For(&karpv1.NodeClaim{}).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
 }
 
