@@ -23,8 +23,15 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 )
 
-// NominationTTL is how long a pod stays nominated to a NodeClaim that has not registered.
-const NominationTTL = 5 * time.Minute
+// Nominations hold a pending pod's place on the node the solver chose for it, so that the next
+// batch neither launches again for it nor gives its room away: for a NodeClaim still
+// launching, until it registers (at most LaunchNominationTTL); for a registered node, only
+// for ExistingNominationTTL, after which the scheduler should have bound the pod and a pod
+// still pending is solved again.
+const (
+	LaunchNominationTTL   = 5 * time.Minute
+	ExistingNominationTTL = 20 * time.Second
+)
 
 // Cluster reads the informer caches and remembers nominations.
 type Cluster struct {
@@ -36,8 +43,8 @@ type Cluster struct {
 }
 
 type nomination struct {
-	nodeClaim string
-	until     time.Time
+	target string
+	at     time.Time
 }
 
 // NewCluster returns the state over a cached client.
@@ -45,23 +52,28 @@ func NewCluster(c client.Client, clk clock.Clock) *Cluster {
 	return &Cluster{client: c, clock: clk, nominations: map[types.UID]nomination{}}
 }
 
-// Nominate records that a pod will run on a NodeClaim being launched.
-func (c *Cluster) Nominate(pod *corev1.Pod, nodeClaim string) {
+// Nominate records that a pod should run on a node, or on a NodeClaim being launched.
+func (c *Cluster) Nominate(pod *corev1.Pod, target string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.nominations[pod.UID] = nomination{nodeClaim: nodeClaim, until: c.clock.Now().Add(NominationTTL)}
+	c.nominations[pod.UID] = nomination{target: target, at: c.clock.Now()}
 }
 
-// NominatedTo returns the NodeClaim a pod is nominated to, if the nomination is current.
-func (c *Cluster) NominatedTo(pod *corev1.Pod) (string, bool) {
+// NominatedTo returns where a pod is nominated, if the nomination is younger than ttl.
+func (c *Cluster) NominatedTo(pod *corev1.Pod, ttl time.Duration) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n, ok := c.nominations[pod.UID]
-	if !ok || c.clock.Now().After(n.until) {
-		delete(c.nominations, pod.UID)
+	if !ok {
 		return "", false
 	}
-	return n.nodeClaim, true
+	if c.clock.Since(n.at) > ttl {
+		if c.clock.Since(n.at) > LaunchNominationTTL {
+			delete(c.nominations, pod.UID)
+		}
+		return "", false
+	}
+	return n.target, true
 }
 
 // Provisionable reports whether the provisioner should find a node for a pod: pending, not
@@ -121,10 +133,15 @@ func (c *Cluster) Snapshot(ctx context.Context, cp cloudprovider.CloudProvider) 
 	in := &scheduling.Input{}
 	byNode := map[string][]*corev1.Pod{}
 	byClaim := map[string][]*corev1.Pod{}
-	launching := map[string]bool{}
+	launching, registeredNodes := map[string]bool{}, map[string]bool{}
 	for _, nc := range claims.Items {
 		if nc.DeletionTimestamp == nil {
 			launching[nc.Name] = true
+		}
+	}
+	for _, n := range nodes.Items {
+		if n.DeletionTimestamp == nil {
+			registeredNodes[n.Name] = true
 		}
 	}
 	for i := range pods.Items {
@@ -133,10 +150,12 @@ func (c *Cluster) Snapshot(ctx context.Context, cp cloudprovider.CloudProvider) 
 		case p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed:
 			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
 		case Provisionable(p):
-			// A nomination holds only while its NodeClaim exists: one that failed to launch
-			// gives its pods back.
-			if claim, ok := c.NominatedTo(p); ok && launching[claim] {
-				byClaim[claim] = append(byClaim[claim], p)
+			// A nominated pod keeps its room where the solver put it, for as long as its
+			// nomination holds; then, or if its target is gone, it is solved again.
+			if target, ok := c.NominatedTo(p, ExistingNominationTTL); ok && registeredNodes[target] {
+				byNode[target] = append(byNode[target], p)
+			} else if target, ok := c.NominatedTo(p, LaunchNominationTTL); ok && launching[target] && !registeredNodes[target] {
+				byClaim[target] = append(byClaim[target], p)
 			} else {
 				in.Pods = append(in.Pods, p)
 			}

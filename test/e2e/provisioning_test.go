@@ -152,15 +152,26 @@ func TestScaleUpRunsEveryPod(t *testing.T) {
 	t.Logf("%d pods Running %.1fs after the scale-up", replicas, time.Since(start).Seconds())
 
 	var claims karpv1.NodeClaimList
-	if err := kube.List(ctx, &claims); err != nil {
-		t.Fatal(err)
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := kube.List(ctx, &claims); err != nil {
+			return false, nil
+		}
+		for _, nc := range claims.Items {
+			if !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeReady) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		for _, nc := range claims.Items {
+			if !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeReady) {
+				t.Errorf("NodeClaim %s is not Ready: %+v", nc.Name, nc.Status.Conditions)
+			}
+		}
 	}
 	byNode := map[string]*karpv1.NodeClaim{}
 	for i := range claims.Items {
 		nc := &claims.Items[i]
-		if !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeReady) {
-			t.Errorf("NodeClaim %s is not Ready: %+v", nc.Name, nc.Status.Conditions)
-		}
 		byNode[nc.Status.NodeName] = nc
 	}
 	used := map[string]bool{}

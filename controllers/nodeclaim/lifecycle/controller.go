@@ -267,13 +267,15 @@ func (c *Controller) initialize(ctx context.Context, nc *karpv1.NodeClaim) (reco
 	}
 	if !ready {
 		c.setCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, "NodeNotReady", "the node is not ready")
-		return reconcile.Result{}, nil // the Node's update will bring us back
+		// The Node's update usually brings us back, but it can come before the NodeClaim's
+		// provider ID is in the cache, so look again.
+		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
 	}
 	for _, st := range nc.Spec.StartupTaints {
 		for _, t := range node.Spec.Taints {
 			if t.MatchTaint(&st) {
 				c.setCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, "StartupTaintsPresent", "startup taint "+t.Key+" is still on the node")
-				return reconcile.Result{}, nil
+				return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
 			}
 		}
 	}
