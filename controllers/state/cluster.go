@@ -197,6 +197,10 @@ func (c *Cluster) Snapshot(ctx context.Context, cp cloudprovider.CloudProvider) 
 		in.Nodes = append(in.Nodes, &scheduling.Node{Name: nc.Name, Labels: labels, Taints: nc.Spec.Taints, Allocatable: alloc,
 			Pods: byClaim[nc.Name], InFlight: true})
 	}
+	templates := make([]corev1.PodTemplateSpec, 0, len(daemonSets.Items))
+	for _, ds := range daemonSets.Items {
+		templates = append(templates, ds.Spec.Template)
+	}
 	snap := &Snapshot{Input: in, NodePools: map[string]*karpv1.NodePool{}}
 	sort.Slice(pools.Items, func(i, j int) bool { return pools.Items[i].Name < pools.Items[j].Name })
 	for i := range pools.Items {
@@ -211,7 +215,7 @@ func (c *Cluster) Snapshot(ctx context.Context, cp cloudprovider.CloudProvider) 
 		}
 		snap.NodePools[np.Name] = np
 		in.NodePools = append(in.NodePools, &scheduling.NodePool{NodePool: np, InstanceTypes: its,
-			DaemonSetOverhead: daemonOverhead(np, daemonSets.Items), Usage: usage[np.Name]})
+			DaemonSetOverhead: scheduling.DaemonSetOverhead(np, templates), Usage: usage[np.Name]})
 	}
 	return snap, nil
 }
@@ -226,25 +230,6 @@ func schedulableTaints(taints []corev1.Taint) []corev1.Taint {
 		out = append(out, t)
 	}
 	return out
-}
-
-// daemonOverhead sums the requests of DaemonSets that tolerate the NodePool's taints.
-func daemonOverhead(np *karpv1.NodePool, daemonSets []appsv1.DaemonSet) corev1.ResourceList {
-	total := corev1.ResourceList{}
-	for i := range daemonSets {
-		p := &corev1.Pod{Spec: daemonSets[i].Spec.Template.Spec}
-		if !scheduling.Tolerates(p, np.Spec.Template.Spec.Taints, false) {
-			continue
-		}
-		for k, v := range scheduling.PodRequests(p) {
-			if k != corev1.ResourcePods {
-				q := total[k]
-				q.Add(v)
-				total[k] = q
-			}
-		}
-	}
-	return total
 }
 
 func addQuantities(dst, src corev1.ResourceList) {

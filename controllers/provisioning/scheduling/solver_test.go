@@ -493,3 +493,30 @@ func TestDeterministic(t *testing.T) {
 		}
 	}
 }
+
+func TestDaemonSetOverhead(t *testing.T) {
+	np := nodePool("gpu", func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}}
+		np.Spec.Template.Labels = map[string]string{"team": "ml"}
+	})
+	ds := func(cpu string, f func(*corev1.PodSpec)) corev1.PodTemplateSpec {
+		p := pod("ds", cpu, "100Mi")
+		if f != nil {
+			f(&p.Spec)
+		}
+		return corev1.PodTemplateSpec{Spec: p.Spec}
+	}
+	tolerant := func(s *corev1.PodSpec) { s.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}} }
+	got := DaemonSetOverhead(np, []corev1.PodTemplateSpec{
+		ds("100m", tolerant), // runs there
+		ds("200m", nil),      // does not tolerate the taint
+		ds("300m", func(s *corev1.PodSpec) { tolerant(s); s.NodeSelector = map[string]string{"team": "web"} }), // other team
+		ds("400m", func(s *corev1.PodSpec) { tolerant(s); s.NodeSelector = map[string]string{"team": "ml", "disk": "ssd"} }),
+	})
+	if got.Cpu().MilliValue() != 500 {
+		t.Fatalf("want 100m + 400m from the DaemonSets that would run there, got %s", got.Cpu())
+	}
+	if _, ok := got[corev1.ResourcePods]; ok {
+		t.Error("DaemonSet pods do not count against the pods a solver places")
+	}
+}

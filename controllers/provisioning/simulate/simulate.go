@@ -86,11 +86,11 @@ func Run(ctx context.Context, in *Input) (*Report, error) {
 		return nil, err
 	}
 	var pods []*corev1.Pod
-	var daemonSets []*appsv1.DaemonSet
+	var templates []corev1.PodTemplateSpec
 	for _, w := range in.Workloads {
 		switch o := w.(type) {
 		case *appsv1.DaemonSet:
-			daemonSets = append(daemonSets, o)
+			templates = append(templates, o.Spec.Template)
 		default:
 			ps, err := Expand(w)
 			if err != nil {
@@ -101,7 +101,7 @@ func Run(ctx context.Context, in *Input) (*Report, error) {
 	}
 	solverPools := make([]*scheduling.NodePool, 0, len(pools))
 	for _, np := range pools {
-		solverPools = append(solverPools, &scheduling.NodePool{NodePool: np, InstanceTypes: in.InstanceTypes, DaemonSetOverhead: daemonOverhead(np, daemonSets)})
+		solverPools = append(solverPools, &scheduling.NodePool{NodePool: np, InstanceTypes: in.InstanceTypes, DaemonSetOverhead: scheduling.DaemonSetOverhead(np, templates)})
 	}
 	nodes := existingNodes(in.Nodes, in.BoundPods)
 	res, err := scheduling.Solve(&scheduling.Input{Pods: pods, NodePools: solverPools, Nodes: nodes, Policy: in.Policy})
@@ -188,45 +188,6 @@ func Expand(o runtime.Object) ([]*corev1.Pod, error) {
 		pods = append(pods, p)
 	}
 	return pods, nil
-}
-
-// daemonOverhead sums the requests of the DaemonSets whose pods would run on the NodePool's
-// nodes: they tolerate its taints and their node selection matches its requirements.
-func daemonOverhead(np *karpv1.NodePool, daemonSets []*appsv1.DaemonSet) corev1.ResourceList {
-	total := corev1.ResourceList{}
-	reqs := scheduling.NewRequirements(np.Spec.Template.Spec.Requirements...)
-	for k, v := range np.Spec.Template.Labels {
-		reqs.Add(scheduling.NewRequirement(k, corev1.NodeSelectorOpIn, v))
-	}
-	for _, ds := range daemonSets {
-		p := &corev1.Pod{Spec: ds.Spec.Template.Spec}
-		if !scheduling.Tolerates(p, np.Spec.Template.Spec.Taints, false) {
-			continue
-		}
-		podReqs := scheduling.Requirements{}
-		for k, v := range p.Spec.NodeSelector {
-			podReqs.Add(scheduling.NewRequirement(k, corev1.NodeSelectorOpIn, v))
-		}
-		// Keys the NodePool does not constrain may take any value on its nodes.
-		compatible := true
-		for k, r := range podReqs {
-			if nr, ok := reqs[k]; ok && nr.Intersect(r).Len() == 0 {
-				compatible = false
-			}
-		}
-		if !compatible {
-			continue
-		}
-		for k, v := range scheduling.PodRequests(p) {
-			if k == corev1.ResourcePods {
-				continue
-			}
-			q := total[k]
-			q.Add(v)
-			total[k] = q
-		}
-	}
-	return total
 }
 
 func existingNodes(nodes []*corev1.Node, bound []*corev1.Pod) []*scheduling.Node {
