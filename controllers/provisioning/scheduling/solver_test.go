@@ -494,7 +494,7 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-func TestDaemonSetOverhead(t *testing.T) {
+func TestDaemonSetOverheadSelection(t *testing.T) {
 	np := nodePool("gpu", func(np *karpv1.NodePool) {
 		np.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}}
 		np.Spec.Template.Labels = map[string]string{"team": "ml"}
