@@ -18,6 +18,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -115,7 +117,8 @@ func waitReady(ctx context.Context, port int) error {
 	})
 }
 
-// Scaling the sample Deployment gets every pod a node launched by the provisioner.
+// Scaling the sample Deployment, with two more of other sizes (200 pods of mixed sizes in
+// all), gets every pod a node launched by the provisioner, and no NodeClaim is left unused.
 func TestScaleUpRunsEveryPod(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -123,20 +126,26 @@ func TestScaleUpRunsEveryPod(t *testing.T) {
 	if err := kube.Get(ctx, client.ObjectKey{Namespace: "default", Name: "inflate"}, deploy); err != nil {
 		t.Fatal(err)
 	}
-	const replicas = 20
+	const replicas = 200
 	scale := func(ctx context.Context, n int32) error {
 		patch := client.MergeFrom(deploy.DeepCopy())
 		deploy.Spec.Replicas = ptr.To(n)
 		return kube.Patch(ctx, deploy, patch)
 	}
 	start := time.Now()
-	if err := scale(ctx, replicas); err != nil {
+	if err := scale(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = scale(context.Background(), 0) })
+	for _, d := range []*appsv1.Deployment{mixed("inflate-small", 60, "250m", "512Mi"), mixed("inflate-large", 40, "2", "4Gi")} {
+		if err := kube.Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = kube.Delete(context.Background(), d) })
+	}
 	var pods corev1.PodList
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := kube.List(ctx, &pods, client.InNamespace("default"), client.MatchingLabels{"app": "inflate"}); err != nil {
+		if err := kube.List(ctx, &pods, client.InNamespace("default"), client.HasLabels{"inflate"}); err != nil {
 			return false, nil
 		}
 		running := 0
@@ -243,5 +252,22 @@ func TestScaleUpRunsEveryPod(t *testing.T) {
 	}
 	if !meta.IsStatusConditionTrue(class.Status.Conditions, karpv1.ConditionTypeReady) || class.Status.InstanceTypes < 100 {
 		t.Errorf("KWOKNodeClass status: %+v", class.Status)
+	}
+}
+
+// mixed is a Deployment like the sample's, of another size; its pods carry the label
+// "inflate" like the sample's, so that the test lists them all.
+func mixed(name string, replicas int32, cpu, mem string) *appsv1.Deployment {
+	labels := map[string]string{"app": name, "inflate": "true"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				TerminationGracePeriodSeconds: ptr.To[int64](0),
+				Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+					NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: karpv1.NodePoolLabelKey, Operator: corev1.NodeSelectorOpExists}}}}}}},
+				Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}}}},
+			}}},
 	}
 }
