@@ -101,14 +101,20 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 }
 
 func (c *Cluster) boot(ctx context.Context, o *Options) (err error) {
+	var zero []*int
 	for _, p := range []*int{&o.APIServerPort, &o.EtcdPort, &o.EtcdPeerPort, &o.KwokPort} {
 		if *p == 0 {
-			if *p, err = freePort(); err != nil {
-				return err
-			}
+			zero = append(zero, p)
 		} else if err := portFree(*p); err != nil {
 			return err
 		}
+	}
+	free, err := FreePorts(len(zero))
+	if err != nil {
+		return err
+	}
+	for i, p := range zero {
+		*p = free[i]
 	}
 	c.opts = *o
 	for _, d := range []string{filepath.Join(o.Dir, "pki"), filepath.Join(o.Dir, "etcd"), c.LogDir} {
@@ -392,13 +398,25 @@ func waitHTTP(ctx context.Context, client *http.Client, url string, timeout time
 	return fmt.Errorf("%s not ready after %s (last: %s); see %s", url, timeout, last, p.log.Name())
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// FreePorts returns n distinct free ports on 127.0.0.1, held open together while they are
+// chosen so that no two are the same.
+func FreePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 func portFree(port int) error {

@@ -6,7 +6,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,15 +40,6 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func run(m *testing.M) int {
 	bins := os.Getenv("KUBEBUILDER_ASSETS")
 	if bins == "" {
@@ -69,11 +59,18 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "building the manager:", err)
 		return 1
 	}
-	webhookPort, probePort := freePort(), freePort()
-	metricsPort = freePort()
+	// Every port at once, so that none of the cluster's processes can take one of the manager's.
+	ports, err := cluster.FreePorts(8)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	webhookPort, probePort := ports[0], ports[1]
+	metricsPort = ports[2]
 	ctx := context.Background()
 	local, err = cluster.Start(ctx, cluster.Options{
 		Dir: filepath.Join(dir, "cluster"), BinDir: bins, RepoRoot: env.RepoRoot(), WebhookPort: webhookPort,
+		APIServerPort: ports[3], EtcdPort: ports[4], EtcdPeerPort: ports[5], KwokPort: ports[6],
 		Manager: &cluster.Process{Name: "karpenter", Path: manager, Args: []string{
 			"--leader-elect=false", "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metricsPort), "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
 			"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(webhookPort),
@@ -112,6 +109,11 @@ func run(m *testing.M) int {
 func waitReady(ctx context.Context, port int) error {
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		for _, p := range local.Processes() {
+			if exited, err := p.Exited(); exited {
+				return false, fmt.Errorf("%s exited: %v", p.Name, err)
+			}
+		}
 		resp, err := httpGet(url)
 		return err == nil && resp == 200, nil
 	})
