@@ -95,9 +95,9 @@ func nodeClassRefToV1beta1(r *karpv1.NodeClassReference) *karpv1beta1.NodeClassR
 	return out
 }
 
-// Kubelet: v1beta1 keeps it on the NodePool and NodeClaim; v1 on the node class.
-
-func kubeletToV1(k *karpv1beta1.KubeletConfiguration) nothing { return nothing{} }
+// kubeletToV1: v1beta1 keeps the kubelet on the NodePool and NodeClaim, v1 on the node class;
+// the NodePool or NodeClaim has nothing to hold it.
+var kubeletToV1 = toNothing[*karpv1beta1.KubeletConfiguration]
 
 // Durations.
 

@@ -108,7 +108,7 @@ func Run(ctx context.Context, in *Input) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	return report(res, len(pods)), nil
+	return report(res), nil
 }
 
 func nodePools(ctx context.Context, in *Input) ([]*karpv1.NodePool, error) {
@@ -206,7 +206,7 @@ func existingNodes(nodes []*corev1.Node, bound []*corev1.Pod) []*scheduling.Node
 	return out
 }
 
-func report(res *scheduling.Result, pods int) *Report {
+func report(res *scheduling.Result) *Report {
 	r := &Report{NodeClaims: []NodeClaim{}, ExistingNodes: []ExistingNode{}, Unschedulable: []Pending{}}
 	var usedCPU, usedMem, capCPU, capMem float64
 	for _, c := range res.NodeClaims {
@@ -247,7 +247,6 @@ func report(res *scheduling.Result, pods int) *Report {
 	if res.LowerBoundPerHour > 0 {
 		r.Totals.RatioToLowerBound = round(res.PricePerHour() / res.LowerBoundPerHour)
 	}
-	_ = pods
 	return r
 }
 
