@@ -99,15 +99,6 @@ func nodeClassRefToV1beta1(r *karpv1.NodeClassReference) *karpv1beta1.NodeClassR
 // the NodePool or NodeClaim has nothing to hold it.
 var kubeletToV1 = toNothing[*karpv1beta1.KubeletConfiguration]
 
-// Durations.
-
-func durationFromNillable(d *karpv1.NillableDuration) string {
-	if d == nil {
-		return ""
-	}
-	return d.String()
-}
-
 func isNever(d karpv1.NillableDuration) bool {
 	return d.Duration == nil && (d.Raw == nil || strings.Contains(string(d.Raw), karpv1.Never))
 }

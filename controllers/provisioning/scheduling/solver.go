@@ -734,16 +734,6 @@ func withinLimits(capacity, limit corev1.ResourceList) (bool, corev1.ResourceNam
 	return true, ""
 }
 
-func withoutNodes(l corev1.ResourceList) corev1.ResourceList {
-	out := corev1.ResourceList{}
-	for k, v := range l {
-		if k != "nodes" {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // cheapestOffering is the cheapest available offering of the type that reqs and filters allow.
 func (t *instanceType) cheapestOffering(reqs Requirements, filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool) (cloudprovider.Offering, bool) {
 	zone, ct := reqs[karpv1.LabelTopologyZone], reqs[karpv1.CapacityTypeLabelKey]
