@@ -203,9 +203,34 @@ func (c *Cluster) boot(ctx context.Context, o *Options) (err error) {
 	}}); err != nil {
 		return err
 	}
+	// Pods that failed to schedule are retried after 1s at most: nodes appear within seconds
+	// here, and the default backoff (up to 10s) would dominate every scale-up. MostAllocated
+	// scoring packs pods as the provisioner planned, instead of spreading them over the nodes
+	// launched for others.
+	schedulerConfig := filepath.Join(o.Dir, "kube-scheduler.yaml")
+	if err := os.WriteFile(schedulerConfig, []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %q
+  qps: 200
+  burst: 400
+leaderElection:
+  leaderElect: false
+podInitialBackoffSeconds: 1
+podMaxBackoffSeconds: 1
+profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+        resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}]
+`, c.Kubeconfig)), 0o600); err != nil {
+		return err
+	}
 	if err := c.start(&Process{Name: "kube-scheduler", Path: c.bin("kube-scheduler"), Args: []string{
-		kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0",
-		"--kube-api-qps=200", "--kube-api-burst=400",
+		"--config=" + schedulerConfig, "--bind-address=127.0.0.1", "--secure-port=0",
 	}}); err != nil {
 		return err
 	}
