@@ -4,6 +4,7 @@
 //	karpenterctl validate -f PATH [-f PATH...] [-o text|json|github]
 //	karpenterctl convert  -f PATH [-f PATH...] [--to v1|v1beta1] [--in-place]
 //	karpenterctl simulate --nodepools PATH --workload PATH [--nodes PATH] [--instance-types FILE] [-o json|table|markdown]
+//	karpenterctl policy test PATH [PATH...] [--parameters FILE] [-v] [-o text|json]
 //
 // Exit status: 0 when everything is valid (or converted), 1 when something is invalid, 2 on
 // unreadable input or bad usage.
@@ -44,6 +45,8 @@ Commands:
       Convert NodePool, NodeClaim and EC2NodeClass documents to one version.
   simulate --nodepools PATH --workload PATH [--nodes PATH] [--instance-types FILE] [-o json|table|markdown]
       Show the NodeClaims the provisioner would launch for the workloads, and their cost.
+  policy test PATH [PATH...] [--parameters FILE] [-v] [-o text|json]
+      Run the test_ rules of .rego files and CapacityPolicy manifests, as 'opa test' does.
 
 PATH is a file, a directory (searched recursively for .yaml, .yml and .json) or - for
 standard input, holding multi-document YAML such as kustomize build or helm template print.
@@ -62,6 +65,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return convert(args[1:], stdin, stdout, stderr)
 	case "simulate":
 		return simulateCmd(args[1:], stdin, stdout, stderr)
+	case "policy":
+		return policyCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

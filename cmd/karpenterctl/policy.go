@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/webhooks/offline"
+	"github.com/karpenter-policy/karpenter/webhooks/validation"
+)
+
+const policyUsage = `karpenterctl policy test PATH [PATH...] [--parameters FILE] [-v] [-o text|json]
+
+Runs the test_ rules of Rego policies the way 'opa test' does, before a pull request merges.
+PATH is a .rego file, a CapacityPolicy manifest (.yaml, .yml, .json) or a directory searched
+recursively for both. The .rego files are compiled and tested together, with the object in
+--parameters (JSON or YAML) as data.parameters; each CapacityPolicy is compiled and tested on
+its own with its spec.parameters, as the admission webhook does.
+
+Exit status: 0 when every test passes, 1 when a test fails, a module does not compile or
+there is no test to run, 2 on unreadable input or bad usage.
+`
+
+// policyTest is one test's outcome as karpenterctl reports it.
+type policyTest struct {
+	// Name is the rule's full name, e.g. data.karpenter.provisioning_test.test_denies_gpu.
+	Name string `json:"name"`
+	// Policy is the CapacityPolicy the test belongs to; empty for a .rego file.
+	Policy string `json:"policy,omitempty"`
+	Module string `json:"module"`
+	// File and Line locate the test rule: the .rego file, or the manifest line inside the
+	// CapacityPolicy's module.
+	File            string  `json:"file"`
+	Line            int     `json:"line"`
+	Passed          bool    `json:"passed"`
+	Message         string  `json:"message,omitempty"`
+	DurationSeconds float64 `json:"durationSeconds"`
+}
+
+type policyReport struct {
+	Tests  []policyTest `json:"tests"`
+	Errors []string     `json:"errors,omitempty"`
+	Passed int          `json:"passed"`
+	Failed int          `json:"failed"`
+}
+
+func policyCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "test" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprint(stdout, policyUsage)
+			return exitOK
+		}
+		fmt.Fprint(stderr, "karpenterctl policy: the only subcommand is test\n\n"+policyUsage)
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("karpenterctl policy test", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	paramsFile := fs.String("parameters", "", "JSON or YAML object given to the .rego files as data.parameters")
+	verbose := fs.Bool("v", false, "list passing tests too")
+	output := fs.String("o", "text", "output format: text or json")
+	if err := fs.Parse(interleave(args[1:])); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprint(stderr, "karpenterctl policy test: give one or more PATH\n\n"+policyUsage)
+		return exitUsage
+	}
+	if *output != "text" && *output != "json" {
+		fmt.Fprintf(stderr, "karpenterctl policy test: -o must be text or json, got %q\n", *output)
+		return exitUsage
+	}
+	var params map[string]any
+	if *paramsFile != "" {
+		b, err := os.ReadFile(*paramsFile)
+		if err == nil {
+			err = yaml.Unmarshal(b, &params)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "karpenterctl policy test: --parameters %s: %v (want a JSON or YAML object)\n", *paramsFile, err)
+			return exitUsage
+		}
+	}
+	regoFiles, manifests, err := policyInputs(fs.Args())
+	if err != nil {
+		fmt.Fprintln(stderr, "karpenterctl policy test:", err)
+		return exitUsage
+	}
+	ctx := context.Background()
+	report := &policyReport{Tests: []policyTest{}}
+	if len(regoFiles) > 0 {
+		modules := make([]policies.Module, 0, len(regoFiles))
+		for _, f := range regoFiles {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				fmt.Fprintln(stderr, "karpenterctl policy test:", err)
+				return exitUsage
+			}
+			modules = append(modules, policies.Module{Name: f, Rego: string(b)})
+		}
+		report.runIn(ctx, "", "", modules, params, func(_ string, line int) int { return line })
+	}
+	docs, err := offline.ReadPaths(manifests, nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "karpenterctl policy test:", err)
+		return exitUsage
+	}
+	for i := range docs {
+		d := &docs[i]
+		if gvk := d.GVK(); gvk.Group != policyv1.GroupVersion.Group || gvk.Kind != "CapacityPolicy" {
+			continue
+		}
+		var p policyv1.CapacityPolicy
+		if err := json.Unmarshal(mustJSON(d.Object), &p); err != nil {
+			report.Errors = append(report.Errors, fmt.Sprintf("%s:%d: CapacityPolicy %s: %v", d.File, d.Line, d.Name(), err))
+			continue
+		}
+		pp, err := validation.Parameters(&p)
+		if err != nil {
+			report.Errors = append(report.Errors, fmt.Sprintf("%s:%d: CapacityPolicy %s: spec.parameters: %v", d.File, d.LineOf("spec.parameters"), p.Name, err))
+			continue
+		}
+		index := map[string]int{}
+		modules := make([]policies.Module, 0, len(p.Spec.Modules))
+		for i, m := range p.Spec.Modules {
+			index[m.Name] = i
+			modules = append(modules, policies.Module{Name: m.Name, Rego: m.Rego})
+		}
+		fileLine := func(module string, line int) int {
+			if i, ok := index[module]; ok {
+				if l, ok := d.BlockScalarLine(fmt.Sprintf("spec.modules[%d].rego", i), line); ok {
+					return l
+				}
+				return d.LineOf(fmt.Sprintf("spec.modules[%d].rego", i))
+			}
+			return d.Line
+		}
+		report.runIn(ctx, d.File, p.Name, modules, pp, fileLine)
+	}
+	if len(report.Tests) == 0 && len(report.Errors) == 0 {
+		report.Errors = append(report.Errors, "no test_ rules found in "+strings.Join(fs.Args(), ", "))
+	}
+	switch *output {
+	case "json":
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(report)
+	default:
+		report.text(stdout, *verbose)
+	}
+	if report.Failed > 0 || len(report.Errors) > 0 {
+		return exitInvalid
+	}
+	return exitOK
+}
+
+// runIn compiles and tests one module set; file is the manifest the modules are in, empty
+// when each module is its own .rego file.
+func (r *policyReport) runIn(ctx context.Context, file, policy string, modules []policies.Module, params map[string]any, line func(string, int) int) {
+	where := func(module string) string {
+		if file == "" {
+			return module
+		}
+		return file
+	}
+	prefix := ""
+	if policy != "" {
+		prefix = "CapacityPolicy " + policy + ": "
+	}
+	compiled, problems := policies.Compile(modules)
+	for _, p := range problems {
+		r.Errors = append(r.Errors, fmt.Sprintf("%s:%d:%d: %s%s: %s", where(p.Module), line(p.Module, p.Line), p.Column, prefix, p.Module, p.Message))
+	}
+	if compiled == nil {
+		return
+	}
+	results, err := compiled.RunTests(ctx, params)
+	if err != nil {
+		r.Errors = append(r.Errors, fmt.Sprintf("%s%v", prefix, err))
+		return
+	}
+	for _, t := range results {
+		r.Tests = append(r.Tests, policyTest{Name: t.Name, Policy: policy, Module: t.Module, File: where(t.Module),
+			Line: line(t.Module, t.Line), Passed: t.Passed, Message: t.Message, DurationSeconds: t.Duration.Seconds()})
+		if t.Passed {
+			r.Passed++
+		} else {
+			r.Failed++
+		}
+	}
+}
+
+func (r *policyReport) text(w io.Writer, verbose bool) {
+	for _, e := range r.Errors {
+		fmt.Fprintln(w, "ERROR:", e)
+	}
+	for _, t := range r.Tests {
+		name := t.Name
+		if t.Policy != "" {
+			name = t.Policy + "/" + name
+		}
+		switch {
+		case !t.Passed:
+			fmt.Fprintf(w, "FAIL: %s (%s:%d): %s\n", name, t.File, t.Line, t.Message)
+		case verbose:
+			fmt.Fprintf(w, "PASS: %s (%.3fms)\n", name, t.DurationSeconds*1000)
+		}
+	}
+	total := r.Passed + r.Failed
+	if total > 0 {
+		fmt.Fprintln(w, strings.Repeat("-", 80))
+		fmt.Fprintf(w, "PASS: %d/%d\n", r.Passed, total)
+		if r.Failed > 0 {
+			fmt.Fprintf(w, "FAIL: %d/%d\n", r.Failed, total)
+		}
+	}
+}
+
+// policyInputs splits PATHs into .rego files and manifest paths; directories are searched
+// recursively for .rego files and handed whole to the manifest reader.
+func policyInputs(paths []string) (rego []string, manifests []string, err error) {
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !info.IsDir() {
+			if strings.EqualFold(filepath.Ext(p), ".rego") {
+				rego = append(rego, p)
+			} else {
+				manifests = append(manifests, p)
+			}
+			continue
+		}
+		manifests = append(manifests, p)
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() && strings.EqualFold(filepath.Ext(path), ".rego") {
+				rego = append(rego, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	sort.Strings(rego)
+	return rego, manifests, nil
+}
+
+// interleave moves flags after the PATHs to the front, so that 'policy test dir -v' works
+// as 'opa test dir -v' does.
+func interleave(args []string) []string {
+	var flags, rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			rest = append(rest, args[i+1:]...)
+			return append(flags, append([]string{"--"}, rest...)...)
+		case strings.HasPrefix(a, "-") && a != "-":
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if (name == "parameters" || name == "o") && i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return append(flags, rest...)
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

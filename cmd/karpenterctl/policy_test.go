@@ -1,0 +1,157 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, text := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const familyRule = `package karpenter.provisioning
+
+deny contains msg if {
+	some family in input.instanceFamilies
+	some pattern in data.parameters.denied
+	glob.match(pattern, [], family)
+	msg := sprintf("family %s denied", [family])
+}
+`
+
+const familyTests = `package karpenter.provisioning_test
+
+import data.karpenter.provisioning
+
+test_denies if {
+	provisioning.deny["family p4d denied"] with input as {"instanceFamilies": ["p4d"]}
+}
+
+test_allows if {
+	count(provisioning.deny) == 0 with input as {"instanceFamilies": ["m5"]}
+}
+
+test_wrong_on_purpose if {
+	count(provisioning.deny) == 0 with input as {"instanceFamilies": ["g5"]}
+}
+`
+
+func TestPolicyTestSamplesPass(t *testing.T) {
+	code, out, errOut := karpenterctl(t, "", "policy", "test", filepath.Join(repo, "config/samples"), "-v")
+	if code != exitOK {
+		t.Fatalf("the sample CapacityPolicy's tests must pass; exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "PASS: no-gpu-in-dev/data.karpenter.provisioning_test.test_denies_gpu_family") || !strings.Contains(out, "PASS: 2/2") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+// .rego files are compiled together and get --parameters as data.parameters; a failing test
+// is reported with its file and line, and fails the command.
+func TestPolicyTestRegoFiles(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"rules/family.rego":      familyRule,
+		"rules/family_test.rego": familyTests,
+		"params.yaml":            "denied: [\"p*\", \"g*\"]\n",
+	})
+	code, out, errOut := karpenterctl(t, "", "policy", "test", filepath.Join(dir, "rules"), "--parameters", filepath.Join(dir, "params.yaml"), "-o", "json")
+	if code != exitInvalid {
+		t.Fatalf("a failing test must exit %d, got %d\n%s%s", exitInvalid, code, out, errOut)
+	}
+	var report policyReport
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("json output: %v\n%s", err, out)
+	}
+	if report.Passed != 2 || report.Failed != 1 || len(report.Errors) != 0 {
+		t.Fatalf("want 2 passed, 1 failed, no errors; got %+v", report)
+	}
+	for _, tc := range report.Tests {
+		if tc.Name == "data.karpenter.provisioning_test.test_wrong_on_purpose" {
+			if tc.Passed || tc.File != filepath.Join(dir, "rules/family_test.rego") || tc.Line != 13 {
+				t.Errorf("failing test reported as %+v; want file family_test.rego, line 13", tc)
+			}
+		}
+	}
+
+	// Without the parameters nothing is denied: test_denies fails instead.
+	code, out, _ = karpenterctl(t, "", "policy", "test", filepath.Join(dir, "rules"))
+	if code != exitInvalid || !strings.Contains(out, "FAIL: data.karpenter.provisioning_test.test_denies") || !strings.Contains(out, "PASS: 2/3") {
+		t.Errorf("without parameters: exit %d\n%s", code, out)
+	}
+}
+
+// A CapacityPolicy's failing test and compile errors point at the manifest line inside the
+// block scalar.
+func TestPolicyTestManifestLines(t *testing.T) {
+	indent := func(s string) string {
+		return "      " + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n      ") + "\n"
+	}
+	manifest := `apiVersion: policy.karpenter.sh/v1
+kind: CapacityPolicy
+metadata:
+  name: families
+spec:
+  parameters:
+    denied: ["p*", "g*"]
+  modules:
+  - name: family.rego
+    rego: |
+` + indent(familyRule) + `  - name: family_test.rego
+    rego: |
+` + indent(familyTests)
+	dir := writeFiles(t, map[string]string{"policy.yaml": manifest})
+	code, out, _ := karpenterctl(t, "", "policy", "test", filepath.Join(dir, "policy.yaml"))
+	if code != exitInvalid {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	// familyRule is lines 11-18; the test module's Rego starts at line 21, so its line 13 is
+	// file line 33.
+	want := "FAIL: families/data.karpenter.provisioning_test.test_wrong_on_purpose (" + filepath.Join(dir, "policy.yaml") + ":33)"
+	if !strings.Contains(out, want) {
+		t.Errorf("want %q in\n%s", want, out)
+	}
+	if strings.Contains(out, "test_denies (") {
+		t.Errorf("test_denies must pass with spec.parameters:\n%s", out)
+	}
+
+	code, out, _ = karpenterctl(t, "", "policy", "test", filepath.Join(repo, "test/testdata/invalid/policies.yaml"))
+	if code != exitInvalid || !strings.Contains(out, "policies.yaml:25:1: CapacityPolicy broken-rego: rules.rego: unexpected } token") {
+		t.Errorf("compile error: exit %d\n%s", code, out)
+	}
+}
+
+func TestPolicyTestBadUsage(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"only.rego": familyRule, "params.json": "[1, 2]"})
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"policy"}, exitUsage, "the only subcommand is test"},
+		{[]string{"policy", "test"}, exitUsage, "give one or more PATH"},
+		{[]string{"policy", "test", filepath.Join(dir, "missing")}, exitUsage, "no such file"},
+		{[]string{"policy", "test", dir, "-o", "yaml"}, exitUsage, "-o must be text or json"},
+		{[]string{"policy", "test", dir, "--parameters", filepath.Join(dir, "params.json")}, exitUsage, "params.json"},
+		{[]string{"policy", "test", filepath.Join(dir, "only.rego")}, exitInvalid, "no test_ rules found"},
+	}
+	for _, c := range cases {
+		code, out, errOut := karpenterctl(t, "", c.args...)
+		if code != c.code || !strings.Contains(out+errOut, c.want) {
+			t.Errorf("%v: exit %d, want %d with %q\n%s%s", c.args, code, c.code, c.want, out, errOut)
+		}
+	}
+}
