@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -24,9 +25,10 @@ const policyUsage = `karpenterctl policy test PATH [PATH...] [--parameters FILE]
 
 Runs the test_ rules of Rego policies the way 'opa test' does, before a pull request merges.
 PATH is a .rego file, a CapacityPolicy manifest (.yaml, .yml, .json) or a directory searched
-recursively for both. The .rego files are compiled and tested together, with the object in
---parameters (JSON or YAML) as data.parameters; each CapacityPolicy is compiled and tested on
-its own with its spec.parameters, as the admission webhook does.
+recursively for both (there, YAML that is no manifest, such as a Helm template, is skipped
+unless it mentions CapacityPolicy). The .rego files are compiled and tested together, with
+the object in --parameters (JSON or YAML) as data.parameters; each CapacityPolicy is compiled
+and tested on its own with its spec.parameters, as the admission webhook does.
 
 Exit status: 0 when every test passes, 1 when a test fails, a module does not compile or
 there is no test to run, 2 on unreadable input or bad usage.
@@ -110,7 +112,7 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		report.runIn(ctx, "", "", modules, params, func(_ string, line int) int { return line })
 	}
-	docs, err := offline.ReadPaths(manifests, nil)
+	docs, err := readPolicyManifests(manifests)
 	if err != nil {
 		fmt.Fprintln(stderr, "karpenterctl policy test:", err)
 		return exitUsage
@@ -258,6 +260,54 @@ func policyInputs(paths []string) (rego []string, manifests []string, err error)
 	}
 	sort.Strings(rego)
 	return rego, manifests, nil
+}
+
+// readPolicyManifests reads the manifests named and those under the directories named. A
+// file found in a directory that does not parse as manifests (a kustomize patch, a Helm
+// template) is skipped unless it mentions CapacityPolicy; a file named outright must parse.
+func readPolicyManifests(paths []string) ([]offline.Document, error) {
+	var docs []offline.Document
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !info.IsDir() {
+			d, err := offline.ReadPaths([]string{p}, nil)
+			if err != nil {
+				return nil, err
+			}
+			docs = append(docs, d...)
+			continue
+		}
+		err = filepath.WalkDir(p, func(path string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() {
+				return err
+			}
+			switch strings.ToLower(filepath.Ext(path)) {
+			case ".yaml", ".yml", ".json":
+			default:
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			d, err := offline.Parse(path, b)
+			if err != nil {
+				if bytes.Contains(b, []byte("CapacityPolicy")) {
+					return err
+				}
+				return nil
+			}
+			docs = append(docs, d...)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return docs, nil
 }
 
 // interleave moves flags after the PATHs to the front, so that 'policy test dir -v' works

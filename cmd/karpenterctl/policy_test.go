@@ -155,3 +155,29 @@ func TestPolicyTestBadUsage(t *testing.T) {
 		}
 	}
 }
+
+// A directory of a GitOps repository holds YAML that is no manifest (Helm templates,
+// kustomize patches): it is skipped, unless it mentions CapacityPolicy.
+func TestPolicyTestDirectorySkipsNonManifests(t *testing.T) {
+	sample, err := os.ReadFile(filepath.Join(repo, "config/samples/examples/capacitypolicy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeFiles(t, map[string]string{
+		"policies/no-gpu.yaml":            string(sample),
+		"chart/templates/deployment.yaml": "name: {{ .Values.name }}\n",
+		"kustomize/patch.yaml":            "- op: add\n  path: /spec/x\n  value: 1\n",
+	})
+	code, out, errOut := karpenterctl(t, "", "policy", "test", dir)
+	if code != exitOK || !strings.Contains(out, "PASS: 2/2") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	broken := filepath.Join(dir, "policies/broken.yaml")
+	if err := os.WriteFile(broken, []byte("kind: CapacityPolicy\nspec: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = karpenterctl(t, "", "policy", "test", dir)
+	if code != exitUsage || !strings.Contains(errOut, "broken.yaml") {
+		t.Errorf("a CapacityPolicy file that does not parse must be an error naming it; exit %d\n%s%s", code, out, errOut)
+	}
+}
