@@ -10,9 +10,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
@@ -93,7 +93,7 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	regoFiles, manifests, err := policyInputs(fs.Args())
+	regoFiles, manifests, err := policySources(fs.Args())
 	if err != nil {
 		fmt.Fprintln(stderr, "karpenterctl policy test:", err)
 		return exitUsage
@@ -123,7 +123,7 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		var p policyv1.CapacityPolicy
-		if err := json.Unmarshal(mustJSON(d.Object), &p); err != nil {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object, &p); err != nil {
 			report.Errors = append(report.Errors, fmt.Sprintf("%s:%d: CapacityPolicy %s: %v", d.File, d.Line, d.Name(), err))
 			continue
 		}
@@ -132,12 +132,7 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 			report.Errors = append(report.Errors, fmt.Sprintf("%s:%d: CapacityPolicy %s: spec.parameters: %v", d.File, d.LineOf("spec.parameters"), p.Name, err))
 			continue
 		}
-		index := map[string]int{}
-		modules := make([]policies.Module, 0, len(p.Spec.Modules))
-		for i, m := range p.Spec.Modules {
-			index[m.Name] = i
-			modules = append(modules, policies.Module{Name: m.Name, Rego: m.Rego})
-		}
+		modules, index := validation.Modules(&p)
 		fileLine := func(module string, line int) int {
 			if i, ok := index[module]; ok {
 				if l, ok := d.BlockScalarLine(fmt.Sprintf("spec.modules[%d].rego", i), line); ok {
@@ -228,9 +223,16 @@ func (r *policyReport) text(w io.Writer, verbose bool) {
 	}
 }
 
-// policyInputs splits PATHs into .rego files and manifest paths; directories are searched
-// recursively for .rego files and handed whole to the manifest reader.
-func policyInputs(paths []string) (rego []string, manifests []string, err error) {
+// manifestFile is a YAML or JSON file to read CapacityPolicies from; strict when it was
+// named outright rather than found in a directory.
+type manifestFile struct {
+	path   string
+	strict bool
+}
+
+// policySources sorts the PATHs into .rego files and manifests, searching directories
+// recursively (in name order) for both.
+func policySources(paths []string) (rego []string, manifests []manifestFile, err error) {
 	for _, p := range paths {
 		info, err := os.Stat(p)
 		if err != nil {
@@ -240,44 +242,8 @@ func policyInputs(paths []string) (rego []string, manifests []string, err error)
 			if strings.EqualFold(filepath.Ext(p), ".rego") {
 				rego = append(rego, p)
 			} else {
-				manifests = append(manifests, p)
+				manifests = append(manifests, manifestFile{path: p, strict: true})
 			}
-			continue
-		}
-		manifests = append(manifests, p)
-		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if !d.IsDir() && strings.EqualFold(filepath.Ext(path), ".rego") {
-				rego = append(rego, path)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-	}
-	sort.Strings(rego)
-	return rego, manifests, nil
-}
-
-// readPolicyManifests reads the manifests named and those under the directories named. A
-// file found in a directory that does not parse as manifests (a kustomize patch, a Helm
-// template) is skipped unless it mentions CapacityPolicy; a file named outright must parse.
-func readPolicyManifests(paths []string) ([]offline.Document, error) {
-	var docs []offline.Document
-	for _, p := range paths {
-		info, err := os.Stat(p)
-		if err != nil {
-			return nil, err
-		}
-		if !info.IsDir() {
-			d, err := offline.ReadPaths([]string{p}, nil)
-			if err != nil {
-				return nil, err
-			}
-			docs = append(docs, d...)
 			continue
 		}
 		err = filepath.WalkDir(p, func(path string, e fs.DirEntry, err error) error {
@@ -285,27 +251,38 @@ func readPolicyManifests(paths []string) ([]offline.Document, error) {
 				return err
 			}
 			switch strings.ToLower(filepath.Ext(path)) {
+			case ".rego":
+				rego = append(rego, path)
 			case ".yaml", ".yml", ".json":
-			default:
-				return nil
+				manifests = append(manifests, manifestFile{path: path})
 			}
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			d, err := offline.Parse(path, b)
-			if err != nil {
-				if bytes.Contains(b, []byte("CapacityPolicy")) {
-					return err
-				}
-				return nil
-			}
-			docs = append(docs, d...)
 			return nil
 		})
 		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return rego, manifests, nil
+}
+
+// readPolicyManifests parses the manifest files. A file found in a directory that does not
+// parse as manifests (a kustomize patch, a Helm template) is skipped unless it mentions
+// CapacityPolicy; a file named outright must parse.
+func readPolicyManifests(files []manifestFile) ([]offline.Document, error) {
+	var docs []offline.Document
+	for _, f := range files {
+		b, err := os.ReadFile(f.path)
+		if err != nil {
 			return nil, err
 		}
+		d, err := offline.Parse(f.path, b)
+		if err != nil {
+			if f.strict || bytes.Contains(b, []byte("CapacityPolicy")) {
+				return nil, err
+			}
+			continue
+		}
+		docs = append(docs, d...)
 	}
 	return docs, nil
 }
@@ -332,9 +309,4 @@ func interleave(args []string) []string {
 		}
 	}
 	return append(flags, rest...)
-}
-
-func mustJSON(v any) []byte {
-	b, _ := json.Marshal(v)
-	return b
 }

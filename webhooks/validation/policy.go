@@ -85,12 +85,7 @@ func (v *Validator) CapacityPolicy(ctx context.Context, p *policyv1.CapacityPoli
 	if perr != nil {
 		errs = append(errs, field.Invalid(spec.Child("parameters"), "", perr.Error()))
 	}
-	index := map[string]int{}
-	modules := make([]policies.Module, 0, len(p.Spec.Modules))
-	for i, m := range p.Spec.Modules {
-		index[m.Name] = i
-		modules = append(modules, policies.Module{Name: m.Name, Rego: m.Rego})
-	}
+	modules, index := Modules(p)
 	compiled, problems := policies.Compile(modules)
 	for _, prob := range problems {
 		mp := spec.Child("modules")
@@ -117,6 +112,18 @@ func (v *Validator) CapacityPolicy(ctx context.Context, p *policyv1.CapacityPoli
 		errs = append(errs, field.Invalid(mp, r.Name, fmt.Sprintf("%s:%d: test %s failed: %s", r.Module, r.Line, r.Name, r.Message)))
 	}
 	return errs
+}
+
+// Modules returns a CapacityPolicy's Rego modules and, by module name, each one's index in
+// spec.modules.
+func Modules(p *policyv1.CapacityPolicy) ([]policies.Module, map[string]int) {
+	index := make(map[string]int, len(p.Spec.Modules))
+	modules := make([]policies.Module, 0, len(p.Spec.Modules))
+	for i, m := range p.Spec.Modules {
+		index[m.Name] = i
+		modules = append(modules, policies.Module{Name: m.Name, Rego: m.Rego})
+	}
+	return modules, index
 }
 
 // Parameters decodes a CapacityPolicy's parameters as the JSON object Rego sees as
