@@ -8,11 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/cover"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	"github.com/open-policy-agent/opa/v1/tester"
 
@@ -56,6 +58,12 @@ func IsTestModule(name string) bool { return strings.HasSuffix(name, "_test.rego
 // decision point's package with a _test suffix. Every problem is returned, each with the
 // module, line and column it is at.
 func Compile(modules []Module) (*Compiled, []Problem) {
+	return compile(modules, nil)
+}
+
+// compile is Compile that also accepts modules in the library packages given: the built-in
+// policies share their CapacityBudget arithmetic through one.
+func compile(modules []Module, libraries []string) (*Compiled, []Problem) {
 	var problems []Problem
 	parsed := map[string]*ast.Module{}
 	points := map[string]bool{}
@@ -67,6 +75,10 @@ func Compile(modules []Module) (*Compiled, []Problem) {
 		}
 		pkg := strings.TrimPrefix(mod.Package.Path.String(), "data.")
 		point := strings.TrimSuffix(pkg, "_test")
+		if slices.Contains(libraries, point) {
+			parsed[m.Name] = mod
+			continue
+		}
 		if !isDecisionPoint(point) || (pkg != point && !IsTestModule(m.Name)) {
 			problems = append(problems, Problem{Module: m.Name, Line: mod.Package.Location.Row, Column: mod.Package.Location.Col,
 				Message: fmt.Sprintf("package %s is not a decision point; use one of %s (tests may add _test)", pkg, strings.Join(policyv1.DecisionPoints, ", "))})
@@ -137,13 +149,47 @@ type TestResult struct {
 // RunTests runs every test_ rule of the compiled modules, with parameters as
 // data.parameters, the way `opa test` does, and returns the results sorted by name.
 func (c *Compiled) RunTests(ctx context.Context, parameters map[string]any) ([]TestResult, error) {
+	return c.runTests(ctx, parameters, nil)
+}
+
+// RunTestsWithCoverage is RunTests that also reports which lines of the non-test modules the
+// tests evaluated.
+func (c *Compiled) RunTestsWithCoverage(ctx context.Context, parameters map[string]any) ([]TestResult, cover.Report, error) {
+	cov := cover.New()
+	results, err := c.runTests(ctx, parameters, cov)
+	if err != nil {
+		return nil, cover.Report{}, err
+	}
+	// The report counts every module evaluated; keep the rules, not the tests.
+	report := cov.Report(c.Modules)
+	covered, notCovered := 0, 0
+	for name, f := range report.Files {
+		if IsTestModule(name) {
+			delete(report.Files, name)
+			continue
+		}
+		covered += f.CoveredLines
+		notCovered += f.NotCoveredLines
+	}
+	report.CoveredLines, report.NotCoveredLines, report.Coverage = covered, notCovered, 0
+	if covered+notCovered > 0 {
+		report.Coverage = 100 * float64(covered) / float64(covered+notCovered)
+	}
+	return results, report, nil
+}
+
+func (c *Compiled) runTests(ctx context.Context, parameters map[string]any, cov *cover.Cover) ([]TestResult, error) {
 	data := map[string]any{}
 	if parameters != nil {
 		data["parameters"] = parameters
 	}
 	store := inmem.NewFromObject(data)
-	ch, err := tester.NewRunner().SetCompiler(c.Compiler).SetStore(store).SetModules(c.Modules).
-		SetTimeout(10*time.Second).RaiseBuiltinErrors(true).RunTests(ctx, nil)
+	runner := tester.NewRunner().SetCompiler(c.Compiler).SetStore(store).SetModules(c.Modules).
+		SetTimeout(10 * time.Second).RaiseBuiltinErrors(true)
+	if cov != nil {
+		runner = runner.SetCoverageQueryTracer(cov)
+	}
+	ch, err := runner.RunTests(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("running policy tests: %w", err)
 	}

@@ -1,0 +1,146 @@
+# The CapacityBudget library: what a budget allows right now. The decision-point modules
+# (provisioning.rego, launch.rego, disruption.rego, admission.rego) call these functions with
+# one namespace's budget, usage and the time; they hold no decision of their own.
+#
+# A budget b is {"namespace", "name", "spec", "status", "activeSchedule"}: spec and status as
+# the API holds them (amounts are decimal strings), activeSchedule the index of the schedule
+# window open now (computed by the engine from the cron schedules), absent when none is.
+# usage u is {"hourlyCost", "inFlightHourlyCost", "spotCPU", "onDemandCPU"}: numbers.
+# now is nanoseconds since the epoch.
+package karpenter.budget
+
+# name is how messages name the budget: CapacityBudget team-a/default.
+name(b) := sprintf("CapacityBudget %s/%s", [b.namespace, b.name])
+
+# money reads an amount; an absent or empty amount is zero.
+money(s) := 0 if s == ""
+
+money(s) := to_number(s) if s != ""
+
+# active_schedule is the schedule window open now; undefined when none is.
+active_schedule(b) := b.spec.schedules[b.activeSchedule]
+
+# limits are the limits in force: an open window's replace the spec's.
+limits(b) := l if {
+	l := active_schedule(b).limits
+} else := object.get(b.spec, "limits", {})
+
+# spot are the Spot bounds in force: an open window's replace the spec's.
+spot(b) := s if {
+	s := active_schedule(b).spot
+} else := object.get(b.spec, "spot", {})
+
+# month_end is the start of the next calendar month (UTC), in nanoseconds.
+month_end(now) := time.add_date(time.parse_rfc3339_ns(sprintf("%d-%s-01T00:00:00Z", [d[0], two_digits(d[1])])), 0, 1, 0) if {
+	d := time.date(now)
+}
+
+two_digits(n) := sprintf("0%d", [n]) if n < 10
+
+two_digits(n) := sprintf("%d", [n]) if n >= 10
+
+# hours_left is what remains of the month, at least one minute so that the rate stays finite.
+hours_left(now) := max([(month_end(now) - now) / 3600000000000, 1 / 60])
+
+# month_to_date is the spend so far this month, from status.
+month_to_date(b) := money(object.get(b, ["status", "monthToDateCost"], ""))
+
+# monthly_rate is the hourly rate the monthly limit allows from now to the end of the month.
+monthly_rate(b, now) := max([0, (money(limits(b).monthlyCost) - month_to_date(b)) / hours_left(now)])
+
+# hourly_limits are the candidate hourly limits, each with how it came about: hourlyCost and
+# the rate monthlyCost allows, where the budget has them.
+hourly_limits(b, now) := hourly_candidate(b) | monthly_candidate(b, now)
+
+hourly_candidate(b) := {{"limit": money(h), "why": sprintf("hourlyCost %s", [h])}} if {
+	h := limits(b).hourlyCost
+} else := set()
+
+monthly_candidate(b, now) := {{"limit": monthly_rate(b, now), "why": why}} if {
+	m := limits(b).monthlyCost
+	why := sprintf("monthlyCost %s with %s spent and %dh left", [m, format2(month_to_date(b)), round(hours_left(now))])
+} else := set()
+
+# hourly_limit is the lowest hourly limit in force; undefined when the budget has no limits.
+hourly_limit(b, now) := min({c.limit | some c in hourly_limits(b, now)})
+
+# limit_reason says where the hourly limit in force comes from.
+limit_reason(b, now) := r if {
+	some c in hourly_limits(b, now)
+	c.limit == hourly_limit(b, now)
+	r := c.why
+}
+
+# committed is the namespace's run-rate on running nodes plus its in-flight reservation.
+committed(u) := object.get(u, "hourlyCost", 0) + object.get(u, "inFlightHourlyCost", 0)
+
+# remaining is what the namespace may still add, in USD per hour, never below zero.
+remaining(b, u, now) := max([0, hourly_limit(b, now) - committed(u)])
+
+# exceeds holds when adding cost to the namespace's committed run-rate passes the limit.
+# A cent of tolerance keeps rounding in attribution from refusing what exactly fits.
+exceeds(b, u, now, cost) if committed(u) + cost > hourly_limit(b, now) + 0.005
+
+# over_message is the denial every decision point gives for an overrun.
+over_message(b, u, now, cost) := sprintf("%s: hourly cost %s + %s would exceed %s (%s)", [
+	name(b), format2(committed(u)), format2(cost), format2(hourly_limit(b, now)), limit_reason(b, now),
+])
+
+# base_cpu is the vCPU that always runs on-demand.
+base_cpu(b) := units.parse(object.get(spot(b), "onDemandBaseCPU", "0"))
+
+# spot_bounds are the Spot bounds in force as numbers.
+spot_bounds(b) := {
+	"minPercent": object.get(spot(b), "minPercent", 0),
+	"maxPercent": object.get(spot(b), "maxPercent", 100),
+	"onDemandBaseCPU": base_cpu(b),
+}
+
+# spot_share_above_base is the Spot share of the vCPU above the on-demand base, in percent;
+# undefined when nothing runs above the base.
+spot_share_above_base(b, u) := (100 * u.spotCPU) / above if {
+	above := u.spotCPU + max([0, u.onDemandCPU - base_cpu(b)])
+	above > 0
+}
+
+# spot_in_range holds when the share above the base is within the bounds, or nothing runs
+# above the base.
+spot_in_range(b, u) if not spot_share_above_base(b, u)
+
+spot_in_range(b, u) if {
+	s := spot_share_above_base(b, u)
+	s >= spot_bounds(b).minPercent
+	s <= spot_bounds(b).maxPercent
+}
+
+# family_denied_by is the first deny pattern that matches the type's family or name.
+family_denied_by(b, it) := p if {
+	some p in object.get(b.spec, ["instanceFamilies", "deny"], [])
+	matches(p, it)
+}
+
+# family_allowed holds when the allow list is empty or one of its patterns matches.
+family_allowed(b, it) if count(object.get(b.spec, ["instanceFamilies", "allow"], [])) == 0
+
+family_allowed(b, it) if {
+	some p in b.spec.instanceFamilies.allow
+	matches(p, it)
+}
+
+# Globs have no delimiters: "*metal*" matches m5.metal.
+matches(p, it) if glob.match(p, null, it.family)
+
+matches(p, it) if glob.match(p, null, it.name)
+
+# type_refusal says why the budget refuses an instance type; undefined when it allows it.
+type_refusal(b, it) := sprintf("%s: instance type %s (family %s) matches instanceFamilies.deny %q", [name(b), it.name, it.family, p]) if {
+	p := family_denied_by(b, it)
+} else := sprintf("%s: instance type %s (family %s) is not in instanceFamilies.allow %v", [name(b), it.name, it.family, b.spec.instanceFamilies.allow]) if {
+	not family_allowed(b, it)
+}
+
+# format2 prints an amount with two decimals, format1 a share with one. Numbers are rounded
+# and printed as integers: sprintf's %f refuses integral numbers and %d fractional ones.
+format2(x) := sprintf("%d.%s", [floor(c / 100), two_digits(c % 100)]) if c := round(x * 100)
+
+format1(x) := sprintf("%d.%d", [floor(c / 10), c % 10]) if c := round(x * 10)

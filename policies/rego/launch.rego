@@ -1,0 +1,23 @@
+# CapacityBudget at the launch decision point: the gate each new NodeClaim passes before it is
+# created, with the cost it attributes to each namespace. usage includes the NodeClaims still
+# in flight and those this batch already let through, so concurrent launches cannot overrun.
+#
+# input: {"nodeClaim": {"nodePool", "instanceType", "family", "capacityType", "zone",
+# "pricePerHour"}, "namespaces": [{"name", "labels", "cost", "cpu", "pods", "budget", "usage"}],
+# "now": RFC 3339}
+package karpenter.launch
+
+import data.karpenter.budget
+
+now := time.parse_rfc3339_ns(input.now)
+
+deny contains {"namespace": ns.name, "msg": msg} if {
+	some ns in input.namespaces
+	budget.exceeds(ns.budget, ns.usage, now, ns.cost)
+	msg := budget.over_message(ns.budget, ns.usage, now, ns.cost)
+}
+
+deny contains {"namespace": ns.name, "msg": msg} if {
+	some ns in input.namespaces
+	msg := budget.type_refusal(ns.budget, {"name": input.nodeClaim.instanceType, "family": input.nodeClaim.family})
+}
