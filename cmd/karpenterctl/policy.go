@@ -18,7 +18,6 @@ import (
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/webhooks/offline"
-	"github.com/karpenter-policy/karpenter/webhooks/validation"
 )
 
 const policyUsage = `karpenterctl policy test PATH [PATH...] [--parameters FILE] [-v] [-o text|json]
@@ -127,12 +126,12 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 			report.Errors = append(report.Errors, fmt.Sprintf("%s:%d: CapacityPolicy %s: %v", d.File, d.Line, d.Name(), err))
 			continue
 		}
-		pp, err := validation.Parameters(&p)
+		pp, err := policies.Parameters(&p)
 		if err != nil {
 			report.Errors = append(report.Errors, fmt.Sprintf("%s:%d: CapacityPolicy %s: spec.parameters: %v", d.File, d.LineOf("spec.parameters"), p.Name, err))
 			continue
 		}
-		modules, index := validation.Modules(&p)
+		modules, index := policies.PolicyModules(&p)
 		fileLine := func(module string, line int) int {
 			if i, ok := index[module]; ok {
 				if l, ok := d.BlockScalarLine(fmt.Sprintf("spec.modules[%d].rego", i), line); ok {

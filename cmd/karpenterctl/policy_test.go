@@ -55,7 +55,7 @@ func TestPolicyTestSamplesPass(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("the sample CapacityPolicy's tests must pass; exit %d\n%s%s", code, out, errOut)
 	}
-	if !strings.Contains(out, "PASS: no-gpu-in-dev/data.karpenter.provisioning_test.test_denies_gpu_family") || !strings.Contains(out, "PASS: 2/2") {
+	if !strings.Contains(out, "PASS: no-gpu-in-dev/data.karpenter.provisioning_test.test_denies_gpu_families") || !strings.Contains(out, "PASS: 2/2") {
 		t.Errorf("output:\n%s", out)
 	}
 }

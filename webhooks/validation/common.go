@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/policies"
 )
 
 // Validator validates this project's objects. SupportedNodeClasses are the node class kinds
@@ -40,7 +40,7 @@ func New() *Validator {
 
 // cronParser accepts the five-field form and descriptors such as @daily, as upstream
 // Karpenter's budgets do; times are UTC.
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+var cronParser = policies.CronParser
 
 func validateSchedule(p *field.Path, schedule string) field.ErrorList {
 	if _, err := cronParser.Parse(schedule); err != nil {

@@ -2,7 +2,6 @@ package validation
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -81,11 +80,11 @@ func validateSpot(p *field.Path, s *policyv1.SpotShare) field.ErrorList {
 func (v *Validator) CapacityPolicy(ctx context.Context, p *policyv1.CapacityPolicy) field.ErrorList {
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
-	params, perr := Parameters(p)
+	params, perr := policies.Parameters(p)
 	if perr != nil {
 		errs = append(errs, field.Invalid(spec.Child("parameters"), "", perr.Error()))
 	}
-	modules, index := Modules(p)
+	modules, index := policies.PolicyModules(p)
 	compiled, problems := policies.Compile(modules)
 	for _, prob := range problems {
 		mp := spec.Child("modules")
@@ -114,27 +113,3 @@ func (v *Validator) CapacityPolicy(ctx context.Context, p *policyv1.CapacityPoli
 	return errs
 }
 
-// Modules returns a CapacityPolicy's Rego modules and, by module name, each one's index in
-// spec.modules.
-func Modules(p *policyv1.CapacityPolicy) ([]policies.Module, map[string]int) {
-	index := make(map[string]int, len(p.Spec.Modules))
-	modules := make([]policies.Module, 0, len(p.Spec.Modules))
-	for i, m := range p.Spec.Modules {
-		index[m.Name] = i
-		modules = append(modules, policies.Module{Name: m.Name, Rego: m.Rego})
-	}
-	return modules, index
-}
-
-// Parameters decodes a CapacityPolicy's parameters as the JSON object Rego sees as
-// data.parameters.
-func Parameters(p *policyv1.CapacityPolicy) (map[string]any, error) {
-	if p.Spec.Parameters == nil || len(p.Spec.Parameters.Raw) == 0 {
-		return nil, nil
-	}
-	var params map[string]any
-	if err := json.Unmarshal(p.Spec.Parameters.Raw, &params); err != nil {
-		return nil, fmt.Errorf("parameters must be a JSON object: %w", err)
-	}
-	return params, nil
-}

@@ -1,0 +1,472 @@
+package policies
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+)
+
+// InstanceTypeInfo is an instance type as policies see it.
+type InstanceTypeInfo struct {
+	Name          string   `json:"name"`
+	Family        string   `json:"family"`
+	Category      string   `json:"category,omitempty"`
+	Generation    int      `json:"generation,omitempty"`
+	Architecture  string   `json:"architecture,omitempty"`
+	CPU           float64  `json:"cpu"`
+	MemoryGiB     float64  `json:"memoryGiB"`
+	GPUs          int      `json:"gpus,omitempty"`
+	GPUName       string   `json:"gpuName,omitempty"`
+	CapacityTypes []string `json:"capacityTypes,omitempty"`
+	// MinPricePerHour is its cheapest available offering.
+	MinPricePerHour float64 `json:"minPricePerHour"`
+}
+
+// InstanceTypes are a NodePool's instance types converted for Rego once, and shared by every
+// namespace's evaluation in a batch.
+type InstanceTypes struct {
+	types    ast.Value
+	families ast.Value
+	byName   map[string]InstanceTypeInfo
+}
+
+// NewInstanceTypes converts instance types for evaluation.
+func NewInstanceTypes(infos []InstanceTypeInfo) (*InstanceTypes, error) {
+	sorted := append([]InstanceTypeInfo(nil), infos...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	families := map[string]bool{}
+	byName := make(map[string]InstanceTypeInfo, len(sorted))
+	for _, it := range sorted {
+		families[it.Family] = true
+		byName[it.Name] = it
+	}
+	fams := make([]string, 0, len(families))
+	for f := range families {
+		fams = append(fams, f)
+	}
+	sort.Strings(fams)
+	types, err := toValue(sorted)
+	if err != nil {
+		return nil, err
+	}
+	famValue, err := toValue(fams)
+	if err != nil {
+		return nil, err
+	}
+	return &InstanceTypes{types: types, families: famValue, byName: byName}, nil
+}
+
+// toValue converts a Go value through its JSON form, as the API server would hold it.
+func toValue(v any) (ast.Value, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var generic any
+	if err := json.Unmarshal(b, &generic); err != nil {
+		return nil, err
+	}
+	return ast.InterfaceToValue(generic)
+}
+
+// budgetDoc is a CapacityBudget as the built-in library reads it (see rego/budget.rego).
+func budgetDoc(b *policyv1.CapacityBudget, now time.Time) (map[string]any, error) {
+	var spec map[string]any
+	raw, err := json.Marshal(b.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return nil, err
+	}
+	doc := map[string]any{"namespace": b.Namespace, "name": b.Name, "spec": spec,
+		"status": map[string]any{"monthToDateCost": string(b.Status.MonthToDateCost)}}
+	if i, ok := ActiveSchedule(b, now); ok {
+		doc["activeSchedule"] = i
+	}
+	return doc, nil
+}
+
+func budgetSource(b *policyv1.CapacityBudget) Source {
+	return Source{Kind: "CapacityBudget", Namespace: b.Namespace, Name: b.Name}
+}
+
+func budgetEnforcement(b *policyv1.CapacityBudget) policyv1.EnforcementAction {
+	if b.Spec.Enforcement == "" {
+		return policyv1.EnforcementDeny
+	}
+	return b.Spec.Enforcement
+}
+
+func namespaceDoc(ns Namespace) map[string]any {
+	l := map[string]any{}
+	for k, v := range ns.Labels {
+		l[k] = v
+	}
+	return map[string]any{"name": ns.Name, "labels": l}
+}
+
+// ProvisioningInput is one (namespace, NodePool) of a batch.
+type ProvisioningInput struct {
+	Namespace     Namespace
+	NodePool      string
+	InstanceTypes *InstanceTypes
+	// Budget is the namespace's CapacityBudget; nil when it has none.
+	Budget *policyv1.CapacityBudget
+	Usage  Usage
+	Now    time.Time
+}
+
+// Constraints are what the policies in force make of one (namespace, NodePool): only Deny
+// sources constrain; the others' results are in Decision.
+type Constraints struct {
+	Decision
+	// DeniedInstanceTypes and DeniedCapacityTypes map what may not be launched for the
+	// namespace to the violation that says why.
+	DeniedInstanceTypes map[string]Violation
+	DeniedCapacityTypes map[string]Violation
+	// PriceCeiling is the most a new node of the namespace may cost per hour; 0 is none.
+	PriceCeiling   float64
+	PriceCeilingBy Violation
+	// Budget is the namespace's budget in force; nil when it has none.
+	Budget *BudgetInForce
+}
+
+// BudgetInForce is a CapacityBudget as it applies now.
+type BudgetInForce struct {
+	Source      Source
+	Enforcement policyv1.EnforcementAction
+	// HasLimit is false when the budget limits no cost (Spot or families only).
+	HasLimit    bool
+	HourlyLimit float64
+	// Committed is the run-rate plus the in-flight reservation; Remaining is the limit less it.
+	Committed   float64
+	Remaining   float64
+	LimitReason string
+	Spot        SpotBounds
+}
+
+// SpotBounds are a budget's Spot share bounds over the vCPU above the on-demand base.
+type SpotBounds struct {
+	MinPercent      float64
+	MaxPercent      float64
+	OnDemandBaseCPU float64
+}
+
+// Provisioning evaluates the provisioning decision point for one namespace on one NodePool:
+// the built-in budget policies when the namespace has a CapacityBudget, and each
+// CapacityPolicy that selects the namespace.
+func (e *Engine) Provisioning(ctx context.Context, in ProvisioningInput) *Constraints {
+	c := &Constraints{DeniedInstanceTypes: map[string]Violation{}, DeniedCapacityTypes: map[string]Violation{}}
+	doc := map[string]any{"namespace": namespaceDoc(in.Namespace), "nodePool": map[string]any{"name": in.NodePool},
+		"usage": in.Usage, "now": in.Now.UTC().Format(time.RFC3339)}
+	run := func(u *unit, enforcement policyv1.EnforcementAction, src Source) {
+		input, err := toValue(doc)
+		if err == nil && in.InstanceTypes != nil {
+			obj := input.(ast.Object)
+			obj.Insert(ast.StringTerm("instanceTypes"), ast.NewTerm(in.InstanceTypes.types))
+			obj.Insert(ast.StringTerm("instanceFamilies"), ast.NewTerm(in.InstanceTypes.families))
+		}
+		var r result
+		if err == nil {
+			r, err = e.eval(ctx, u, policyv1.DecisionPointProvisioning, input)
+		}
+		c.collect(u, policyv1.DecisionPointProvisioning, r, err, func(string) (Source, policyv1.EnforcementAction) { return src, enforcement })
+		if err != nil {
+			return
+		}
+		c.constrain(r, src, enforcement)
+		if u == e.builtin {
+			c.Budget = budgetInForce(r, src, enforcement)
+		}
+	}
+	if in.Budget != nil {
+		bd, err := budgetDoc(in.Budget, in.Now)
+		if err != nil {
+			c.Errors = append(c.Errors, EvalError{Source: budgetSource(in.Budget), DecisionPoint: policyv1.DecisionPointProvisioning, Err: err})
+		} else {
+			doc["budget"] = bd
+			run(e.builtin, budgetEnforcement(in.Budget), budgetSource(in.Budget))
+		}
+	}
+	for _, u := range *e.policies.Load() {
+		if u.selects(in.Namespace) {
+			run(u, u.enforcementOr(policyv1.EnforcementDeny), u.source)
+		}
+	}
+	return c
+}
+
+// constrain takes up a unit's constraint outputs, when its source enforces them.
+func (c *Constraints) constrain(r result, src Source, enforcement policyv1.EnforcementAction) {
+	if enforcement != policyv1.EnforcementDeny {
+		return
+	}
+	for _, v := range setOf(r, "deny_instance_types") {
+		m, _ := v.(map[string]any)
+		name, _ := m["name"].(string)
+		msg, _ := m["msg"].(string)
+		if _, seen := c.DeniedInstanceTypes[name]; name != "" && !seen {
+			c.DeniedInstanceTypes[name] = Violation{Source: src, Enforcement: enforcement, Message: msg}
+		}
+	}
+	for _, v := range setOf(r, "deny_capacity_types") {
+		m, _ := v.(map[string]any)
+		ct, _ := m["capacityType"].(string)
+		msg, _ := m["msg"].(string)
+		if _, seen := c.DeniedCapacityTypes[ct]; ct != "" && !seen {
+			c.DeniedCapacityTypes[ct] = Violation{Source: src, Enforcement: enforcement, Message: msg}
+		}
+	}
+	for _, v := range setOf(r, "price_ceiling") {
+		m, _ := v.(map[string]any)
+		price, ok := number(m["pricePerHour"])
+		msg, _ := m["msg"].(string)
+		if ok && price > 0 && (c.PriceCeiling == 0 || price < c.PriceCeiling) {
+			c.PriceCeiling = price
+			c.PriceCeilingBy = Violation{Source: src, Enforcement: enforcement, Message: msg}
+		}
+	}
+}
+
+func budgetInForce(r result, src Source, enforcement policyv1.EnforcementAction) *BudgetInForce {
+	m, ok := r["capacity_budget"].(map[string]any)
+	if !ok {
+		return nil
+	}
+	b := &BudgetInForce{Source: src, Enforcement: enforcement}
+	b.HourlyLimit, b.HasLimit = number(m["hourlyLimit"])
+	b.Committed, _ = number(m["committed"])
+	b.Remaining, _ = number(m["remaining"])
+	b.LimitReason, _ = m["limitReason"].(string)
+	if s, ok := m["spot"].(map[string]any); ok {
+		b.Spot.MinPercent, _ = number(s["minPercent"])
+		b.Spot.MaxPercent, _ = number(s["maxPercent"])
+		b.Spot.OnDemandBaseCPU, _ = number(s["onDemandBaseCPU"])
+	}
+	return b
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	case float64:
+		return n, true
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+// LaunchNamespace is a namespace's share of a NodeClaim about to launch.
+type LaunchNamespace struct {
+	Namespace Namespace
+	// Cost is what the NodeClaim attributes to the namespace's pods, USD per hour.
+	Cost float64
+	CPU  float64
+	Pods int
+	// Budget is the namespace's CapacityBudget, nil when it has none; Usage includes the
+	// NodeClaims in flight and those this batch already let through.
+	Budget *policyv1.CapacityBudget
+	Usage  Usage
+}
+
+// LaunchInput is a NodeClaim at the launch gate.
+type LaunchInput struct {
+	NodePool, InstanceType, Family, CapacityType, Zone string
+	PricePerHour                                      float64
+	Namespaces                                        []LaunchNamespace
+	Now                                               time.Time
+}
+
+// Launch evaluates the launch gate for one NodeClaim.
+func (e *Engine) Launch(ctx context.Context, in LaunchInput) *Decision {
+	d := &Decision{}
+	claim := map[string]any{"nodePool": in.NodePool, "instanceType": in.InstanceType, "family": in.Family,
+		"capacityType": in.CapacityType, "zone": in.Zone, "pricePerHour": in.PricePerHour}
+	now := in.Now.UTC().Format(time.RFC3339)
+	budgets := map[string]*policyv1.CapacityBudget{}
+	docs := make([]map[string]any, len(in.Namespaces))
+	for i, ns := range in.Namespaces {
+		docs[i] = map[string]any{"name": ns.Namespace.Name, "labels": namespaceDoc(ns.Namespace)["labels"], "cost": ns.Cost,
+			"cpu": ns.CPU, "pods": ns.Pods, "usage": ns.Usage}
+		if ns.Budget == nil {
+			continue
+		}
+		bd, err := budgetDoc(ns.Budget, in.Now)
+		if err != nil {
+			d.Errors = append(d.Errors, EvalError{Source: budgetSource(ns.Budget), DecisionPoint: policyv1.DecisionPointLaunch, Err: err})
+			continue
+		}
+		docs[i]["budget"] = bd
+		budgets[ns.Namespace.Name] = ns.Budget
+	}
+	if len(budgets) > 0 {
+		e.evalInto(ctx, d, e.builtin, policyv1.DecisionPointLaunch, map[string]any{"nodeClaim": claim, "namespaces": docs, "now": now},
+			func(ns string) (Source, policyv1.EnforcementAction) {
+				if b, ok := budgets[ns]; ok {
+					return budgetSource(b), budgetEnforcement(b)
+				}
+				return Source{Kind: "CapacityBudget", Namespace: ns}, policyv1.EnforcementDeny
+			})
+	}
+	for _, u := range *e.policies.Load() {
+		var selected []map[string]any
+		for i, ns := range in.Namespaces {
+			if u.selects(ns.Namespace) {
+				selected = append(selected, docs[i])
+			}
+		}
+		if len(selected) == 0 {
+			continue
+		}
+		e.evalInto(ctx, d, u, policyv1.DecisionPointLaunch, map[string]any{"nodeClaim": claim, "namespaces": selected, "now": now}, unitEnforcement(u))
+	}
+	return d
+}
+
+func (e *Engine) evalInto(ctx context.Context, d *Decision, u *unit, point string, doc map[string]any, enforcement func(string) (Source, policyv1.EnforcementAction)) {
+	input, err := toValue(doc)
+	var r result
+	if err == nil {
+		r, err = e.eval(ctx, u, point, input)
+	}
+	d.collect(u, point, r, err, enforcement)
+}
+
+// DisruptionNode is a node a disruption command removes or launches.
+type DisruptionNode struct {
+	Name         string  `json:"name,omitempty"`
+	InstanceType string  `json:"instanceType"`
+	Family       string  `json:"family,omitempty"`
+	CapacityType string  `json:"capacityType"`
+	PricePerHour float64 `json:"pricePerHour"`
+}
+
+// DisruptionNamespace is how a disruption command changes a namespace's run-rate.
+type DisruptionNamespace struct {
+	Namespace Namespace
+	// CostDelta is the namespace's attributed run-rate after the command less before.
+	CostDelta float64
+	Budget    *policyv1.CapacityBudget
+	Usage     Usage
+}
+
+// DisruptionInput is a disruption command at the gate: consolidation, drift, expiration.
+type DisruptionInput struct {
+	Reason       string
+	Nodes        []DisruptionNode
+	Replacements []DisruptionNode
+	Namespaces   []DisruptionNamespace
+	Now          time.Time
+}
+
+// Disruption evaluates the disruption gate for one command.
+func (e *Engine) Disruption(ctx context.Context, in DisruptionInput) *Decision {
+	d := &Decision{}
+	command := map[string]any{"reason": in.Reason, "nodes": in.Nodes, "replacements": in.Replacements}
+	if command["replacements"] == nil || len(in.Replacements) == 0 {
+		command["replacements"] = []DisruptionNode{}
+	}
+	now := in.Now.UTC().Format(time.RFC3339)
+	budgets := map[string]*policyv1.CapacityBudget{}
+	docs := make([]map[string]any, len(in.Namespaces))
+	for i, ns := range in.Namespaces {
+		docs[i] = map[string]any{"name": ns.Namespace.Name, "labels": namespaceDoc(ns.Namespace)["labels"], "costDelta": ns.CostDelta, "usage": ns.Usage}
+		if ns.Budget != nil {
+			if bd, err := budgetDoc(ns.Budget, in.Now); err == nil {
+				docs[i]["budget"] = bd
+				budgets[ns.Namespace.Name] = ns.Budget
+			}
+		}
+	}
+	if len(budgets) > 0 {
+		e.evalInto(ctx, d, e.builtin, policyv1.DecisionPointDisruption, map[string]any{"command": command, "namespaces": docs, "now": now},
+			func(ns string) (Source, policyv1.EnforcementAction) {
+				if b, ok := budgets[ns]; ok {
+					return budgetSource(b), budgetEnforcement(b)
+				}
+				return Source{Kind: "CapacityBudget", Namespace: ns}, policyv1.EnforcementDeny
+			})
+	}
+	for _, u := range *e.policies.Load() {
+		var selected []map[string]any
+		for i, ns := range in.Namespaces {
+			if u.selects(ns.Namespace) {
+				selected = append(selected, docs[i])
+			}
+		}
+		if len(selected) > 0 || len(in.Namespaces) == 0 {
+			e.evalInto(ctx, d, u, policyv1.DecisionPointDisruption, map[string]any{"command": command, "namespaces": selected, "now": now}, unitEnforcement(u))
+		}
+	}
+	return d
+}
+
+// AdmissionInput is an object at the validating webhook.
+type AdmissionInput struct {
+	Operation string
+	Kind      string
+	// Object and OldObject are the objects as the API server holds them (OldObject on update).
+	Object, OldObject any
+	// Namespace is the object's namespace; nil for cluster-scoped objects, which only
+	// CapacityPolicies without a namespaceSelector see.
+	Namespace *Namespace
+	// Budget is the object when it is a CapacityBudget.
+	Budget *policyv1.CapacityBudget
+	// Usage is the namespace's run-rate, for CapacityBudgets.
+	Usage Usage
+	Now   time.Time
+}
+
+// Admission evaluates the admission decision point for one object.
+func (e *Engine) Admission(ctx context.Context, in AdmissionInput) *Decision {
+	d := &Decision{}
+	doc := map[string]any{"operation": in.Operation, "kind": in.Kind, "object": in.Object, "usage": in.Usage,
+		"now": in.Now.UTC().Format(time.RFC3339)}
+	if in.OldObject != nil {
+		doc["oldObject"] = in.OldObject
+	}
+	if in.Namespace != nil {
+		doc["namespace"] = namespaceDoc(*in.Namespace)
+	}
+	if in.Budget != nil {
+		bd, err := budgetDoc(in.Budget, in.Now)
+		if err != nil {
+			d.Errors = append(d.Errors, EvalError{Source: budgetSource(in.Budget), DecisionPoint: policyv1.DecisionPointAdmission, Err: err})
+		} else {
+			doc["budget"] = bd
+			src, enf := budgetSource(in.Budget), budgetEnforcement(in.Budget)
+			e.evalInto(ctx, d, e.builtin, policyv1.DecisionPointAdmission, doc, func(string) (Source, policyv1.EnforcementAction) { return src, enf })
+		}
+	}
+	for _, u := range *e.policies.Load() {
+		if in.Namespace != nil && !u.selects(*in.Namespace) {
+			continue
+		}
+		if in.Namespace == nil && !u.selector.Empty() {
+			continue
+		}
+		e.evalInto(ctx, d, u, policyv1.DecisionPointAdmission, doc, unitEnforcement(u))
+	}
+	return d
+}
+
+// Summary is a one-line account of violations, for Events and logs.
+func Summary(vs []Violation) string {
+	msgs := make([]string, len(vs))
+	for i, v := range vs {
+		msgs[i] = v.Message
+	}
+	return strings.Join(msgs, "; ")
+}
