@@ -215,3 +215,7 @@ func toleration(tol *corev1.Toleration, t *corev1.Taint) bool {
 	}
 	return false
 }
+
+// PodRequirements are the node requirements of the pod's nodeSelector and first required
+// node affinity term, without preferences.
+func PodRequirements(p *corev1.Pod) Requirements { return podRequirements(p, 0, nil) }

@@ -54,12 +54,15 @@ type Node struct {
 	InFlight bool
 }
 
-// PolicyHook is how the policy engine constrains new capacity, per namespace and NodePool.
+// PolicyHook is how the policy engine constrains new capacity for a pod on a NodePool: the
+// engine evaluates once per (namespace, NodePool) and adds per-pod choices such as the
+// capacity type that keeps a namespace's Spot share in bounds. It is called for every new
+// NodeClaim a pod is tried on, so it must be cheap (a lookup, not an evaluation).
 type PolicyHook interface {
-	Constraints(namespace, nodePool string) *Constraints
+	Constraints(pod *corev1.Pod, nodePool string) *Constraints
 }
 
-// Constraints are a policy's extra requirements and offering filter for one namespace on one
+// Constraints are a policy's extra requirements and offering filter for a pod on one
 // NodePool.
 type Constraints struct {
 	Requirements []corev1.NodeSelectorRequirement
@@ -201,6 +204,9 @@ type solver struct {
 	nodes      []*existing
 	claims     []*NodeClaim
 	topo       *topology
+	// ahead is the cpu and memory the pods not yet placed request: a NodeClaim grows into a
+	// type only if the batch could still fill it.
+	aheadCPU, aheadMem int64
 }
 
 // Solve places the pods: on existing nodes first, then in-flight ones, then on new NodeClaims
@@ -229,6 +235,12 @@ func Solve(in *Input) (*Result, error) {
 		return PodKey(pods[i]) < PodKey(pods[j])
 	})
 	for _, p := range pods {
+		r := toRes(requests[p])
+		s.aheadCPU, s.aheadMem = s.aheadCPU+r.cpu, s.aheadMem+r.mem
+	}
+	for _, p := range pods {
+		r := toRes(requests[p])
+		s.aheadCPU, s.aheadMem = s.aheadCPU-r.cpu, s.aheadMem-r.mem
 		if reason := s.place(p, requests[p]); reason != "" {
 			res.Unschedulable = append(res.Unschedulable, Unschedulable{Pod: p, Reason: reason})
 		}
@@ -442,7 +454,7 @@ func (s *solver) policy(p *corev1.Pod, pl *pool) *Constraints {
 	if s.in.Policy == nil {
 		return nil
 	}
-	return s.in.Policy.Constraints(p.Namespace, pl.name)
+	return s.in.Policy.Constraints(p, pl.name)
 }
 
 func (s *solver) tryExisting(e *existing, p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) error {
@@ -913,6 +925,11 @@ func (s *solver) efficientTypes(c *NodeClaim, reqs Requirements, types []*instan
 	}
 	var out []*instanceType
 	for _, t := range types {
+		// A type that even every pod still to come could not fill is not efficient, whatever
+		// its price per unit: most of it would stay idle.
+		if total.cpu+s.aheadCPU < t.alloc.cpu && total.mem+s.aheadMem < t.alloc.mem {
+			continue
+		}
 		if off, ok := t.cheapestOffering(reqs, c.filters); ok && cover(t.alloc, off.Price) <= best*growthTolerance {
 			out = append(out, t)
 		}

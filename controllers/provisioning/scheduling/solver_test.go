@@ -451,8 +451,8 @@ func TestDaemonSetOverhead(t *testing.T) {
 
 type denyFamily struct{ family string }
 
-func (d denyFamily) Constraints(namespace, _ string) *Constraints {
-	if namespace != "team-a" {
+func (d denyFamily) Constraints(p *corev1.Pod, _ string) *Constraints {
+	if p.Namespace != "team-a" {
 		return nil
 	}
 	return &Constraints{
