@@ -380,3 +380,17 @@ func (d *Decision) collect(u *unit, point string, r result, err error, enforceme
 func unitEnforcement(u *unit) func(string) (Source, policyv1.EnforcementAction) {
 	return func(string) (Source, policyv1.EnforcementAction) { return u.source, u.enforcementOr(policyv1.EnforcementDeny) }
 }
+
+// AttributedCost is what a pod on a node is charged, by the one definition used everywhere
+// (DESIGN.md section 6): the node's price times the mean of the pod's shares of the node's
+// allocatable cpu and memory. The unrequested remainder is idle cost, charged to no one.
+func AttributedCost(price, cpu, memory, allocatableCPU, allocatableMemory float64) float64 {
+	share := 0.0
+	if allocatableCPU > 0 {
+		share += cpu / allocatableCPU
+	}
+	if allocatableMemory > 0 {
+		share += memory / allocatableMemory
+	}
+	return price * share / 2
+}

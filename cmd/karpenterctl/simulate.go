@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -16,19 +18,24 @@ import (
 	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	karpv1beta1 "github.com/karpenter-policy/karpenter/api/karpenter/v1beta1"
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
+	"github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning/simulate"
+	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/webhooks/conversion"
 	"github.com/karpenter-policy/karpenter/webhooks/offline"
 )
 
 func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs, _, provider := newFlags("simulate", stderr)
-	var nodePoolPaths, workloadPaths, nodePaths paths
+	var nodePoolPaths, workloadPaths, nodePaths, policyPaths paths
 	fs.Var(&nodePoolPaths, "nodepools", "NodePools (v1 or v1beta1): file, directory or -; repeatable")
 	fs.Var(&workloadPaths, "workload", "Pods, Deployments, ReplicaSets, StatefulSets, Jobs and DaemonSets; repeatable")
 	fs.Var(&nodePaths, "nodes", "existing Nodes, with the Pods bound to them; repeatable")
+	fs.Var(&policyPaths, "policies", "CapacityBudgets, CapacityPolicies and Namespaces (for their labels) to apply; repeatable")
 	instanceTypes := fs.String("instance-types", "", "instance-type catalog (JSON); default: the kwok provider's embedded catalog")
+	nowFlag := fs.String("now", "", "the time budgets are evaluated at (RFC 3339, UTC); default: now")
 	output := fs.String("o", "table", "output format: json, table or markdown")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -55,6 +62,15 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
+	now := time.Now().UTC()
+	if *nowFlag != "" {
+		t, err := time.Parse(time.RFC3339, *nowFlag)
+		if err != nil {
+			fmt.Fprintf(stderr, "karpenterctl simulate: --now: %v\n", err)
+			return exitUsage
+		}
+		now = t.UTC()
+	}
 	in := &simulate.Input{InstanceTypes: cat.ForProvider(), Converter: conv}
 	scheme := install.NewScheme()
 	load := func(ps paths, accept func(runtime.Object, offline.Document) error) error {
@@ -80,6 +96,7 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return nil
 	}
+	var namespaces []*corev1.Namespace
 	err := load(nodePoolPaths, func(o runtime.Object, d offline.Document) error {
 		switch o.(type) {
 		case *karpv1.NodePool, *karpv1beta1.NodePool:
@@ -90,9 +107,12 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	})
 	if err == nil {
 		err = load(workloadPaths, func(o runtime.Object, d offline.Document) error {
-			switch o.(type) {
+			switch v := o.(type) {
 			case *corev1.Pod, *appsv1.Deployment, *appsv1.ReplicaSet, *appsv1.StatefulSet, *batchv1.Job, *appsv1.DaemonSet:
 				in.Workloads = append(in.Workloads, o)
+				return nil
+			case *corev1.Namespace:
+				namespaces = append(namespaces, v)
 				return nil
 			}
 			return fmt.Errorf("%s:%d: %s is not a workload (Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet)", d.File, d.Line, d.GVK().Kind)
@@ -113,6 +133,29 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 			return fmt.Errorf("%s:%d: %s is neither a Node nor a Pod", d.File, d.Line, d.GVK().Kind)
 		})
+	}
+	var pols []policyDoc
+	var budgets []*policyv1.CapacityBudget
+	if err == nil && len(policyPaths) > 0 {
+		err = load(policyPaths, func(o runtime.Object, d offline.Document) error {
+			switch v := o.(type) {
+			case *policyv1.CapacityBudget:
+				if v.Namespace == "" {
+					return fmt.Errorf("%s:%d: CapacityBudget %s has no metadata.namespace: a budget governs the namespace it is in", d.File, d.Line, v.Name)
+				}
+				budgets = append(budgets, v)
+			case *policyv1.CapacityPolicy:
+				pols = append(pols, policyDoc{v, d})
+			case *corev1.Namespace:
+				namespaces = append(namespaces, v)
+			default:
+				return fmt.Errorf("%s:%d: %s is not a CapacityBudget, CapacityPolicy or Namespace", d.File, d.Line, d.GVK().Kind)
+			}
+			return nil
+		})
+		if err == nil {
+			in.Planner, err = planner(pols, budgets, namespaces, now)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "karpenterctl simulate:", err)
@@ -149,6 +192,9 @@ func writeTable(w io.Writer, r *simulate.Report) {
 	for _, u := range r.Unschedulable {
 		fmt.Fprintf(w, "unschedulable %s: %s\n", u.Pod, u.Reason)
 	}
+	writeNamespaces(w, r, func(name string, n *simulate.NamespaceReport, limit string) string {
+		return fmt.Sprintf("namespace %s: $%.4f/hour%s, Spot %.1f%%, %d pods blocked", name, n.PricePerHour, limit, n.SpotPercent, len(n.BlockedPods))
+	})
 	t := r.Totals
 	fmt.Fprintf(w, "total: %d nodes, $%.4f/hour, cpu %.0f%%, memory %.0f%% allocated; lower bound $%.4f/hour (x%.3f); %d pods placed, %d unschedulable\n",
 		t.Nodes, t.PricePerHour, t.CPUUtilization*100, t.MemoryUtilization*100, t.LowerBoundPerHour, t.RatioToLowerBound, t.Pods, t.Unschedulable)
@@ -166,10 +212,82 @@ func writeMarkdown(w io.Writer, r *simulate.Report) {
 		}
 		fmt.Fprintln(w)
 	}
+	if len(r.Namespaces) > 0 {
+		fmt.Fprintln(w, "| namespace | $/hour | limit | Spot % | blocked pods |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+		writeNamespaces(w, r, func(name string, n *simulate.NamespaceReport, limit string) string {
+			if limit == "" {
+				limit = "-"
+			}
+			return fmt.Sprintf("| %s | %.4f | %s | %.1f | %d |", name, n.PricePerHour, strings.TrimPrefix(limit, " of $"), n.SpotPercent, len(n.BlockedPods))
+		})
+		fmt.Fprintln(w)
+	}
 	if len(r.Unschedulable) > 0 {
 		fmt.Fprintf(w, "%d pods stay pending:\n\n", len(r.Unschedulable))
 		for _, u := range r.Unschedulable {
 			fmt.Fprintf(w, "- `%s`: %s\n", u.Pod, strings.ReplaceAll(u.Reason, "|", "\\|"))
 		}
 	}
+}
+
+// writeNamespaces prints a line per namespace, in name order, then the policy warnings.
+func writeNamespaces(w io.Writer, r *simulate.Report, line func(name string, n *simulate.NamespaceReport, limit string) string) {
+	names := make([]string, 0, len(r.Namespaces))
+	for name := range r.Namespaces {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		n := r.Namespaces[name]
+		limit := ""
+		if n.HourlyLimit != nil {
+			limit = fmt.Sprintf(" of $%.2f", *n.HourlyLimit)
+		}
+		fmt.Fprintln(w, line(name, n, limit))
+	}
+	for _, pw := range r.PolicyWarnings {
+		fmt.Fprintln(w, "policy warning:", pw)
+	}
+}
+
+type policyDoc struct {
+	policy *policyv1.CapacityPolicy
+	doc    offline.Document
+}
+
+// planner builds the policy planner of a simulation; a CapacityPolicy that does not compile
+// is an error naming its file and line.
+func planner(pols []policyDoc, budgets []*policyv1.CapacityBudget, namespaces []*corev1.Namespace, now time.Time) (*policy.Planner, error) {
+	engine, err := policies.NewEngine()
+	if err != nil {
+		return nil, err
+	}
+	objs := make([]policyv1.CapacityPolicy, len(pols))
+	where := map[string]offline.Document{}
+	for i, p := range pols {
+		objs[i] = *p.policy
+		where[p.policy.Name] = p.doc
+	}
+	if probs := engine.SetPolicies(objs); len(probs) > 0 {
+		var msgs []string
+		for _, pp := range probs {
+			d := where[pp.Policy]
+			for _, pr := range pp.Problems {
+				msgs = append(msgs, fmt.Sprintf("%s:%d: CapacityPolicy %s: %s", d.File, d.Line, pp.Policy, pr.Error()))
+			}
+		}
+		return nil, fmt.Errorf("policies do not compile:\n  %s", strings.Join(msgs, "\n  "))
+	}
+	pl := &policy.Planner{Engine: engine, Namespaces: map[string]policies.Namespace{}, Budgets: map[string]*policyv1.CapacityBudget{}, Now: now}
+	for _, ns := range namespaces {
+		pl.Namespaces[ns.Name] = policies.Namespace{Name: ns.Name, Labels: ns.Labels}
+	}
+	for _, b := range budgets {
+		if prev, ok := pl.Budgets[b.Namespace]; ok {
+			return nil, fmt.Errorf("namespace %s has two CapacityBudgets, %s and %s; a namespace has one", b.Namespace, prev.Name, b.Name)
+		}
+		pl.Budgets[b.Namespace] = b
+	}
+	return pl, nil
 }

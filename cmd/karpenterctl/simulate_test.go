@@ -140,3 +140,60 @@ func TestSimulateOutputsAndErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestSimulatePolicies(t *testing.T) {
+	dir := filepath.Join(repo, "test", "policies")
+	code, out, errOut := karpenterctl(t, "", "simulate", "--nodepools", filepath.Join(dir, "nodepools.yaml"), "--workload", filepath.Join(dir, "workload.yaml"),
+		"--policies", filepath.Join(dir, "policies.yaml"), "--now", "2026-11-16T12:00:00Z", "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var raw map[string]map[string]map[string]any
+	_ = json.Unmarshal([]byte(out), &raw)
+	r := &simulate.Report{}
+	if err := json.Unmarshal([]byte(out), r); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"team-a", "team-b"} {
+		ns := r.Namespaces[name]
+		if ns == nil || raw["namespaces"][name]["pricePerHour"] == nil || raw["namespaces"][name]["spotPercent"] == nil || raw["namespaces"][name]["blockedPods"] == nil {
+			t.Fatalf("namespaces.%s must have pricePerHour, spotPercent and blockedPods:\n%s", name, out)
+		}
+		if ns.HourlyLimit == nil || ns.PricePerHour > *ns.HourlyLimit+0.005 {
+			t.Errorf("%s: $%.4f/hour over its limit %v", name, ns.PricePerHour, ns.HourlyLimit)
+		}
+	}
+	if a := r.Namespaces["team-a"]; a.SpotPercent < 50 || a.SpotPercent > 80 {
+		t.Errorf("team-a's Spot share %.1f is outside [50, 80]", a.SpotPercent)
+	}
+	if b := r.Namespaces["team-b"]; b.SpotPercent != 100 {
+		t.Errorf("team-b runs all Spot, got %.1f", b.SpotPercent)
+	}
+	// team-b's workers cost more than its $1.50/hour: some are held back, named in both lists.
+	blocked := r.Namespaces["team-b"].BlockedPods
+	if len(blocked) == 0 || !strings.HasPrefix(blocked[0].Reason, "CapacityBudget team-b/default: hourly cost ") {
+		t.Fatalf("team-b's blocked pods: %+v", blocked)
+	}
+	listed := false
+	for _, u := range r.Unschedulable {
+		listed = listed || (u.Pod == blocked[0].Pod && u.Reason == blocked[0].Reason)
+	}
+	if !listed {
+		t.Error("blocked pods are also listed under unschedulable")
+	}
+	// The dev namespace's GPU job is refused by the CapacityPolicy.
+	for _, u := range r.Unschedulable {
+		if u.Pod == "team-b/train-0" && !strings.Contains(u.Reason, "CapacityPolicy no-gpu-in-dev") {
+			t.Errorf("train-0: %s", u.Reason)
+		}
+	}
+}
+
+func TestSimulatePoliciesThatDoNotCompile(t *testing.T) {
+	bad := filepath.Join(writeFiles(t, map[string]string{"bad.yaml": "apiVersion: policy.karpenter.sh/v1\nkind: CapacityPolicy\nmetadata: {name: broken}\nspec:\n  modules:\n  - name: x.rego\n    rego: |\n      package karpenter.provisioning\n      deny contains x if {\n"}), "bad.yaml")
+	code, _, errOut := karpenterctl(t, "", "simulate", "--nodepools", filepath.Join(repo, "test", "policies", "nodepools.yaml"),
+		"--workload", filepath.Join(repo, "test", "policies", "workload.yaml"), "--policies", bad)
+	if code != exitUsage || !strings.Contains(errOut, bad+":1: CapacityPolicy broken: x.rego:") {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+}

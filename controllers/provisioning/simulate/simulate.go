@@ -19,6 +19,7 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	karpv1beta1 "github.com/karpenter-policy/karpenter/api/karpenter/v1beta1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 	"github.com/karpenter-policy/karpenter/webhooks/conversion"
 )
@@ -31,7 +32,8 @@ type Input struct {
 	BoundPods     []*corev1.Pod // pods with spec.nodeName, from the nodes' files
 	InstanceTypes []*cloudprovider.InstanceType
 	Converter     *conversion.Converter
-	Policy        scheduling.PolicyHook
+	// Planner, when set, applies CapacityBudgets and CapacityPolicies around the solver.
+	Planner *policy.Planner
 }
 
 // Report is the simulation's outcome; its JSON shape is documented in docs/simulate.md.
@@ -40,6 +42,20 @@ type Report struct {
 	ExistingNodes []ExistingNode `json:"existingNodes"`
 	Unschedulable []Pending      `json:"unschedulable"`
 	Totals        Totals         `json:"totals"`
+	// Namespaces account for each namespace with pending pods when policies are applied.
+	Namespaces map[string]*NamespaceReport `json:"namespaces,omitempty"`
+	// PolicyWarnings are Warn results (and DryRun ones, marked so); they blocked nothing.
+	PolicyWarnings []string `json:"policyWarnings,omitempty"`
+}
+
+// NamespaceReport is one namespace under the policies: its run-rate and Spot share once the
+// new NodeClaims launch (existing nodes included), and the pods policies keep pending.
+type NamespaceReport struct {
+	PricePerHour float64 `json:"pricePerHour"`
+	SpotPercent  float64 `json:"spotPercent"`
+	// HourlyLimit is its CapacityBudget's limit in force, when it has one.
+	HourlyLimit *float64  `json:"hourlyLimit,omitempty"`
+	BlockedPods []Pending `json:"blockedPods"`
 }
 
 // NodeClaim is a node to launch.
@@ -104,11 +120,49 @@ func Run(ctx context.Context, in *Input) (*Report, error) {
 		solverPools = append(solverPools, &scheduling.NodePool{NodePool: np, InstanceTypes: in.InstanceTypes, DaemonSetOverhead: scheduling.DaemonSetOverhead(np, templates)})
 	}
 	nodes := existingNodes(in.Nodes, in.BoundPods)
-	res, err := scheduling.Solve(&scheduling.Input{Pods: pods, NodePools: solverPools, Nodes: nodes, Policy: in.Policy})
+	solverIn := &scheduling.Input{Pods: pods, NodePools: solverPools, Nodes: nodes}
+	if in.Planner == nil {
+		res, err := scheduling.Solve(solverIn)
+		if err != nil {
+			return nil, err
+		}
+		return report(res), nil
+	}
+	out, err := in.Planner.Solve(ctx, solverIn)
 	if err != nil {
 		return nil, err
 	}
-	return report(res), nil
+	r := report(out.Result)
+	r.Namespaces = map[string]*NamespaceReport{}
+	for name, ns := range out.Namespaces {
+		nr := &NamespaceReport{PricePerHour: round(ns.PricePerHour()), SpotPercent: round(ns.After().SpotPercent()), BlockedPods: []Pending{}}
+		if ns.Budget != nil && ns.Budget.HasLimit {
+			l := round(ns.Budget.HourlyLimit)
+			nr.HourlyLimit = &l
+		}
+		for _, b := range ns.Blocked {
+			nr.BlockedPods = append(nr.BlockedPods, Pending{Pod: scheduling.PodKey(b.Pod), Reason: b.Violation.Message})
+		}
+		sort.Slice(nr.BlockedPods, func(i, j int) bool { return naturalLess(nr.BlockedPods[i].Pod, nr.BlockedPods[j].Pod) })
+		r.Namespaces[name] = nr
+	}
+	for _, w := range out.Warnings {
+		r.PolicyWarnings = append(r.PolicyWarnings, w.Message)
+	}
+	for _, w := range out.DryRun {
+		r.PolicyWarnings = append(r.PolicyWarnings, "dry run: "+w.Message)
+	}
+	for _, e := range out.Errors {
+		r.PolicyWarnings = append(r.PolicyWarnings, "evaluation error: "+e.Error())
+	}
+	sort.Strings(r.PolicyWarnings)
+	r.Unschedulable = sortedPending(r.Unschedulable)
+	return r, nil
+}
+
+func sortedPending(ps []Pending) []Pending {
+	sort.SliceStable(ps, func(i, j int) bool { return naturalLess(ps[i].Pod, ps[j].Pod) })
+	return ps
 }
 
 func nodePools(ctx context.Context, in *Input) ([]*karpv1.NodePool, error) {
@@ -147,6 +201,7 @@ func Expand(o runtime.Object) ([]*corev1.Pod, error) {
 		if p.Namespace == "" {
 			p.Namespace = corev1.NamespaceDefault
 		}
+		defaultRequests(&p.Spec)
 		return []*corev1.Pod{p}, nil
 	case *appsv1.Deployment:
 		meta, template = w.ObjectMeta, w.Spec.Template
@@ -185,9 +240,29 @@ func Expand(o runtime.Object) ([]*corev1.Pod, error) {
 		p := &corev1.Pod{ObjectMeta: *template.ObjectMeta.DeepCopy(), Spec: *template.Spec.DeepCopy()}
 		p.Name = fmt.Sprintf("%s-%d", meta.Name, i)
 		p.Namespace = ns
+		defaultRequests(&p.Spec)
 		pods = append(pods, p)
 	}
 	return pods, nil
+}
+
+// defaultRequests sets a container's request to its limit where only the limit is given, as
+// the API server's defaulting does: a GPU asked for in limits alone is requested.
+func defaultRequests(spec *corev1.PodSpec) {
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			r := &cs[i].Resources
+			for name, q := range r.Limits {
+				if _, ok := r.Requests[name]; ok {
+					continue
+				}
+				if r.Requests == nil {
+					r.Requests = corev1.ResourceList{}
+				}
+				r.Requests[name] = q.DeepCopy()
+			}
+		}
+	}
 }
 
 func existingNodes(nodes []*corev1.Node, bound []*corev1.Pod) []*scheduling.Node {

@@ -1,0 +1,563 @@
+// Package policy puts the policy engine around the solver for one provisioning batch, the
+// same way for the provisioner and for `karpenterctl simulate --policies`:
+//
+//  1. once per (namespace, NodePool) the engine turns budgets and CapacityPolicies into
+//     constraints: instance types and capacity types refused, a price ceiling, the budget in
+//     force;
+//  2. each namespace's pods are assigned Spot or on-demand so that its Spot share ends within
+//     its bounds above the on-demand base;
+//  3. the solver places the pods with those constraints through its policy hook;
+//  4. pods that would take a namespace past its hourly limit are held back, cheapest kept
+//     first, and the rest solved again;
+//  5. every new NodeClaim passes the launch gate with the cost it attributes to each
+//     namespace, counting the NodeClaims in flight and those let through before it.
+//
+// It does no I/O.
+package policy
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+	"github.com/karpenter-policy/karpenter/policies"
+)
+
+// Planner applies the policies in force to one batch.
+type Planner struct {
+	Engine *policies.Engine
+	// Namespaces by name, with their labels; a pod's namespace missing here has no labels.
+	Namespaces map[string]policies.Namespace
+	// Budgets are the CapacityBudgets by namespace.
+	Budgets map[string]*policyv1.CapacityBudget
+	Now     time.Time
+}
+
+// Outcome is a batch's decision with the policies applied.
+type Outcome struct {
+	// Result is the solver's decision; Unschedulable includes the pods policies hold back,
+	// and NodeClaims only those the launch gate let through.
+	Result *scheduling.Result
+	// Blocked are the pods a Deny holds back, each with the violation.
+	Blocked []Blocked
+	// Warnings are Warn results and the violations of Warn sources; DryRun those of DryRun
+	// sources. Neither blocked anything.
+	Warnings []policies.Violation
+	DryRun   []policies.Violation
+	Errors   []policies.EvalError
+	// Namespaces are the namespaces with pending pods, by name.
+	Namespaces map[string]*Namespace
+}
+
+// Blocked is a pod a policy keeps pending.
+type Blocked struct {
+	Pod       *corev1.Pod
+	Violation policies.Violation
+}
+
+// Namespace is one namespace's account of the batch.
+type Namespace struct {
+	// Before is its usage on running nodes and in-flight NodeClaims before the batch.
+	Before policies.Usage
+	// Added is what the batch's placements add, new NodeClaims counted in flight.
+	Added policies.Usage
+	// Budget is its budget in force, nil when it has none.
+	Budget  *policies.BudgetInForce
+	Blocked []Blocked
+}
+
+// After is the namespace's usage once the batch's NodeClaims launch.
+func (n *Namespace) After() policies.Usage { return n.Before.Add(n.Added) }
+
+// PricePerHour is its run-rate once the batch launches.
+func (n *Namespace) PricePerHour() float64 {
+	a := n.After()
+	return a.HourlyCost + a.InFlightHourlyCost
+}
+
+// trimRounds bounds how often pods over a budget are held back and the rest solved again;
+// the launch gate catches what packing changes after the last round.
+const trimRounds = 3
+
+// budgetTolerance keeps rounding in attribution from refusing what exactly fits; the Rego
+// library uses the same.
+const budgetTolerance = 0.005
+
+type nsPool struct{ namespace, pool string }
+
+// Solve runs the batch through the policies and the solver.
+func (p *Planner) Solve(ctx context.Context, in *scheduling.Input) (*Outcome, error) {
+	book := NewPriceBook(in.NodePools)
+	before := UsageOf(in.Nodes, book)
+	out := &Outcome{Namespaces: map[string]*Namespace{}}
+	var order []string
+	for _, pod := range in.Pods {
+		if _, ok := out.Namespaces[pod.Namespace]; !ok {
+			out.Namespaces[pod.Namespace] = &Namespace{Before: before[pod.Namespace]}
+			order = append(order, pod.Namespace)
+		}
+	}
+	cons, err := p.evaluate(ctx, in, order, before, out)
+	if err != nil {
+		return nil, err
+	}
+	h := newHook(cons)
+	pending := make([]*corev1.Pod, 0, len(in.Pods))
+	for _, pod := range in.Pods {
+		if v, blocked := deniedEverywhere(cons, pod.Namespace, in.NodePools); blocked {
+			out.block(pod, v)
+			continue
+		}
+		pending = append(pending, pod)
+	}
+	assignCapacityTypes(h, pending, in.NodePools, out.Namespaces)
+	var res *scheduling.Result
+	for round := 0; ; round++ {
+		solveIn := *in
+		solveIn.Pods, solveIn.Policy = pending, h
+		if res, err = scheduling.Solve(&solveIn); err != nil {
+			return nil, err
+		}
+		over := p.overBudget(res, in.Nodes, book, out.Namespaces)
+		if len(over) == 0 || round == trimRounds {
+			break
+		}
+		held := map[*corev1.Pod]bool{}
+		for _, b := range over {
+			out.block(b.Pod, b.Violation)
+			held[b.Pod] = true
+		}
+		kept := pending[:0:0]
+		for _, pod := range pending {
+			if !held[pod] {
+				kept = append(kept, pod)
+			}
+		}
+		pending = kept
+	}
+	p.gate(ctx, res, out)
+	p.account(res, in.Nodes, book, out)
+	for _, b := range out.Blocked {
+		res.Unschedulable = append(res.Unschedulable, scheduling.Unschedulable{Pod: b.Pod, Reason: b.Violation.Message})
+	}
+	out.Result, out.Warnings, out.DryRun = res, dedupe(out.Warnings), dedupe(out.DryRun)
+	return out, nil
+}
+
+func (o *Outcome) block(pod *corev1.Pod, v policies.Violation) {
+	b := Blocked{Pod: pod, Violation: v}
+	o.Blocked = append(o.Blocked, b)
+	if ns, ok := o.Namespaces[pod.Namespace]; ok {
+		ns.Blocked = append(ns.Blocked, b)
+	}
+}
+
+// evaluate runs the provisioning decision point once per (namespace, NodePool).
+func (p *Planner) evaluate(ctx context.Context, in *scheduling.Input, namespaces []string, before map[string]policies.Usage, out *Outcome) (map[nsPool]*policies.Constraints, error) {
+	types := make(map[string]*policies.InstanceTypes, len(in.NodePools))
+	for _, np := range in.NodePools {
+		its, err := policies.NewInstanceTypes(instanceTypeInfos(np.InstanceTypes))
+		if err != nil {
+			return nil, fmt.Errorf("nodepool %s: %w", np.NodePool.Name, err)
+		}
+		types[np.NodePool.Name] = its
+	}
+	cons := map[nsPool]*policies.Constraints{}
+	for _, name := range namespaces {
+		ns, ok := p.Namespaces[name]
+		if !ok {
+			ns = policies.Namespace{Name: name}
+		}
+		for _, np := range in.NodePools {
+			c := p.Engine.Provisioning(ctx, policies.ProvisioningInput{Namespace: ns, NodePool: np.NodePool.Name,
+				InstanceTypes: types[np.NodePool.Name], Budget: p.Budgets[name], Usage: before[name], Now: p.Now})
+			cons[nsPool{name, np.NodePool.Name}] = c
+			out.Warnings = append(out.Warnings, c.Warned()...)
+			out.DryRun = append(out.DryRun, c.DryRun()...)
+			out.Errors = append(out.Errors, c.Errors...)
+			if c.Budget != nil && out.Namespaces[name].Budget == nil {
+				out.Namespaces[name].Budget = c.Budget
+			}
+		}
+	}
+	return cons, nil
+}
+
+func instanceTypeInfos(its []*cloudprovider.InstanceType) []policies.InstanceTypeInfo {
+	out := make([]policies.InstanceTypeInfo, 0, len(its))
+	for _, it := range its {
+		info := policies.InstanceTypeInfo{Name: it.Name, Family: Family(it), Category: it.Labels[karpv1.LabelInstanceCategory],
+			Architecture: it.Labels[corev1.LabelArchStable], GPUName: it.Labels[karpv1.LabelInstanceGPUName],
+			CPU: float64(it.Capacity.Cpu().MilliValue()) / 1000, MemoryGiB: float64(it.Capacity.Memory().Value()) / (1 << 30)}
+		fmt.Sscan(it.Labels[karpv1.LabelInstanceGeneration], &info.Generation)
+		fmt.Sscan(it.Labels[karpv1.LabelInstanceGPUCount], &info.GPUs)
+		cts := map[string]bool{}
+		first := true
+		for _, o := range it.Offerings.Available() {
+			if !cts[o.CapacityType] {
+				cts[o.CapacityType] = true
+				info.CapacityTypes = append(info.CapacityTypes, o.CapacityType)
+			}
+			if first || o.Price < info.MinPricePerHour {
+				info.MinPricePerHour, first = o.Price, false
+			}
+		}
+		sort.Strings(info.CapacityTypes)
+		out = append(out, info)
+	}
+	return out
+}
+
+// deniedEverywhere reports a Deny that keeps the namespace off every NodePool.
+func deniedEverywhere(cons map[nsPool]*policies.Constraints, ns string, pools []*scheduling.NodePool) (policies.Violation, bool) {
+	var first policies.Violation
+	for i, np := range pools {
+		d := cons[nsPool{ns, np.NodePool.Name}].Denied()
+		if len(d) == 0 {
+			return policies.Violation{}, false
+		}
+		if i == 0 {
+			first = d[0]
+		}
+	}
+	return first, len(pools) > 0
+}
+
+// overBudget finds the pods that would take a namespace past its hourly limit: with what
+// the namespace already commits and its placements on existing nodes counted first, the
+// pods on new NodeClaims are kept cheapest first while they fit.
+func (p *Planner) overBudget(res *scheduling.Result, nodes []*scheduling.Node, book PriceBook, namespaces map[string]*Namespace) []Blocked {
+	running := map[string]float64{}
+	for name, ns := range namespaces {
+		if b := ns.Budget; b != nil && b.HasLimit && b.Enforcement == policyv1.EnforcementDeny {
+			running[name] = b.Committed
+		}
+	}
+	if len(running) == 0 {
+		return nil
+	}
+	byName := map[string]*scheduling.Node{}
+	for _, n := range nodes {
+		byName[n.Name] = n
+	}
+	for name, pods := range res.Existing {
+		n := byName[name]
+		if n == nil {
+			continue
+		}
+		price, _ := book.Price(n.Labels)
+		for _, pod := range pods {
+			if _, ok := running[pod.Namespace]; ok {
+				c, _ := podCost(pod, price, n.Allocatable)
+				running[pod.Namespace] += c
+			}
+		}
+	}
+	type placed struct {
+		pod  *corev1.Pod
+		cost float64
+	}
+	onClaims := map[string][]placed{}
+	for _, c := range res.NodeClaims {
+		alloc := c.InstanceType.Allocatable()
+		for _, pod := range c.Pods {
+			if _, ok := running[pod.Namespace]; ok {
+				cost, _ := podCost(pod, c.Offering.Price, alloc)
+				onClaims[pod.Namespace] = append(onClaims[pod.Namespace], placed{pod, cost})
+			}
+		}
+	}
+	var over []Blocked
+	names := make([]string, 0, len(onClaims))
+	for name := range onClaims {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		ps, b := onClaims[name], namespaces[name].Budget
+		sort.SliceStable(ps, func(i, j int) bool {
+			if ps[i].cost != ps[j].cost {
+				return ps[i].cost < ps[j].cost
+			}
+			return scheduling.PodKey(ps[i].pod) < scheduling.PodKey(ps[j].pod)
+		})
+		total := running[name]
+		for _, x := range ps {
+			if total+x.cost <= b.HourlyLimit+budgetTolerance {
+				total += x.cost
+				continue
+			}
+			over = append(over, Blocked{Pod: x.pod, Violation: policies.Violation{Source: b.Source, Enforcement: b.Enforcement, Namespace: name,
+				Message: fmt.Sprintf("%s: hourly cost %.2f + %.2f would exceed %.2f (%s)", b.Source, total, x.cost, b.HourlyLimit, b.LimitReason)}})
+		}
+	}
+	return over
+}
+
+// gate passes each new NodeClaim through the launch decision point, in order, counting the
+// ones let through before it as in flight; a denied NodeClaim is dropped and its pods held.
+func (p *Planner) gate(ctx context.Context, res *scheduling.Result, out *Outcome) {
+	launched := map[string]float64{}
+	kept := res.NodeClaims[:0:0]
+	for _, c := range res.NodeClaims {
+		alloc := c.InstanceType.Allocatable()
+		shares := map[string]*policies.LaunchNamespace{}
+		var names []string
+		for _, pod := range c.Pods {
+			s, ok := shares[pod.Namespace]
+			if !ok {
+				ns, known := p.Namespaces[pod.Namespace]
+				if !known {
+					ns = policies.Namespace{Name: pod.Namespace}
+				}
+				usage := out.Namespaces[pod.Namespace].Before
+				usage.InFlightHourlyCost += launched[pod.Namespace]
+				s = &policies.LaunchNamespace{Namespace: ns, Budget: p.Budgets[pod.Namespace], Usage: usage}
+				shares[pod.Namespace] = s
+				names = append(names, pod.Namespace)
+			}
+			cost, cpu := podCost(pod, c.Offering.Price, alloc)
+			s.Cost += cost
+			s.CPU += cpu
+			s.Pods++
+		}
+		sort.Strings(names)
+		in := policies.LaunchInput{NodePool: c.NodePool, InstanceType: c.InstanceType.Name, Family: Family(c.InstanceType),
+			CapacityType: c.Offering.CapacityType, Zone: c.Offering.Zone, PricePerHour: c.Offering.Price, Now: p.Now}
+		for _, n := range names {
+			in.Namespaces = append(in.Namespaces, *shares[n])
+		}
+		d := p.Engine.Launch(ctx, in)
+		out.Warnings = append(out.Warnings, d.Warned()...)
+		out.DryRun = append(out.DryRun, d.DryRun()...)
+		out.Errors = append(out.Errors, d.Errors...)
+		if denied := d.Denied(); len(denied) > 0 {
+			for _, pod := range c.Pods {
+				v := denied[0]
+				for _, x := range denied {
+					if x.Namespace == pod.Namespace {
+						v = x
+						break
+					}
+				}
+				if v.Namespace != pod.Namespace {
+					v.Message = fmt.Sprintf("NodeClaim %s shared with pods %s denies: %s", c.InstanceType.Name, v.Source, v.Message)
+				}
+				out.block(pod, v)
+			}
+			continue
+		}
+		for n, s := range shares {
+			launched[n] += s.Cost
+		}
+		kept = append(kept, c)
+	}
+	res.NodeClaims = kept
+}
+
+// account adds the batch's placements to each namespace's usage.
+func (p *Planner) account(res *scheduling.Result, nodes []*scheduling.Node, book PriceBook, out *Outcome) {
+	added := map[string]policies.Usage{}
+	byName := map[string]*scheduling.Node{}
+	for _, n := range nodes {
+		byName[n.Name] = n
+	}
+	for name, pods := range res.Existing {
+		if n := byName[name]; n != nil {
+			price, _ := book.Price(n.Labels)
+			for _, pod := range pods {
+				charge(added, pod, price, n.Allocatable, n.Labels[karpv1.CapacityTypeLabelKey], n.InFlight)
+			}
+		}
+	}
+	for _, c := range res.NodeClaims {
+		alloc := c.InstanceType.Allocatable()
+		for _, pod := range c.Pods {
+			charge(added, pod, c.Offering.Price, alloc, c.Offering.CapacityType, true)
+		}
+	}
+	for name, u := range added {
+		if ns, ok := out.Namespaces[name]; ok {
+			ns.Added = u
+		}
+	}
+}
+
+func dedupe(vs []policies.Violation) []policies.Violation {
+	seen := map[string]bool{}
+	var out []policies.Violation
+	for _, v := range vs {
+		k := v.Source.String() + "\x00" + v.Message
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// hook is the solver's view of the constraints: a lookup per pod and NodePool.
+type hook struct {
+	cons map[nsPool]*policies.Constraints
+	// capacityType is the capacity type a pod was assigned to keep its namespace's Spot share.
+	capacityType map[*corev1.Pod]string
+	built        map[hookKey]*scheduling.Constraints
+}
+
+type hookKey struct {
+	nsPool
+	capacityType string
+}
+
+func newHook(cons map[nsPool]*policies.Constraints) *hook {
+	return &hook{cons: cons, capacityType: map[*corev1.Pod]string{}, built: map[hookKey]*scheduling.Constraints{}}
+}
+
+// Constraints implements scheduling.PolicyHook.
+func (h *hook) Constraints(pod *corev1.Pod, pool string) *scheduling.Constraints {
+	k := hookKey{nsPool{pod.Namespace, pool}, h.capacityType[pod]}
+	if c, ok := h.built[k]; ok {
+		return c
+	}
+	c := toSolver(h.cons[k.nsPool], k.capacityType)
+	h.built[k] = c
+	return c
+}
+
+// toSolver turns a (namespace, NodePool)'s constraints and a pod's capacity type into the
+// solver's requirements and offering filter; nil when nothing constrains.
+func toSolver(c *policies.Constraints, capacityType string) *scheduling.Constraints {
+	if c == nil {
+		c = &policies.Constraints{}
+	}
+	denied := c.Denied()
+	if len(denied) == 0 && len(c.DeniedInstanceTypes) == 0 && len(c.DeniedCapacityTypes) == 0 && c.PriceCeiling == 0 && capacityType == "" {
+		return nil
+	}
+	out := &scheduling.Constraints{}
+	var sources []string
+	seen := map[string]bool{}
+	add := func(s string) {
+		if !seen[s] {
+			seen[s] = true
+			sources = append(sources, s)
+		}
+	}
+	if capacityType != "" {
+		out.Requirements = []corev1.NodeSelectorRequirement{{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{capacityType}}}
+		if c.Budget != nil {
+			add(fmt.Sprintf("%s (Spot share: %s)", c.Budget.Source, capacityType))
+		}
+	}
+	for _, v := range c.DeniedInstanceTypes {
+		add(v.Source.String())
+	}
+	for _, v := range c.DeniedCapacityTypes {
+		add(v.Source.String())
+	}
+	if c.PriceCeiling > 0 {
+		add(fmt.Sprintf("%s (at most $%.4f/hour)", c.PriceCeilingBy.Source, c.PriceCeiling))
+	}
+	if len(denied) > 0 {
+		out.AllowOffering = func(*cloudprovider.InstanceType, cloudprovider.Offering) bool { return false }
+		out.Source = denied[0].Message
+		return out
+	}
+	types, cts, ceiling := c.DeniedInstanceTypes, c.DeniedCapacityTypes, c.PriceCeiling
+	if len(types) > 0 || len(cts) > 0 || ceiling > 0 {
+		out.AllowOffering = func(it *cloudprovider.InstanceType, o cloudprovider.Offering) bool {
+			if _, no := types[it.Name]; no {
+				return false
+			}
+			if _, no := cts[o.CapacityType]; no {
+				return false
+			}
+			return ceiling == 0 || o.Price <= ceiling
+		}
+	}
+	sort.Strings(sources)
+	for i, s := range sources {
+		if i > 0 {
+			out.Source += ", "
+		}
+		out.Source += s
+	}
+	return out
+}
+
+// assignCapacityTypes assigns each pod of a namespace with Spot bounds to Spot or on-demand
+// so the namespace's share of vCPU above its on-demand base ends within the bounds,
+// preferring Spot (cheaper) up to the maximum. Pods that can run on one capacity type only
+// (their own requirements, or the NodePools') count where they must.
+func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*scheduling.NodePool, namespaces map[string]*Namespace) {
+	offered := map[string]bool{}
+	for _, np := range pools {
+		r := scheduling.NewRequirements(np.NodePool.Spec.Template.Spec.Requirements...)[karpv1.CapacityTypeLabelKey]
+		for _, ct := range []string{karpv1.CapacityTypeSpot, karpv1.CapacityTypeOnDemand} {
+			if r == nil || r.Has(ct) {
+				offered[ct] = true
+			}
+		}
+	}
+	byNS := map[string][]*corev1.Pod{}
+	for _, pod := range pods {
+		byNS[pod.Namespace] = append(byNS[pod.Namespace], pod)
+	}
+	for name, nsPods := range byNS {
+		b := namespaces[name].Budget
+		if b == nil || b.Enforcement != policyv1.EnforcementDeny || (b.Spot.MinPercent <= 0 && b.Spot.MaxPercent >= 100) {
+			continue
+		}
+		before := namespaces[name].Before
+		spot, onDemand := before.SpotCPU, before.OnDemandCPU
+		type flex struct {
+			pod *corev1.Pod
+			cpu float64
+		}
+		var flexible []flex
+		for _, pod := range nsPods {
+			req := scheduling.PodRequests(pod)
+			cpu := float64(req.Cpu().MilliValue()) / 1000
+			r := scheduling.PodRequirements(pod)[karpv1.CapacityTypeLabelKey]
+			canSpot := offered[karpv1.CapacityTypeSpot] && (r == nil || r.Has(karpv1.CapacityTypeSpot))
+			canOD := offered[karpv1.CapacityTypeOnDemand] && (r == nil || r.Has(karpv1.CapacityTypeOnDemand))
+			switch {
+			case canSpot && canOD:
+				flexible = append(flexible, flex{pod, cpu})
+			case canSpot:
+				spot += cpu
+			default:
+				onDemand += cpu
+			}
+		}
+		total := spot + onDemand
+		for _, f := range flexible {
+			total += f.cpu
+		}
+		target := 0.0
+		if above := total - b.Spot.OnDemandBaseCPU; above > 0 {
+			target = b.Spot.MaxPercent / 100 * above
+		}
+		sort.SliceStable(flexible, func(i, j int) bool {
+			if flexible[i].cpu != flexible[j].cpu {
+				return flexible[i].cpu > flexible[j].cpu
+			}
+			return scheduling.PodKey(flexible[i].pod) < scheduling.PodKey(flexible[j].pod)
+		})
+		for _, f := range flexible {
+			if spot+f.cpu <= target+1e-9 {
+				spot += f.cpu
+				h.capacityType[f.pod] = karpv1.CapacityTypeSpot
+			} else {
+				h.capacityType[f.pod] = karpv1.CapacityTypeOnDemand
+			}
+		}
+	}
+}

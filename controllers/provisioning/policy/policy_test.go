@@ -1,0 +1,271 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
+	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+	"github.com/karpenter-policy/karpenter/policies"
+)
+
+var now = time.Date(2026, 11, 16, 12, 0, 0, 0, time.UTC)
+
+func pods(ns, name string, n int, cpu, mem string, f ...func(*corev1.Pod)) []*corev1.Pod {
+	var out []*corev1.Pod
+	for i := range n {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", name, i)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}}}}}}
+		for _, fn := range f {
+			fn(p)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func pool() *scheduling.NodePool {
+	np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{
+		{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot", "on-demand"}},
+		{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}},
+	}
+	return &scheduling.NodePool{NodePool: np, InstanceTypes: catalog.Embedded().ForProvider()}
+}
+
+func budget(ns, hourly string, f ...func(*policyv1.CapacityBudget)) *policyv1.CapacityBudget {
+	m := policyv1.Money(hourly)
+	b := &policyv1.CapacityBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"},
+		Spec: policyv1.CapacityBudgetSpec{Limits: &policyv1.BudgetLimits{HourlyCost: &m}, Enforcement: policyv1.EnforcementDeny}}
+	for _, fn := range f {
+		fn(b)
+	}
+	return b
+}
+
+func planner(t *testing.T, budgets ...*policyv1.CapacityBudget) *Planner {
+	t.Helper()
+	e, err := policies.NewEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Planner{Engine: e, Namespaces: map[string]policies.Namespace{}, Budgets: map[string]*policyv1.CapacityBudget{}, Now: now}
+	for _, b := range budgets {
+		p.Budgets[b.Namespace] = b
+	}
+	return p
+}
+
+func solve(t *testing.T, p *Planner, in *scheduling.Input) *Outcome {
+	t.Helper()
+	out, err := p.Solve(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// attributed sums, per namespace, the cost the new NodeClaims attribute to its pods.
+func attributed(res *scheduling.Result) map[string]float64 {
+	out := map[string]float64{}
+	for _, c := range res.NodeClaims {
+		for _, p := range c.Pods {
+			cost, _ := podCost(p, c.Offering.Price, c.InstanceType.Allocatable())
+			out[p.Namespace] += cost
+		}
+	}
+	return out
+}
+
+func TestBudgetHoldsBackWhatWouldOverrun(t *testing.T) {
+	p := planner(t, budget("team-a", "0.20"))
+	in := &scheduling.Input{Pods: append(pods("team-a", "web", 40, "1", "2Gi"), pods("team-b", "api", 10, "1", "2Gi")...), NodePools: []*scheduling.NodePool{pool()}}
+	out := solve(t, p, in)
+	spent := attributed(out.Result)
+	if spent["team-a"] > 0.205 {
+		t.Errorf("team-a attributed %.4f/hour, over its 0.20 limit", spent["team-a"])
+	}
+	if spent["team-a"] < 0.15 {
+		t.Errorf("team-a attributed only %.4f/hour of 0.20: the budget should be used", spent["team-a"])
+	}
+	ns := out.Namespaces["team-a"]
+	if len(ns.Blocked) == 0 || len(ns.Blocked) == 40 {
+		t.Fatalf("some, not all, team-a pods are held back: %d", len(ns.Blocked))
+	}
+	msg := ns.Blocked[0].Violation.Message
+	if !strings.HasPrefix(msg, "CapacityBudget team-a/default: hourly cost ") || !strings.Contains(msg, " would exceed 0.20 (hourlyCost 0.20)") {
+		t.Errorf("message %q", msg)
+	}
+	if len(out.Namespaces["team-b"].Blocked) != 0 {
+		t.Error("team-b has no budget")
+	}
+	unsched := map[string]string{}
+	for _, u := range out.Result.Unschedulable {
+		unsched[scheduling.PodKey(u.Pod)] = u.Reason
+	}
+	if unsched[scheduling.PodKey(ns.Blocked[0].Pod)] != msg {
+		t.Error("blocked pods are listed as unschedulable with the violation")
+	}
+	if got := ns.PricePerHour(); got > 0.205 {
+		t.Errorf("run-rate after the batch %.4f", got)
+	}
+}
+
+func TestBudgetCountsWhatIsAlreadyRunning(t *testing.T) {
+	p := planner(t, budget("team-a", "1.00"))
+	// A node running team-a pods worth most of the budget, and one in flight.
+	it := pool().InstanceTypes[0]
+	for _, x := range pool().InstanceTypes {
+		if x.Name == "m6i.4xlarge" {
+			it = x
+		}
+	}
+	node := func(name string, inFlight bool, n int) *scheduling.Node {
+		return &scheduling.Node{Name: name, InFlight: inFlight, Allocatable: it.Allocatable(), Pods: pods("team-a", name, n, "3", "12Gi"),
+			Labels: map[string]string{corev1.LabelInstanceTypeStable: it.Name, karpv1.CapacityTypeLabelKey: "on-demand", corev1.LabelTopologyZone: "us-east-1a"}}
+	}
+	nodes := []*scheduling.Node{node("running", false, 2), node("launching", true, 2)}
+	before := UsageOf(nodes, NewPriceBook([]*scheduling.NodePool{pool()}))["team-a"]
+	if before.HourlyCost <= 0 || before.InFlightHourlyCost != before.HourlyCost {
+		t.Fatalf("usage %+v", before)
+	}
+	out := solve(t, p, &scheduling.Input{Pods: pods("team-a", "web", 40, "1", "2Gi"), NodePools: []*scheduling.NodePool{pool()}, Nodes: nodes})
+	if len(out.Blocked) == 0 {
+		t.Error("40 more pods do not fit what is left of the budget")
+	}
+	// Pods that fit on the existing nodes are not held back (kube-scheduler binds them there
+	// whatever the budget says), but they count before any new capacity does.
+	added := out.Namespaces["team-a"].Added
+	existing := 0.0
+	for _, ps := range out.Result.Existing {
+		existing += float64(len(ps))
+	}
+	if existing == 0 {
+		t.Fatal("the existing nodes have room for some pods")
+	}
+	if newCost := attributed(out.Result)["team-a"]; newCost > 0 && before.HourlyCost+before.InFlightHourlyCost+added.HourlyCost+added.InFlightHourlyCost > 1.005 {
+		t.Errorf("new capacity (%.3f/hour) launched past the limit: %+v before, %+v added", newCost, before, added)
+	}
+}
+
+func TestNamespaceAtItsLimitLaunchesNothing(t *testing.T) {
+	p := planner(t, budget("team-a", "0.01"))
+	it := pool().InstanceTypes[0]
+	nodes := []*scheduling.Node{{Name: "n", Allocatable: it.Allocatable(), Pods: pods("team-a", "old", 1, "1", "1Gi"),
+		Labels: map[string]string{corev1.LabelInstanceTypeStable: it.Name, karpv1.CapacityTypeLabelKey: "on-demand"}}}
+	nodes[0].Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), corev1.ResourcePods: resource.MustParse("1")}
+	out := solve(t, p, &scheduling.Input{Pods: pods("team-a", "web", 3, "1", "2Gi"), NodePools: []*scheduling.NodePool{pool()}, Nodes: nodes})
+	if len(out.Result.NodeClaims) != 0 || len(out.Blocked) != 3 {
+		t.Fatalf("claims %d, blocked %d", len(out.Result.NodeClaims), len(out.Blocked))
+	}
+	if m := out.Blocked[0].Violation.Message; !strings.Contains(m, "has reached the limit 0.01") {
+		t.Errorf("message %q", m)
+	}
+}
+
+func TestSpotShareEndsWithinBounds(t *testing.T) {
+	for _, tc := range []struct{ min, max int32 }{{50, 80}, {0, 30}, {100, 100}, {60, 100}} {
+		b := budget("team-a", "100", func(b *policyv1.CapacityBudget) {
+			b.Spec.Spot = &policyv1.SpotShare{MinPercent: &tc.min, MaxPercent: &tc.max}
+		})
+		out := solve(t, planner(t, b), &scheduling.Input{Pods: append(pods("team-a", "web", 30, "1", "2Gi"), pods("team-a", "big", 5, "4", "8Gi")...),
+			NodePools: []*scheduling.NodePool{pool()}})
+		var spot, all float64
+		for _, c := range out.Result.NodeClaims {
+			for _, p := range c.Pods {
+				r := scheduling.PodRequests(p)
+				cpu := float64(r.Cpu().MilliValue()) / 1000
+				all += cpu
+				if c.Offering.CapacityType == "spot" {
+					spot += cpu
+				}
+			}
+		}
+		share := 100 * spot / all
+		if all != 50 || share < float64(tc.min) || share > float64(tc.max) {
+			t.Errorf("[%d, %d]: Spot share %.1f%% of %.0f vCPU", tc.min, tc.max, share, all)
+		}
+		if got := out.Namespaces["team-a"].After().SpotPercent(); got != share {
+			t.Errorf("reported share %.1f, placed %.1f", got, share)
+		}
+	}
+}
+
+func TestSpotShareAboveTheOnDemandBase(t *testing.T) {
+	base := resource.MustParse("10")
+	b := budget("team-a", "100", func(b *policyv1.CapacityBudget) {
+		b.Spec.Spot = &policyv1.SpotShare{MinPercent: ptr(int32(100)), OnDemandBaseCPU: &base}
+	})
+	out := solve(t, planner(t, b), &scheduling.Input{Pods: pods("team-a", "web", 30, "1", "2Gi"), NodePools: []*scheduling.NodePool{pool()}})
+	u := out.Namespaces["team-a"].After()
+	if u.OnDemandCPU != 10 || u.SpotCPU != 20 {
+		t.Errorf("want the 10-vCPU base on-demand and the rest Spot, got %+v", u)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestCapacityPolicyDeniesGPUFamiliesInDev(t *testing.T) {
+	p := planner(t)
+	p.Namespaces["ml-dev"] = policies.Namespace{Name: "ml-dev", Labels: map[string]string{"tier": "dev"}}
+	p.Namespaces["ml-prod"] = policies.Namespace{Name: "ml-prod", Labels: map[string]string{"tier": "prod"}}
+	probs := p.Engine.SetPolicies([]policyv1.CapacityPolicy{{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-gpu-in-dev"},
+		Spec: policyv1.CapacityPolicySpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "dev"}},
+			Parameters:        &runtime.RawExtension{Raw: []byte(`{"deniedFamilies": ["p*", "g*"]}`)},
+			Modules: []policyv1.PolicyModule{{Name: "no-gpu.rego", Rego: `package karpenter.provisioning
+
+deny_instance_types contains {"name": it.name, "msg": sprintf("instance family %s is denied in %s", [it.family, input.namespace.name])} if {
+	some it in input.instanceTypes
+	some pattern in data.parameters.deniedFamilies
+	glob.match(pattern, null, it.family)
+}
+`}},
+		},
+	}})
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	gpu := func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
+	}
+	np := pool()
+	np.NodePool.Spec.Template.Spec.Requirements = np.NodePool.Spec.Template.Spec.Requirements[:1]
+	out := solve(t, p, &scheduling.Input{Pods: append(pods("ml-dev", "train", 1, "4", "16Gi", gpu), pods("ml-prod", "train", 1, "4", "16Gi", gpu)...),
+		NodePools: []*scheduling.NodePool{np}})
+	if len(out.Result.NodeClaims) != 1 || out.Result.NodeClaims[0].Pods[0].Namespace != "ml-prod" {
+		t.Fatalf("only ml-prod gets a GPU node: %d claims", len(out.Result.NodeClaims))
+	}
+	if len(out.Result.Unschedulable) != 1 || !strings.Contains(out.Result.Unschedulable[0].Reason, "CapacityPolicy no-gpu-in-dev") {
+		t.Errorf("unschedulable %+v", out.Result.Unschedulable)
+	}
+}
+
+func TestLaunchGateDeniesAClaimPastTheLimit(t *testing.T) {
+	// Warn enforcement skips the trim; the gate then reports the overrun as a warning and
+	// lets the NodeClaims through.
+	b := budget("team-a", "0.10", func(b *policyv1.CapacityBudget) { b.Spec.Enforcement = policyv1.EnforcementWarn })
+	out := solve(t, planner(t, b), &scheduling.Input{Pods: pods("team-a", "web", 20, "1", "2Gi"), NodePools: []*scheduling.NodePool{pool()}})
+	if len(out.Blocked) != 0 || len(out.Result.NodeClaims) == 0 {
+		t.Fatalf("Warn blocks nothing: blocked %d", len(out.Blocked))
+	}
+	found := false
+	for _, w := range out.Warnings {
+		found = found || strings.Contains(w.Message, "would exceed 0.10")
+	}
+	if !found {
+		t.Errorf("the launch gate warns of the overrun: %+v", out.Warnings)
+	}
+}

@@ -1,0 +1,102 @@
+package policy
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+	"github.com/karpenter-policy/karpenter/policies"
+)
+
+// PriceBook prices nodes by their instance-type, zone and capacity-type labels, from the
+// NodePools' instance types.
+type PriceBook map[string]*cloudprovider.InstanceType
+
+// NewPriceBook indexes the NodePools' instance types by name.
+func NewPriceBook(pools []*scheduling.NodePool) PriceBook {
+	b := PriceBook{}
+	for _, p := range pools {
+		for _, it := range p.InstanceTypes {
+			b[it.Name] = it
+		}
+	}
+	return b
+}
+
+// Price is the hourly price of a node with these labels: its offering's, or the cheapest of
+// its capacity type when the zone's is unknown; false when the instance type is unknown.
+func (b PriceBook) Price(labels map[string]string) (float64, bool) {
+	it, ok := b[labels[corev1.LabelInstanceTypeStable]]
+	if !ok {
+		return 0, false
+	}
+	ct, zone := labels[karpv1.CapacityTypeLabelKey], labels[corev1.LabelTopologyZone]
+	best, found := 0.0, false
+	for _, o := range it.Offerings {
+		if o.CapacityType != ct && ct != "" {
+			continue
+		}
+		if o.Zone == zone {
+			return o.Price, true
+		}
+		if !found || o.Price < best {
+			best, found = o.Price, true
+		}
+	}
+	return best, found
+}
+
+// Family is an instance type's family: its family label, or the part of its name before the
+// first dot.
+func Family(it *cloudprovider.InstanceType) string {
+	if f := it.Labels[karpv1.LabelInstanceFamily]; f != "" {
+		return f
+	}
+	for i := range len(it.Name) {
+		if it.Name[i] == '.' {
+			return it.Name[:i]
+		}
+	}
+	return it.Name
+}
+
+// podCost is a pod's attributed cost and vCPU on a node of this price and allocatable.
+func podCost(p *corev1.Pod, price float64, alloc corev1.ResourceList) (cost, cpu float64) {
+	req := scheduling.PodRequests(p)
+	cpu = float64(req.Cpu().MilliValue()) / 1000
+	return policies.AttributedCost(price, cpu, float64(req.Memory().Value()),
+		float64(alloc.Cpu().MilliValue())/1000, float64(alloc.Memory().Value())), cpu
+}
+
+// charge adds a pod's cost and vCPU on a node to its namespace's usage.
+func charge(u map[string]policies.Usage, p *corev1.Pod, price float64, alloc corev1.ResourceList, capacityType string, inFlight bool) float64 {
+	cost, cpu := podCost(p, price, alloc)
+	x := u[p.Namespace]
+	if inFlight {
+		x.InFlightHourlyCost += cost
+	} else {
+		x.HourlyCost += cost
+	}
+	if capacityType == karpv1.CapacityTypeSpot {
+		x.SpotCPU += cpu
+	} else {
+		x.OnDemandCPU += cpu
+	}
+	u[p.Namespace] = x
+	return cost
+}
+
+// UsageOf is each namespace's usage on the nodes and in-flight NodeClaims: its pods'
+// attributed cost and vCPU by capacity type. Nodes the book cannot price are charged nothing
+// but their vCPU still counts towards the Spot share.
+func UsageOf(nodes []*scheduling.Node, book PriceBook) map[string]policies.Usage {
+	u := map[string]policies.Usage{}
+	for _, n := range nodes {
+		price, _ := book.Price(n.Labels)
+		for _, p := range n.Pods {
+			charge(u, p, price, n.Allocatable, n.Labels[karpv1.CapacityTypeLabelKey], n.InFlight)
+		}
+	}
+	return u
+}
