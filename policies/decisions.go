@@ -2,7 +2,10 @@ package policies
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -34,6 +37,8 @@ type InstanceTypes struct {
 	types    ast.Value
 	families ast.Value
 	byName   map[string]InstanceTypeInfo
+	// key fingerprints the list, for the engine's caches.
+	key string
 }
 
 // NewInstanceTypes converts instance types for evaluation.
@@ -59,30 +64,48 @@ func NewInstanceTypes(infos []InstanceTypeInfo) (*InstanceTypes, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &InstanceTypes{types: types, families: famValue, byName: byName}, nil
+	h := sha256.New()
+	for _, it := range sorted {
+		fmt.Fprintf(h, "%s|%s|%s|%s|%d|%g|%g|%d|%s|%v|%g\n", it.Name, it.Family, it.Category, it.Architecture, it.Generation, it.CPU, it.MemoryGiB,
+			it.GPUs, it.GPUName, it.CapacityTypes, it.MinPricePerHour)
+	}
+	return &InstanceTypes{types: types, families: famValue, byName: byName, key: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
-// toValue converts a Go value through its JSON form, as the API server would hold it.
-func toValue(v any) (ast.Value, error) {
-	b, err := json.Marshal(v)
+// InstanceTypes converts instance types for evaluation, reusing the conversion of an equal
+// list: a NodePool's types rarely change between batches.
+func (e *Engine) InstanceTypes(infos []InstanceTypeInfo) (*InstanceTypes, error) {
+	its, err := NewInstanceTypes(infos)
 	if err != nil {
 		return nil, err
 	}
-	var generic any
-	if err := json.Unmarshal(b, &generic); err != nil {
-		return nil, err
+	e.cacheMu.Lock()
+	defer e.cacheMu.Unlock()
+	if prev, ok := e.typeSets[its.key]; ok {
+		return prev, nil
 	}
-	return ast.InterfaceToValue(generic)
+	if len(e.typeSets) >= maxCached {
+		e.typeSets = map[string]*InstanceTypes{}
+	}
+	e.typeSets[its.key] = its
+	return its, nil
 }
+
+// maxCached bounds each of the engine's caches; a full cache starts over.
+const maxCached = 4096
+
+// typeDenial is one deny_instance_types result.
+type typeDenial struct{ name, msg string }
+
+// toValue converts an input document for Rego. Generic maps, slices and ast.Values (parts
+// converted once and shared) convert directly; anything else through its JSON form, as the
+// API server would hold it.
+func toValue(v any) (ast.Value, error) { return ast.InterfaceToValue(v) }
 
 // budgetDoc is a CapacityBudget as the built-in library reads it (see rego/budget.rego).
-func budgetDoc(b *policyv1.CapacityBudget, now time.Time) (map[string]any, error) {
-	var spec map[string]any
-	raw, err := json.Marshal(b.Spec)
+func (e *Engine) budgetDoc(b *policyv1.CapacityBudget, now time.Time) (map[string]any, error) {
+	spec, err := e.specValue(b)
 	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(raw, &spec); err != nil {
 		return nil, err
 	}
 	doc := map[string]any{"namespace": b.Namespace, "name": b.Name, "spec": spec,
@@ -91,6 +114,33 @@ func budgetDoc(b *policyv1.CapacityBudget, now time.Time) (map[string]any, error
 		doc["activeSchedule"] = i
 	}
 	return doc, nil
+}
+
+// specValue is a budget's spec converted for Rego, kept while the object is the same.
+func (e *Engine) specValue(b *policyv1.CapacityBudget) (ast.Value, error) {
+	key := b.Namespace + "/" + b.Name
+	if v, ok := e.specs.Load(key); ok && v.(cachedSpec).budget == b {
+		return v.(cachedSpec).value, nil
+	}
+	raw, err := json.Marshal(b.Spec)
+	if err != nil {
+		return nil, err
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return nil, err
+	}
+	v, err := ast.InterfaceToValue(spec)
+	if err != nil {
+		return nil, err
+	}
+	e.specs.Store(key, cachedSpec{budget: b, value: v})
+	return v, nil
+}
+
+type cachedSpec struct {
+	budget *policyv1.CapacityBudget
+	value  ast.Value
 }
 
 func budgetSource(b *policyv1.CapacityBudget) Source {
@@ -102,6 +152,19 @@ func budgetEnforcement(b *policyv1.CapacityBudget) policyv1.EnforcementAction {
 		return policyv1.EnforcementDeny
 	}
 	return b.Spec.Enforcement
+}
+
+// anys makes a slice of documents one ast.InterfaceToValue converts directly.
+func anys(ms []map[string]any) []any {
+	out := make([]any, len(ms))
+	for i, m := range ms {
+		out[i] = m
+	}
+	return out
+}
+
+func usageDoc(u Usage) map[string]any {
+	return map[string]any{"hourlyCost": u.HourlyCost, "inFlightHourlyCost": u.InFlightHourlyCost, "spotCPU": u.SpotCPU, "onDemandCPU": u.OnDemandCPU}
 }
 
 func namespaceDoc(ns Namespace) map[string]any {
@@ -165,29 +228,28 @@ type SpotBounds struct {
 func (e *Engine) Provisioning(ctx context.Context, in ProvisioningInput) *Constraints {
 	c := &Constraints{DeniedInstanceTypes: map[string]Violation{}, DeniedCapacityTypes: map[string]Violation{}}
 	doc := map[string]any{"namespace": namespaceDoc(in.Namespace), "nodePool": map[string]any{"name": in.NodePool},
-		"usage": in.Usage, "now": in.Now.UTC().Format(time.RFC3339)}
+		"usage": usageDoc(in.Usage), "now": in.Now.UTC().Format(time.RFC3339)}
 	run := func(u *unit, enforcement policyv1.EnforcementAction, src Source) {
 		input, err := toValue(doc)
-		if err == nil && in.InstanceTypes != nil {
-			obj := input.(ast.Object)
-			obj.Insert(ast.StringTerm("instanceTypes"), ast.NewTerm(in.InstanceTypes.types))
-			obj.Insert(ast.StringTerm("instanceFamilies"), ast.NewTerm(in.InstanceTypes.families))
-		}
 		var r result
+		var denials []typeDenial
 		if err == nil {
 			r, err = e.eval(ctx, u, policyv1.DecisionPointProvisioning, input)
+		}
+		if err == nil && enforcement == policyv1.EnforcementDeny && in.InstanceTypes != nil {
+			denials, err = e.typeDenials(ctx, u, in, doc)
 		}
 		c.collect(u, policyv1.DecisionPointProvisioning, r, err, func(string) (Source, policyv1.EnforcementAction) { return src, enforcement })
 		if err != nil {
 			return
 		}
-		c.constrain(r, src, enforcement)
+		c.constrain(r, denials, src, enforcement)
 		if u == e.builtin {
 			c.Budget = budgetInForce(r, src, enforcement)
 		}
 	}
 	if in.Budget != nil {
-		bd, err := budgetDoc(in.Budget, in.Now)
+		bd, err := e.budgetDoc(in.Budget, in.Now)
 		if err != nil {
 			c.Errors = append(c.Errors, EvalError{Source: budgetSource(in.Budget), DecisionPoint: policyv1.DecisionPointProvisioning, Err: err})
 		} else {
@@ -203,17 +265,79 @@ func (e *Engine) Provisioning(ctx context.Context, in ProvisioningInput) *Constr
 	return c
 }
 
-// constrain takes up a unit's constraint outputs, when its source enforces them.
-func (c *Constraints) constrain(r result, src Source, enforcement policyv1.EnforcementAction) {
-	if enforcement != policyv1.EnforcementDeny {
-		return
+// typeDenials evaluates deny_instance_types: with the NodePool's instance types and without
+// usage, so that the result holds until the policy, the budget, the namespace's labels or the
+// instance types change, and is cached until then. Evaluating it over hundreds of types is
+// most of a provisioning evaluation's cost.
+func (e *Engine) typeDenials(ctx context.Context, u *unit, in ProvisioningInput, doc map[string]any) ([]typeDenial, error) {
+	key := typeDenialKey(u, in)
+	e.cacheMu.Lock()
+	cached, ok := e.denials[key]
+	e.cacheMu.Unlock()
+	if ok {
+		return cached, nil
 	}
+	typesDoc := make(map[string]any, len(doc)+2)
+	for k, v := range doc {
+		if k != "usage" {
+			typesDoc[k] = v
+		}
+	}
+	typesDoc["instanceTypes"], typesDoc["instanceFamilies"] = in.InstanceTypes.types, in.InstanceTypes.families
+	input, err := toValue(typesDoc)
+	if err != nil {
+		return nil, err
+	}
+	r, err := e.eval(ctx, u, policyv1.DecisionPointProvisioning, input)
+	if err != nil {
+		return nil, err
+	}
+	var out []typeDenial
 	for _, v := range setOf(r, "deny_instance_types") {
 		m, _ := v.(map[string]any)
 		name, _ := m["name"].(string)
 		msg, _ := m["msg"].(string)
-		if _, seen := c.DeniedInstanceTypes[name]; name != "" && !seen {
-			c.DeniedInstanceTypes[name] = Violation{Source: src, Enforcement: enforcement, Message: msg}
+		if name != "" {
+			out = append(out, typeDenial{name, msg})
+		}
+	}
+	e.cacheMu.Lock()
+	if len(e.denials) >= maxCached {
+		e.denials = map[string][]typeDenial{}
+	}
+	e.denials[key] = out
+	e.cacheMu.Unlock()
+	return out, nil
+}
+
+// typeDenialKey identifies what deny_instance_types depends on: the compiled unit, the
+// budget object, the namespace's labels, the NodePool and its instance types.
+func typeDenialKey(u *unit, in ProvisioningInput) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%p|%s|%s|", u, in.NodePool, in.InstanceTypes.key)
+	if in.Budget != nil {
+		fmt.Fprintf(&b, "%s/%s/%s/%d/%p|", in.Budget.Namespace, in.Budget.Name, in.Budget.ResourceVersion, in.Budget.Generation, in.Budget)
+	}
+	keys := make([]string, 0, len(in.Namespace.Labels))
+	for k := range in.Namespace.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b.WriteString(in.Namespace.Name)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "|%s=%s", k, in.Namespace.Labels[k])
+	}
+	return b.String()
+}
+
+// constrain takes up a unit's constraint outputs, when its source enforces them.
+func (c *Constraints) constrain(r result, denials []typeDenial, src Source, enforcement policyv1.EnforcementAction) {
+	if enforcement != policyv1.EnforcementDeny {
+		return
+	}
+	for _, d := range denials {
+		if _, seen := c.DeniedInstanceTypes[d.name]; !seen {
+			c.DeniedInstanceTypes[d.name] = Violation{Source: src, Enforcement: enforcement, Message: d.msg}
 		}
 	}
 	for _, v := range setOf(r, "deny_capacity_types") {
@@ -284,9 +408,9 @@ type LaunchNamespace struct {
 // LaunchInput is a NodeClaim at the launch gate.
 type LaunchInput struct {
 	NodePool, InstanceType, Family, CapacityType, Zone string
-	PricePerHour                                      float64
-	Namespaces                                        []LaunchNamespace
-	Now                                               time.Time
+	PricePerHour                                       float64
+	Namespaces                                         []LaunchNamespace
+	Now                                                time.Time
 }
 
 // Launch evaluates the launch gate for one NodeClaim.
@@ -299,11 +423,11 @@ func (e *Engine) Launch(ctx context.Context, in LaunchInput) *Decision {
 	docs := make([]map[string]any, len(in.Namespaces))
 	for i, ns := range in.Namespaces {
 		docs[i] = map[string]any{"name": ns.Namespace.Name, "labels": namespaceDoc(ns.Namespace)["labels"], "cost": ns.Cost,
-			"cpu": ns.CPU, "pods": ns.Pods, "usage": ns.Usage}
+			"cpu": ns.CPU, "pods": ns.Pods, "usage": usageDoc(ns.Usage)}
 		if ns.Budget == nil {
 			continue
 		}
-		bd, err := budgetDoc(ns.Budget, in.Now)
+		bd, err := e.budgetDoc(ns.Budget, in.Now)
 		if err != nil {
 			d.Errors = append(d.Errors, EvalError{Source: budgetSource(ns.Budget), DecisionPoint: policyv1.DecisionPointLaunch, Err: err})
 			continue
@@ -312,7 +436,7 @@ func (e *Engine) Launch(ctx context.Context, in LaunchInput) *Decision {
 		budgets[ns.Namespace.Name] = ns.Budget
 	}
 	if len(budgets) > 0 {
-		e.evalInto(ctx, d, e.builtin, policyv1.DecisionPointLaunch, map[string]any{"nodeClaim": claim, "namespaces": docs, "now": now},
+		e.evalInto(ctx, d, e.builtin, policyv1.DecisionPointLaunch, map[string]any{"nodeClaim": claim, "namespaces": anys(docs), "now": now},
 			func(ns string) (Source, policyv1.EnforcementAction) {
 				if b, ok := budgets[ns]; ok {
 					return budgetSource(b), budgetEnforcement(b)
@@ -330,7 +454,7 @@ func (e *Engine) Launch(ctx context.Context, in LaunchInput) *Decision {
 		if len(selected) == 0 {
 			continue
 		}
-		e.evalInto(ctx, d, u, policyv1.DecisionPointLaunch, map[string]any{"nodeClaim": claim, "namespaces": selected, "now": now}, unitEnforcement(u))
+		e.evalInto(ctx, d, u, policyv1.DecisionPointLaunch, map[string]any{"nodeClaim": claim, "namespaces": anys(selected), "now": now}, unitEnforcement(u))
 	}
 	return d
 }
@@ -382,16 +506,16 @@ func (e *Engine) Disruption(ctx context.Context, in DisruptionInput) *Decision {
 	budgets := map[string]*policyv1.CapacityBudget{}
 	docs := make([]map[string]any, len(in.Namespaces))
 	for i, ns := range in.Namespaces {
-		docs[i] = map[string]any{"name": ns.Namespace.Name, "labels": namespaceDoc(ns.Namespace)["labels"], "costDelta": ns.CostDelta, "usage": ns.Usage}
+		docs[i] = map[string]any{"name": ns.Namespace.Name, "labels": namespaceDoc(ns.Namespace)["labels"], "costDelta": ns.CostDelta, "usage": usageDoc(ns.Usage)}
 		if ns.Budget != nil {
-			if bd, err := budgetDoc(ns.Budget, in.Now); err == nil {
+			if bd, err := e.budgetDoc(ns.Budget, in.Now); err == nil {
 				docs[i]["budget"] = bd
 				budgets[ns.Namespace.Name] = ns.Budget
 			}
 		}
 	}
 	if len(budgets) > 0 {
-		e.evalInto(ctx, d, e.builtin, policyv1.DecisionPointDisruption, map[string]any{"command": command, "namespaces": docs, "now": now},
+		e.evalInto(ctx, d, e.builtin, policyv1.DecisionPointDisruption, map[string]any{"command": command, "namespaces": anys(docs), "now": now},
 			func(ns string) (Source, policyv1.EnforcementAction) {
 				if b, ok := budgets[ns]; ok {
 					return budgetSource(b), budgetEnforcement(b)
@@ -407,7 +531,7 @@ func (e *Engine) Disruption(ctx context.Context, in DisruptionInput) *Decision {
 			}
 		}
 		if len(selected) > 0 || len(in.Namespaces) == 0 {
-			e.evalInto(ctx, d, u, policyv1.DecisionPointDisruption, map[string]any{"command": command, "namespaces": selected, "now": now}, unitEnforcement(u))
+			e.evalInto(ctx, d, u, policyv1.DecisionPointDisruption, map[string]any{"command": command, "namespaces": anys(selected), "now": now}, unitEnforcement(u))
 		}
 	}
 	return d
@@ -432,7 +556,7 @@ type AdmissionInput struct {
 // Admission evaluates the admission decision point for one object.
 func (e *Engine) Admission(ctx context.Context, in AdmissionInput) *Decision {
 	d := &Decision{}
-	doc := map[string]any{"operation": in.Operation, "kind": in.Kind, "object": in.Object, "usage": in.Usage,
+	doc := map[string]any{"operation": in.Operation, "kind": in.Kind, "object": in.Object, "usage": usageDoc(in.Usage),
 		"now": in.Now.UTC().Format(time.RFC3339)}
 	if in.OldObject != nil {
 		doc["oldObject"] = in.OldObject
@@ -441,7 +565,7 @@ func (e *Engine) Admission(ctx context.Context, in AdmissionInput) *Decision {
 		doc["namespace"] = namespaceDoc(*in.Namespace)
 	}
 	if in.Budget != nil {
-		bd, err := budgetDoc(in.Budget, in.Now)
+		bd, err := e.budgetDoc(in.Budget, in.Now)
 		if err != nil {
 			d.Errors = append(d.Errors, EvalError{Source: budgetSource(in.Budget), DecisionPoint: policyv1.DecisionPointAdmission, Err: err})
 		} else {

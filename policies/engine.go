@@ -117,7 +117,14 @@ type Engine struct {
 	builtin  *unit
 	policies atomic.Pointer[[]*unit]
 	// mu serialises SetPolicies.
-	mu       sync.Mutex
+	mu sync.Mutex
+	// specs caches budgets' specs converted for Rego, by namespace/name.
+	specs sync.Map
+	// cacheMu guards typeSets (instance-type lists converted for Rego, by fingerprint) and
+	// denials (deny_instance_types results, by typeDenialKey).
+	cacheMu  sync.Mutex
+	typeSets map[string]*InstanceTypes
+	denials  map[string][]typeDenial
 	Observer Observer
 }
 
@@ -131,7 +138,7 @@ func NewEngine() (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{builtin: u}
+	e := &Engine{builtin: u, typeSets: map[string]*InstanceTypes{}, denials: map[string][]typeDenial{}}
 	e.policies.Store(&[]*unit{})
 	return e, nil
 }
@@ -378,7 +385,9 @@ func (d *Decision) collect(u *unit, point string, r result, err error, enforceme
 
 // unitEnforcement is a CapacityPolicy's own enforcement, whatever namespace a result names.
 func unitEnforcement(u *unit) func(string) (Source, policyv1.EnforcementAction) {
-	return func(string) (Source, policyv1.EnforcementAction) { return u.source, u.enforcementOr(policyv1.EnforcementDeny) }
+	return func(string) (Source, policyv1.EnforcementAction) {
+		return u.source, u.enforcementOr(policyv1.EnforcementDeny)
+	}
 }
 
 // AttributedCost is what a pod on a node is charged, by the one definition used everywhere

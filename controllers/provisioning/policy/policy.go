@@ -95,7 +95,8 @@ type nsPool struct{ namespace, pool string }
 // Solve runs the batch through the policies and the solver.
 func (p *Planner) Solve(ctx context.Context, in *scheduling.Input) (*Outcome, error) {
 	book := NewPriceBook(in.NodePools)
-	before := UsageOf(in.Nodes, book)
+	z := sizes{}
+	before := usageOf(in.Nodes, book, z)
 	out := &Outcome{Namespaces: map[string]*Namespace{}}
 	var order []string
 	for _, pod := range in.Pods {
@@ -117,7 +118,7 @@ func (p *Planner) Solve(ctx context.Context, in *scheduling.Input) (*Outcome, er
 		}
 		pending = append(pending, pod)
 	}
-	assignCapacityTypes(h, pending, in.NodePools, out.Namespaces)
+	assignCapacityTypes(h, pending, in.NodePools, out.Namespaces, z)
 	var res *scheduling.Result
 	for round := 0; ; round++ {
 		solveIn := *in
@@ -125,7 +126,7 @@ func (p *Planner) Solve(ctx context.Context, in *scheduling.Input) (*Outcome, er
 		if res, err = scheduling.Solve(&solveIn); err != nil {
 			return nil, err
 		}
-		over := p.overBudget(res, in.Nodes, book, out.Namespaces)
+		over := p.overBudget(res, in.Nodes, book, out.Namespaces, z)
 		if len(over) == 0 || round == trimRounds {
 			break
 		}
@@ -142,8 +143,8 @@ func (p *Planner) Solve(ctx context.Context, in *scheduling.Input) (*Outcome, er
 		}
 		pending = kept
 	}
-	p.gate(ctx, res, out)
-	p.account(res, in.Nodes, book, out)
+	p.gate(ctx, res, out, z)
+	p.account(res, in.Nodes, book, out, z)
 	for _, b := range out.Blocked {
 		res.Unschedulable = append(res.Unschedulable, scheduling.Unschedulable{Pod: b.Pod, Reason: b.Violation.Message})
 	}
@@ -163,7 +164,7 @@ func (o *Outcome) block(pod *corev1.Pod, v policies.Violation) {
 func (p *Planner) evaluate(ctx context.Context, in *scheduling.Input, namespaces []string, before map[string]policies.Usage, out *Outcome) (map[nsPool]*policies.Constraints, error) {
 	types := make(map[string]*policies.InstanceTypes, len(in.NodePools))
 	for _, np := range in.NodePools {
-		its, err := policies.NewInstanceTypes(instanceTypeInfos(np.InstanceTypes))
+		its, err := p.Engine.InstanceTypes(instanceTypeInfos(np.InstanceTypes))
 		if err != nil {
 			return nil, fmt.Errorf("nodepool %s: %w", np.NodePool.Name, err)
 		}
@@ -233,7 +234,7 @@ func deniedEverywhere(cons map[nsPool]*policies.Constraints, ns string, pools []
 // overBudget finds the pods that would take a namespace past its hourly limit: with what
 // the namespace already commits and its placements on existing nodes counted first, the
 // pods on new NodeClaims are kept cheapest first while they fit.
-func (p *Planner) overBudget(res *scheduling.Result, nodes []*scheduling.Node, book PriceBook, namespaces map[string]*Namespace) []Blocked {
+func (p *Planner) overBudget(res *scheduling.Result, nodes []*scheduling.Node, book PriceBook, namespaces map[string]*Namespace, z sizes) []Blocked {
 	running := map[string]float64{}
 	for name, ns := range namespaces {
 		if b := ns.Budget; b != nil && b.HasLimit && b.Enforcement == policyv1.EnforcementDeny {
@@ -255,7 +256,7 @@ func (p *Planner) overBudget(res *scheduling.Result, nodes []*scheduling.Node, b
 		price, _ := book.Price(n.Labels)
 		for _, pod := range pods {
 			if _, ok := running[pod.Namespace]; ok {
-				c, _ := podCost(pod, price, n.Allocatable)
+				c, _ := z.cost(pod, price, n.Allocatable)
 				running[pod.Namespace] += c
 			}
 		}
@@ -269,7 +270,7 @@ func (p *Planner) overBudget(res *scheduling.Result, nodes []*scheduling.Node, b
 		alloc := c.InstanceType.Allocatable()
 		for _, pod := range c.Pods {
 			if _, ok := running[pod.Namespace]; ok {
-				cost, _ := podCost(pod, c.Offering.Price, alloc)
+				cost, _ := z.cost(pod, c.Offering.Price, alloc)
 				onClaims[pod.Namespace] = append(onClaims[pod.Namespace], placed{pod, cost})
 			}
 		}
@@ -303,7 +304,7 @@ func (p *Planner) overBudget(res *scheduling.Result, nodes []*scheduling.Node, b
 
 // gate passes each new NodeClaim through the launch decision point, in order, counting the
 // ones let through before it as in flight; a denied NodeClaim is dropped and its pods held.
-func (p *Planner) gate(ctx context.Context, res *scheduling.Result, out *Outcome) {
+func (p *Planner) gate(ctx context.Context, res *scheduling.Result, out *Outcome, z sizes) {
 	launched := map[string]float64{}
 	kept := res.NodeClaims[:0:0]
 	for _, c := range res.NodeClaims {
@@ -323,7 +324,7 @@ func (p *Planner) gate(ctx context.Context, res *scheduling.Result, out *Outcome
 				shares[pod.Namespace] = s
 				names = append(names, pod.Namespace)
 			}
-			cost, cpu := podCost(pod, c.Offering.Price, alloc)
+			cost, cpu := z.cost(pod, c.Offering.Price, alloc)
 			s.Cost += cost
 			s.CPU += cpu
 			s.Pods++
@@ -363,7 +364,7 @@ func (p *Planner) gate(ctx context.Context, res *scheduling.Result, out *Outcome
 }
 
 // account adds the batch's placements to each namespace's usage.
-func (p *Planner) account(res *scheduling.Result, nodes []*scheduling.Node, book PriceBook, out *Outcome) {
+func (p *Planner) account(res *scheduling.Result, nodes []*scheduling.Node, book PriceBook, out *Outcome, z sizes) {
 	added := map[string]policies.Usage{}
 	byName := map[string]*scheduling.Node{}
 	for _, n := range nodes {
@@ -373,14 +374,14 @@ func (p *Planner) account(res *scheduling.Result, nodes []*scheduling.Node, book
 		if n := byName[name]; n != nil {
 			price, _ := book.Price(n.Labels)
 			for _, pod := range pods {
-				charge(added, pod, price, n.Allocatable, n.Labels[karpv1.CapacityTypeLabelKey], n.InFlight)
+				z.charge(added, pod, price, n.Allocatable, n.Labels[karpv1.CapacityTypeLabelKey], n.InFlight)
 			}
 		}
 	}
 	for _, c := range res.NodeClaims {
 		alloc := c.InstanceType.Allocatable()
 		for _, pod := range c.Pods {
-			charge(added, pod, c.Offering.Price, alloc, c.Offering.CapacityType, true)
+			z.charge(added, pod, c.Offering.Price, alloc, c.Offering.CapacityType, true)
 		}
 	}
 	for name, u := range added {
@@ -470,17 +471,21 @@ func toSolver(c *policies.Constraints, capacityType string) *scheduling.Constrai
 		out.Source = denied[0].Message
 		return out
 	}
-	types, cts, ceiling := c.DeniedInstanceTypes, c.DeniedCapacityTypes, c.PriceCeiling
-	if len(types) > 0 || len(cts) > 0 || ceiling > 0 {
-		out.AllowOffering = func(it *cloudprovider.InstanceType, o cloudprovider.Offering) bool {
-			if _, no := types[it.Name]; no {
-				return false
-			}
-			if _, no := cts[o.CapacityType]; no {
-				return false
-			}
-			return ceiling == 0 || o.Price <= ceiling
+	if types := c.DeniedInstanceTypes; len(types) > 0 {
+		out.AllowType = func(it *cloudprovider.InstanceType) bool {
+			_, no := types[it.Name]
+			return !no
 		}
+	}
+	cts, ceiling := c.DeniedCapacityTypes, c.PriceCeiling
+	switch {
+	case len(cts) > 0:
+		out.AllowOffering = func(_ *cloudprovider.InstanceType, o cloudprovider.Offering) bool {
+			_, no := cts[o.CapacityType]
+			return !no && (ceiling == 0 || o.Price <= ceiling)
+		}
+	case ceiling > 0:
+		out.AllowOffering = func(_ *cloudprovider.InstanceType, o cloudprovider.Offering) bool { return o.Price <= ceiling }
 	}
 	sort.Strings(sources)
 	for i, s := range sources {
@@ -496,7 +501,7 @@ func toSolver(c *policies.Constraints, capacityType string) *scheduling.Constrai
 // so the namespace's share of vCPU above its on-demand base ends within the bounds,
 // preferring Spot (cheaper) up to the maximum. Pods that can run on one capacity type only
 // (their own requirements, or the NodePools') count where they must.
-func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*scheduling.NodePool, namespaces map[string]*Namespace) {
+func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*scheduling.NodePool, namespaces map[string]*Namespace, z sizes) {
 	offered := map[string]bool{}
 	for _, np := range pools {
 		r := scheduling.NewRequirements(np.NodePool.Spec.Template.Spec.Requirements...)[karpv1.CapacityTypeLabelKey]
@@ -523,8 +528,7 @@ func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*scheduling.NodePo
 		}
 		var flexible []flex
 		for _, pod := range nsPods {
-			req := scheduling.PodRequests(pod)
-			cpu := float64(req.Cpu().MilliValue()) / 1000
+			cpu, _ := z.of(pod)
 			r := scheduling.PodRequirements(pod)[karpv1.CapacityTypeLabelKey]
 			canSpot := offered[karpv1.CapacityTypeSpot] && (r == nil || r.Has(karpv1.CapacityTypeSpot))
 			canOD := offered[karpv1.CapacityTypeOnDemand] && (r == nil || r.Has(karpv1.CapacityTypeOnDemand))

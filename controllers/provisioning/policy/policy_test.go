@@ -81,7 +81,7 @@ func attributed(res *scheduling.Result) map[string]float64 {
 	out := map[string]float64{}
 	for _, c := range res.NodeClaims {
 		for _, p := range c.Pods {
-			cost, _ := podCost(p, c.Offering.Price, c.InstanceType.Allocatable())
+			cost, _ := sizes{}.cost(p, c.Offering.Price, c.InstanceType.Allocatable())
 			out[p.Namespace] += cost
 		}
 	}

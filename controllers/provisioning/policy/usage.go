@@ -61,17 +61,28 @@ func Family(it *cloudprovider.InstanceType) string {
 	return it.Name
 }
 
-// podCost is a pod's attributed cost and vCPU on a node of this price and allocatable.
-func podCost(p *corev1.Pod, price float64, alloc corev1.ResourceList) (cost, cpu float64) {
+// sizes caches pods' cpu (vCPU) and memory (bytes) requests for one batch.
+type sizes map[*corev1.Pod][2]float64
+
+func (z sizes) of(p *corev1.Pod) (cpu, mem float64) {
+	if v, ok := z[p]; ok {
+		return v[0], v[1]
+	}
 	req := scheduling.PodRequests(p)
-	cpu = float64(req.Cpu().MilliValue()) / 1000
-	return policies.AttributedCost(price, cpu, float64(req.Memory().Value()),
-		float64(alloc.Cpu().MilliValue())/1000, float64(alloc.Memory().Value())), cpu
+	cpu, mem = float64(req.Cpu().MilliValue())/1000, float64(req.Memory().Value())
+	z[p] = [2]float64{cpu, mem}
+	return cpu, mem
+}
+
+// cost is a pod's attributed cost and vCPU on a node of this price and allocatable.
+func (z sizes) cost(p *corev1.Pod, price float64, alloc corev1.ResourceList) (cost, cpu float64) {
+	cpu, mem := z.of(p)
+	return policies.AttributedCost(price, cpu, mem, float64(alloc.Cpu().MilliValue())/1000, float64(alloc.Memory().Value())), cpu
 }
 
 // charge adds a pod's cost and vCPU on a node to its namespace's usage.
-func charge(u map[string]policies.Usage, p *corev1.Pod, price float64, alloc corev1.ResourceList, capacityType string, inFlight bool) float64 {
-	cost, cpu := podCost(p, price, alloc)
+func (z sizes) charge(u map[string]policies.Usage, p *corev1.Pod, price float64, alloc corev1.ResourceList, capacityType string, inFlight bool) float64 {
+	cost, cpu := z.cost(p, price, alloc)
 	x := u[p.Namespace]
 	if inFlight {
 		x.InFlightHourlyCost += cost
@@ -91,11 +102,15 @@ func charge(u map[string]policies.Usage, p *corev1.Pod, price float64, alloc cor
 // attributed cost and vCPU by capacity type. Nodes the book cannot price are charged nothing
 // but their vCPU still counts towards the Spot share.
 func UsageOf(nodes []*scheduling.Node, book PriceBook) map[string]policies.Usage {
+	return usageOf(nodes, book, sizes{})
+}
+
+func usageOf(nodes []*scheduling.Node, book PriceBook, z sizes) map[string]policies.Usage {
 	u := map[string]policies.Usage{}
 	for _, n := range nodes {
 		price, _ := book.Price(n.Labels)
 		for _, p := range n.Pods {
-			charge(u, p, price, n.Allocatable, n.Labels[karpv1.CapacityTypeLabelKey], n.InFlight)
+			z.charge(u, p, price, n.Allocatable, n.Labels[karpv1.CapacityTypeLabelKey], n.InFlight)
 		}
 	}
 	return u

@@ -3,8 +3,10 @@ package scheduling
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -66,6 +68,9 @@ type PolicyHook interface {
 // NodePool.
 type Constraints struct {
 	Requirements []corev1.NodeSelectorRequirement
+	// AllowType filters instance types, e.g. by family; nil allows all. It is applied once
+	// per NodeClaim, so prefer it to AllowOffering for what does not depend on the offering.
+	AllowType func(it *cloudprovider.InstanceType) bool
 	// AllowOffering filters offerings, e.g. by price or capacity type; nil allows all.
 	AllowOffering func(it *cloudprovider.InstanceType, o cloudprovider.Offering) bool
 	// Source names the policy, for the reasons pods stay pending.
@@ -106,9 +111,13 @@ type NodeClaim struct {
 	// Hostname stands for the node's hostname in topology until it exists.
 	Hostname string
 
-	pool     *pool
-	types    []*instanceType
-	filters  []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool
+	pool    *pool
+	types   []*instanceType
+	filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool
+	// typeFilters are the policies' type filters; the remaining types already pass them.
+	typeFilters []func(*cloudprovider.InstanceType) bool
+	// applied are the policy constraints whose filters are in filters.
+	applied  []*Constraints
 	ports    map[string]bool
 	reserved corev1.ResourceList
 	req      res
@@ -149,6 +158,70 @@ type instanceType struct {
 // compatible checks the given keys of reqs against what the type defines: its labels, and
 // the zones and capacity types of its offerings. A key it does not define must allow absence.
 func (t *instanceType) compatible(reqs Requirements, keys []string) error {
+	if r := t.incompatible(reqs, keys); r != nil {
+		return fmt.Errorf("%s, but %s does not offer it", r, t.it.Name)
+	}
+	return nil
+}
+
+func allowedType(t *instanceType, filters []func(*cloudprovider.InstanceType) bool) bool {
+	for _, f := range filters {
+		if !f(t.it) {
+			return false
+		}
+	}
+	return true
+}
+
+// withPolicy merges a policy's requirements into the pod's, once per pod and NodePool.
+func (s *solver) withPolicy(reqs Requirements, pl *pool, pc *Constraints) Requirements {
+	if len(pc.Requirements) == 0 {
+		return reqs
+	}
+	if m, ok := s.podPolicyReqs[pl]; ok {
+		return m
+	}
+	extra := Requirements{}
+	for _, r := range pc.Requirements {
+		extra.Add(NewRequirement(r.Key, r.Operator, r.Values...))
+	}
+	m := reqs.Merged(extra)
+	s.podPolicyReqs[pl] = m
+	return m
+}
+
+// notEnoughErrors are the errors of notEnough, made once per resource: a full NodeClaim turns
+// away every pod tried on it, which made formatting them a large share of a solve.
+var notEnoughErrors sync.Map
+
+func notEnough(r corev1.ResourceName) error {
+	if e, ok := notEnoughErrors.Load(r); ok {
+		return e.(error)
+	}
+	e, _ := notEnoughErrors.LoadOrStore(r, fmt.Errorf("not enough %s", r))
+	return e.(error)
+}
+
+// overlaps reports whether two requirements may share a value; only plain In lists are
+// compared, anything else may.
+func overlaps(a, b *Requirement) bool {
+	plain := func(r *Requirement) bool {
+		return !r.complement && r.values.Len() > 0 && r.greaterThan == nil && r.lessThan == nil
+	}
+	if !plain(a) || !plain(b) {
+		return true
+	}
+	for v := range a.values {
+		if b.values.Has(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// incompatible is the first of the requirements on keys the type does not meet; nil when it
+// meets them all. It allocates nothing, for the solver's inner loops.
+func (t *instanceType) incompatible(reqs Requirements, keys []string) *Requirement {
 	for _, k := range keys {
 		r, ok := reqs[k]
 		if !ok {
@@ -168,7 +241,7 @@ func (t *instanceType) compatible(reqs Requirements, keys []string) error {
 			}
 		}
 		if !allowed {
-			return fmt.Errorf("%s, but %s does not offer it", r, t.it.Name)
+			return r
 		}
 	}
 	return nil
@@ -204,6 +277,12 @@ type solver struct {
 	nodes      []*existing
 	claims     []*NodeClaim
 	topo       *topology
+	// policyPod and podPolicy cache the hook's answers for the pod being placed, by NodePool.
+	policyPod *corev1.Pod
+	podPolicy map[*pool]*Constraints
+	// podPolicyReqs are the pod being placed's requirements with its policy's, by NodePool;
+	// reset for every placement attempt.
+	podPolicyReqs map[*pool]Requirements
 	// ahead is the cpu and memory the pods not yet placed request: a NodeClaim grows into a
 	// type only if the batch could still fill it.
 	aheadCPU, aheadMem int64
@@ -426,6 +505,7 @@ func (s *solver) place(p *corev1.Pod, requests corev1.ResourceList) string {
 
 func (s *solver) placeWith(p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) string {
 	var reasons []string
+	s.podPolicyReqs = map[*pool]Requirements{}
 	for _, e := range s.nodes {
 		if err := s.tryExisting(e, p, requests, reqs, strict); err == nil {
 			return ""
@@ -454,7 +534,15 @@ func (s *solver) policy(p *corev1.Pod, pl *pool) *Constraints {
 	if s.in.Policy == nil {
 		return nil
 	}
-	return s.in.Policy.Constraints(p, pl.name)
+	if p != s.policyPod {
+		s.policyPod, s.podPolicy = p, map[*pool]*Constraints{}
+	}
+	pc, ok := s.podPolicy[pl]
+	if !ok {
+		pc = s.in.Policy.Constraints(p, pl.name)
+		s.podPolicy[pl] = pc
+	}
+	return pc
 }
 
 func (s *solver) tryExisting(e *existing, p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) error {
@@ -465,7 +553,7 @@ func (s *solver) tryExisting(e *existing, p *corev1.Pod, requests corev1.Resourc
 		return err
 	}
 	if ok, r := fits(requests, e.available); !ok {
-		return fmt.Errorf("not enough %s", r)
+		return notEnough(r)
 	}
 	ports := hostPorts(p)
 	if c := portsConflict(e.ports, ports); c != "" {
@@ -518,17 +606,19 @@ func (s *solver) newClaim(pl *pool, p *corev1.Pod, requests corev1.ResourceList,
 
 // claimPlan is what adding a pod to a NodeClaim would make of it.
 type claimPlan struct {
-	c        *NodeClaim
-	p        *corev1.Pod
-	requests corev1.ResourceList
-	merged   Requirements
-	kept     []*instanceType
-	filters  []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool
-	total    res
-	maxAlloc res
-	price    float64
-	cheapest *instanceType
-	ports    []string
+	c           *NodeClaim
+	p           *corev1.Pod
+	requests    corev1.ResourceList
+	merged      Requirements
+	kept        []*instanceType
+	filters     []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool
+	typeFilters []func(*cloudprovider.InstanceType) bool
+	applied     []*Constraints
+	total       res
+	maxAlloc    res
+	price       float64
+	cheapest    *instanceType
+	ports       []string
 }
 
 // tryClaim adds the pod to the NodeClaim if it fits.
@@ -548,7 +638,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	podReq := toRes(requests)
 	total := c.req.plus(podReq)
 	if ok, r := (res{cpu: total.cpu, mem: total.mem, pods: total.pods}).fitsIn(c.maxAlloc); !ok {
-		return nil, fmt.Errorf("not enough %s", r)
+		return nil, notEnough(r)
 	}
 	if c.frozen {
 		if ok, r := total.fitsIn(c.cheapest.alloc); !ok {
@@ -558,13 +648,21 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	if err := s.topo.precheckHostname(p, strict, c.Hostname); err != nil {
 		return nil, err
 	}
-	filters := c.filters
+	filters, typeFilters, applied := c.filters, c.typeFilters, c.applied
+	// fresh is a type filter the NodeClaim's remaining types have not been through yet.
+	var fresh func(*cloudprovider.InstanceType) bool
 	if pc := s.policy(p, c.pool); pc != nil {
-		for _, r := range pc.Requirements {
-			reqs = reqs.Merged(Requirements{r.Key: NewRequirement(r.Key, r.Operator, r.Values...)})
-		}
-		if pc.AllowOffering != nil {
-			filters = append(append([]func(*cloudprovider.InstanceType, cloudprovider.Offering) bool(nil), filters...), pc.AllowOffering)
+		reqs = s.withPolicy(reqs, c.pool, pc)
+		// Pods of one namespace share their Constraints: its filters are added to a NodeClaim once.
+		if !slices.Contains(applied, pc) {
+			applied = append(append([]*Constraints(nil), applied...), pc)
+			if pc.AllowOffering != nil {
+				filters = append(append([]func(*cloudprovider.InstanceType, cloudprovider.Offering) bool(nil), filters...), pc.AllowOffering)
+			}
+			if pc.AllowType != nil {
+				typeFilters = append(append([]func(*cloudprovider.InstanceType) bool(nil), typeFilters...), pc.AllowType)
+				fresh = pc.AllowType
+			}
 		}
 	}
 	// Keys the instance types define are checked against the types below; the others are
@@ -577,6 +675,13 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	}
 	if err := c.Requirements.Compatible(own); err != nil {
 		return nil, fmt.Errorf("incompatible requirements: %v", err)
+	}
+	// A key the NodeClaim already narrowed to values the pod excludes (a Spot NodeClaim for a
+	// pod pinned to on-demand) rules it out before its types are looked at.
+	for k, r := range reqs {
+		if cr, ok := c.Requirements[k]; ok && c.pool.typeKeys.Has(k) && !overlaps(cr, r) {
+			return nil, fmt.Errorf("incompatible requirements: %s, but the NodeClaim has %s", r, cr)
+		}
 	}
 	merged := c.Requirements.Merged(reqs)
 	chosen, err := s.topo.choose(p, strict, reqs, func(key string) []string {
@@ -628,8 +733,14 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	var cheapest *instanceType
 	price := 0.0
 	for _, t := range c.types {
-		if err := t.compatible(merged, narrowed); err != nil {
-			note(0, func() string { return fmt.Sprintf("requires %v", err) })
+		if r := t.incompatible(merged, narrowed); r != nil {
+			note(0, func() string { return fmt.Sprintf("requires %s, but %s does not offer it", r, t.it.Name) })
+			continue
+		}
+		if fresh != nil && !fresh(t.it) {
+			note(3, func() string {
+				return fmt.Sprintf("instance type %s not allowed%s", t.it.Name, policyNote(s, p, c.pool))
+			})
 			continue
 		}
 		if ok, r := total.fitsIn(t.alloc); !ok {
@@ -665,8 +776,8 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	// its own for the pod would, or when the type covers this mix of cpu and memory about as
 	// cheaply as the best type would. Otherwise premium types are dropped from the NodeClaim,
 	// and if none is left the pod goes to a new NodeClaim instead.
-	if len(c.Pods) > 0 && price > c.price && price-c.price > s.standalonePrice(c, p, reqs, filters, podReq) {
-		efficient := s.efficientTypes(c, merged, kept, total)
+	if len(c.Pods) > 0 && price > c.price && price-c.price > s.standalonePrice(c, p, reqs, filters, typeFilters, podReq) {
+		efficient := s.efficientTypes(c, merged, kept, total, typeFilters)
 		if len(efficient) == 0 {
 			c.frozen = true
 			return nil, fmt.Errorf("growing would need a type costing over %.0f%% more than the best cover", (growthTolerance-1)*100)
@@ -695,7 +806,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 			}
 		}
 	}
-	return &claimPlan{c: c, p: p, requests: requests, merged: merged, kept: kept, filters: filters, total: total,
+	return &claimPlan{c: c, p: p, requests: requests, merged: merged, kept: kept, filters: filters, typeFilters: typeFilters, applied: applied, total: total,
 		maxAlloc: maxAlloc, price: price, cheapest: cheapest, ports: ports}, nil
 }
 
@@ -703,7 +814,8 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 func (s *solver) commit(pl *claimPlan) {
 	c, p, merged, kept, filters := pl.c, pl.p, pl.merged, pl.kept, pl.filters
 	addTo(c.Requests, pl.requests)
-	c.Requirements, c.types, c.filters, c.req, c.maxAlloc, c.price, c.cheapest = merged, kept, filters, pl.total, pl.maxAlloc, pl.price, pl.cheapest
+	c.Requirements, c.types, c.filters, c.typeFilters, c.applied = merged, kept, filters, pl.typeFilters, pl.applied
+	c.req, c.maxAlloc, c.price, c.cheapest = pl.total, pl.maxAlloc, pl.price, pl.cheapest
 	for _, hp := range pl.ports {
 		c.ports[hp] = true
 	}
@@ -871,7 +983,8 @@ const growthTolerance = 1.02
 
 // standalonePrice is what a NodeClaim of the pod's own would cost: the cheapest compatible
 // type that fits the pod and the NodePool's DaemonSets.
-func (s *solver) standalonePrice(c *NodeClaim, p *corev1.Pod, podReqs Requirements, filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool, pod res) float64 {
+func (s *solver) standalonePrice(c *NodeClaim, p *corev1.Pod, podReqs Requirements, filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool,
+	typeFilters []func(*cloudprovider.InstanceType) bool, pod res) float64 {
 	key := standaloneKey{pod: p, pool: c.pool}
 	if v, ok := s.standalone[key]; ok {
 		return v
@@ -886,7 +999,7 @@ func (s *solver) standalonePrice(c *NodeClaim, p *corev1.Pod, podReqs Requiremen
 	}
 	best := math.Inf(1)
 	for _, t := range c.pool.types {
-		if ok, _ := need.fitsIn(t.alloc); !ok || t.compatible(reqs, keys) != nil {
+		if ok, _ := need.fitsIn(t.alloc); !ok || t.incompatible(reqs, keys) != nil || !allowedType(t, typeFilters) {
 			continue
 		}
 		if o, ok := t.cheapestOffering(reqs, filters); ok && o.Price < best {
@@ -899,7 +1012,7 @@ func (s *solver) standalonePrice(c *NodeClaim, p *corev1.Pod, podReqs Requiremen
 
 // efficientTypes keeps the types whose fractional cover of the requests costs at most
 // growthTolerance times the best compatible type's.
-func (s *solver) efficientTypes(c *NodeClaim, reqs Requirements, types []*instanceType, total res) []*instanceType {
+func (s *solver) efficientTypes(c *NodeClaim, reqs Requirements, types []*instanceType, total res, typeFilters []func(*cloudprovider.InstanceType) bool) []*instanceType {
 	cover := func(alloc res, p float64) float64 {
 		if alloc.cpu <= 0 || alloc.mem <= 0 {
 			return 0
@@ -914,7 +1027,7 @@ func (s *solver) efficientTypes(c *NodeClaim, reqs Requirements, types []*instan
 	}
 	best := 0.0
 	for _, o := range c.pool.types {
-		if o.compatible(reqs, keys) != nil {
+		if o.incompatible(reqs, keys) != nil || !allowedType(o, typeFilters) {
 			continue
 		}
 		if off, ok := o.cheapestOffering(reqs, c.filters); ok {
