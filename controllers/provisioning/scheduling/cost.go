@@ -67,14 +67,20 @@ func (s *solver) options(pl *pool, p *corev1.Pod, reqs Requirements) []option {
 			keys = append(keys, k)
 		}
 	}
-	var filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool
-	if pc := s.policy(p, pl); pc != nil && pc.AllowOffering != nil {
-		filters = append(filters, pc.AllowOffering)
+	var filters []*offerFilter
+	var typeFilters []func(*cloudprovider.InstanceType) bool
+	if pc := s.policy(p, pl); pc != nil {
+		if pc.AllowOffering != nil {
+			filters = append(filters, s.offerFilter(pc))
+		}
+		if pc.AllowType != nil {
+			typeFilters = append(typeFilters, pc.AllowType)
+		}
 	}
 	podReq := toRes(PodRequests(p))
 	var out []option
 	for _, t := range pl.types {
-		if t.compatible(merged, keys) != nil {
+		if t.incompatible(merged, keys) != nil || !allowedType(t, typeFilters) {
 			continue
 		}
 		if ok, _ := podReq.fitsIn(t.alloc); !ok {

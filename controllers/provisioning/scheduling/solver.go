@@ -113,7 +113,7 @@ type NodeClaim struct {
 
 	pool    *pool
 	types   []*instanceType
-	filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool
+	filters []*offerFilter
 	// typeFilters are the policies' type filters; the remaining types already pass them.
 	typeFilters []func(*cloudprovider.InstanceType) bool
 	// applied are the policy constraints whose filters are in filters.
@@ -149,11 +149,60 @@ type instanceType struct {
 	it    *cloudprovider.InstanceType
 	reqs  Requirements
 	alloc res
-	// zones and capacityTypes of its available offerings.
+	// zones and capacityTypes of its available offerings, as names and as bits of in.
 	zones, capacityTypes sets.Set[string]
-	// offerings are the available ones, cheapest first.
-	offerings []cloudprovider.Offering
+	zoneMask, ctMask     uint64
+	// offerings are the available ones, cheapest first, with their zone and capacity-type bits.
+	offerings          []cloudprovider.Offering
+	offerZone, offerCT []uint64
+	in                 *interner
+	// idx numbers the solve's instance types (a type in two NodePools counts twice).
+	idx int
 }
+
+// interner numbers the zones and capacity types of a solve, so that the inner loops test
+// offerings with bit masks instead of looking names up in requirement sets. Requirements
+// are immutable once built, so each one's mask is computed once.
+type interner struct {
+	zones, cts map[string]uint64
+	masks      map[*Requirement]uint64
+}
+
+func newInterner() *interner {
+	return &interner{zones: map[string]uint64{}, cts: map[string]uint64{}, masks: map[*Requirement]uint64{}}
+}
+
+// bit numbers a name; past 64 names every further one shares the last bit, which only makes
+// masks allow more, never less (candidates are checked against the names again).
+func bit(m map[string]uint64, name string) uint64 {
+	if b, ok := m[name]; ok {
+		return b
+	}
+	b := uint64(1) << min(len(m), 63)
+	m[name] = b
+	return b
+}
+
+// mask is the set of known names r allows; all bits for no requirement.
+func (in *interner) mask(r *Requirement, names map[string]uint64) uint64 {
+	if r == nil {
+		return ^uint64(0)
+	}
+	if m, ok := in.masks[r]; ok {
+		return m
+	}
+	var m uint64
+	for name, b := range names {
+		if r.Has(name) {
+			m |= b
+		}
+	}
+	in.masks[r] = m
+	return m
+}
+
+// exact reports whether masks decide alone: fewer than 64 zones and capacity types.
+func (in *interner) exact() bool { return len(in.zones) < 64 && len(in.cts) < 64 }
 
 // compatible checks the given keys of reqs against what the type defines: its labels, and
 // the zones and capacity types of its offerings. A key it does not define must allow absence.
@@ -230,9 +279,17 @@ func (t *instanceType) incompatible(reqs Requirements, keys []string) *Requireme
 		var allowed bool
 		switch k {
 		case karpv1.LabelTopologyZone:
-			allowed = anyOf(t.zones, r)
+			if t.in.exact() {
+				allowed = t.zoneMask&t.in.mask(r, t.in.zones) != 0
+			} else {
+				allowed = anyOf(t.zones, r)
+			}
 		case karpv1.CapacityTypeLabelKey:
-			allowed = anyOf(t.capacityTypes, r)
+			if t.in.exact() {
+				allowed = t.ctMask&t.in.mask(r, t.in.cts) != 0
+			} else {
+				allowed = anyOf(t.capacityTypes, r)
+			}
 		default:
 			if v, defined := t.it.Labels[k]; defined {
 				allowed = r.Has(v)
@@ -277,6 +334,11 @@ type solver struct {
 	nodes      []*existing
 	claims     []*NodeClaim
 	topo       *topology
+	intern     *interner
+	// typeCount is how many instance types prepare made; offerFilters are the policies'
+	// offering filters with their answers.
+	typeCount    int
+	offerFilters map[*Constraints]*offerFilter
 	// policyPod and podPolicy cache the hook's answers for the pod being placed, by NodePool.
 	policyPod *corev1.Pod
 	podPolicy map[*pool]*Constraints
@@ -291,7 +353,8 @@ type solver struct {
 // Solve places the pods: on existing nodes first, then in-flight ones, then on new NodeClaims
 // from the NodePools in weight order. It is deterministic.
 func Solve(in *Input) (*Result, error) {
-	s := &solver{in: in, topo: newTopology(), standalone: map[standaloneKey]float64{}}
+	s := &solver{in: in, topo: newTopology(), standalone: map[standaloneKey]float64{}, intern: newInterner(),
+		offerFilters: map[*Constraints]*offerFilter{}}
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}
@@ -372,7 +435,8 @@ func (s *solver) prepare() error {
 			}
 		}
 		for _, it := range in.InstanceTypes {
-			t := &instanceType{it: it, reqs: LabelRequirements(it.Labels), alloc: toRes(it.Allocatable())}
+			t := &instanceType{it: it, reqs: LabelRequirements(it.Labels), alloc: toRes(it.Allocatable()), idx: s.typeCount}
+			s.typeCount++
 			zones, cts := sets.New[string](), sets.New[string]()
 			for _, o := range it.Offerings {
 				if o.Available {
@@ -385,13 +449,18 @@ func (s *solver) prepare() error {
 			}
 			t.reqs[karpv1.LabelTopologyZone] = NewRequirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, sets.List(zones)...)
 			t.reqs[karpv1.CapacityTypeLabelKey] = NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, sets.List(cts)...)
-			t.zones, t.capacityTypes = zones, cts
+			t.zones, t.capacityTypes, t.in = zones, cts, s.intern
 			for _, o := range it.Offerings {
 				if o.Available {
 					t.offerings = append(t.offerings, o)
 				}
 			}
 			sort.SliceStable(t.offerings, func(i, j int) bool { return t.offerings[i].Price < t.offerings[j].Price })
+			for _, o := range t.offerings {
+				zb, cb := bit(s.intern.zones, o.Zone), bit(s.intern.cts, o.CapacityType)
+				t.offerZone, t.offerCT = append(t.offerZone, zb), append(t.offerCT, cb)
+				t.zoneMask, t.ctMask = t.zoneMask|zb, t.ctMask|cb
+			}
 			if err := t.compatible(p.reqs, poolTypeKeys); err != nil {
 				continue
 			}
@@ -611,7 +680,7 @@ type claimPlan struct {
 	requests    corev1.ResourceList
 	merged      Requirements
 	kept        []*instanceType
-	filters     []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool
+	filters     []*offerFilter
 	typeFilters []func(*cloudprovider.InstanceType) bool
 	applied     []*Constraints
 	total       res
@@ -657,7 +726,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 		if !slices.Contains(applied, pc) {
 			applied = append(append([]*Constraints(nil), applied...), pc)
 			if pc.AllowOffering != nil {
-				filters = append(append([]func(*cloudprovider.InstanceType, cloudprovider.Offering) bool(nil), filters...), pc.AllowOffering)
+				filters = append(append([]*offerFilter(nil), filters...), s.offerFilter(pc))
 			}
 			if pc.AllowType != nil {
 				typeFilters = append(append([]func(*cloudprovider.InstanceType) bool(nil), typeFilters...), pc.AllowType)
@@ -732,6 +801,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	maxAlloc := res{}
 	var cheapest *instanceType
 	price := 0.0
+	mergedSel := s.intern.sel(merged)
 	for _, t := range c.types {
 		if r := t.incompatible(merged, narrowed); r != nil {
 			note(0, func() string { return fmt.Sprintf("requires %s, but %s does not offer it", r, t.it.Name) })
@@ -753,7 +823,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 				continue
 			}
 		}
-		o, ok := t.cheapestOffering(merged, filters)
+		o, ok := t.cheapestOfferingSel(mergedSel, filters)
 		if !ok {
 			note(3, func() string {
 				return fmt.Sprintf("no available offering of %s matches %s and %s%s", t.it.Name,
@@ -784,7 +854,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 		}
 		kept, cheapest, price = efficient, nil, 0
 		for _, t := range kept {
-			if o, ok := t.cheapestOffering(merged, filters); ok && (cheapest == nil || o.Price < price) {
+			if o, ok := t.cheapestOfferingSel(mergedSel, filters); ok && (cheapest == nil || o.Price < price) {
 				cheapest, price = t, o.Price
 			}
 		}
@@ -859,16 +929,81 @@ func withinLimits(capacity, limit corev1.ResourceList) (bool, corev1.ResourceNam
 }
 
 // cheapestOffering is the cheapest available offering of the type that reqs and filters allow.
-func (t *instanceType) cheapestOffering(reqs Requirements, filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool) (cloudprovider.Offering, bool) {
+func (t *instanceType) cheapestOffering(reqs Requirements, filters []*offerFilter) (cloudprovider.Offering, bool) {
+	return t.cheapestOfferingSel(t.in.sel(reqs), filters)
+}
+
+// offerFilter is a policy's offering filter with its answers kept per instance type, as a
+// bit per offering: the solver asks the same questions millions of times in a batch.
+type offerFilter struct {
+	allow func(*cloudprovider.InstanceType, cloudprovider.Offering) bool
+	// masks has, by instance type index, bit i set when offering i is allowed, and
+	// maskKnown once computed.
+	masks []uint64
+}
+
+const maskKnown = uint64(1) << 63
+
+// mask is the type's offerings the filter allows, a bit each, for the first 63 offerings.
+func (f *offerFilter) mask(t *instanceType) uint64 {
+	m := f.masks[t.idx]
+	if m&maskKnown == 0 {
+		m = maskKnown
+		for j, o := range t.offerings[:min(len(t.offerings), 63)] {
+			if f.allow(t.it, o) {
+				m |= 1 << j
+			}
+		}
+		f.masks[t.idx] = m
+	}
+	return m
+}
+
+// offerFilter is the policy's filter, made once per solve.
+func (s *solver) offerFilter(pc *Constraints) *offerFilter {
+	if f, ok := s.offerFilters[pc]; ok {
+		return f
+	}
+	f := &offerFilter{allow: pc.AllowOffering, masks: make([]uint64, s.typeCount)}
+	s.offerFilters[pc] = f
+	return f
+}
+
+// offerSel is what requirements allow of offerings, computed once for a loop over types.
+type offerSel struct {
+	zone, ct *Requirement
+	zm, cm   uint64
+	exact    bool
+}
+
+func (in *interner) sel(reqs Requirements) offerSel {
 	zone, ct := reqs[karpv1.LabelTopologyZone], reqs[karpv1.CapacityTypeLabelKey]
+	return offerSel{zone: zone, ct: ct, zm: in.mask(zone, in.zones), cm: in.mask(ct, in.cts), exact: in.exact()}
+}
+
+// cheapestOfferingSel is cheapestOffering with the requirements' selection made already.
+func (t *instanceType) cheapestOfferingSel(sel offerSel, filters []*offerFilter) (cloudprovider.Offering, bool) {
+	allowed := ^uint64(0)
+	for _, f := range filters {
+		allowed &= f.mask(t)
+	}
 next:
-	for _, o := range t.offerings {
-		if (zone != nil && !zone.Has(o.Zone)) || (ct != nil && !ct.Has(o.CapacityType)) {
+	for i, o := range t.offerings {
+		if t.offerZone[i]&sel.zm == 0 || t.offerCT[i]&sel.cm == 0 {
 			continue
 		}
-		for _, f := range filters {
-			if !f(t.it, o) {
-				continue next
+		if !sel.exact && ((sel.zone != nil && !sel.zone.Has(o.Zone)) || (sel.ct != nil && !sel.ct.Has(o.CapacityType))) {
+			continue
+		}
+		if i < 63 {
+			if allowed&(1<<i) == 0 {
+				continue
+			}
+		} else {
+			for _, f := range filters {
+				if !f.allow(t.it, o) {
+					continue next
+				}
 			}
 		}
 		return o, true
@@ -876,7 +1011,7 @@ next:
 	return cloudprovider.Offering{}, false
 }
 
-func cheapestType(types []*instanceType, reqs Requirements, filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool) *instanceType {
+func cheapestType(types []*instanceType, reqs Requirements, filters []*offerFilter) *instanceType {
 	var best *instanceType
 	bestPrice := 0.0
 	for _, t := range types {
@@ -983,7 +1118,7 @@ const growthTolerance = 1.02
 
 // standalonePrice is what a NodeClaim of the pod's own would cost: the cheapest compatible
 // type that fits the pod and the NodePool's DaemonSets.
-func (s *solver) standalonePrice(c *NodeClaim, p *corev1.Pod, podReqs Requirements, filters []func(*cloudprovider.InstanceType, cloudprovider.Offering) bool,
+func (s *solver) standalonePrice(c *NodeClaim, p *corev1.Pod, podReqs Requirements, filters []*offerFilter,
 	typeFilters []func(*cloudprovider.InstanceType) bool, pod res) float64 {
 	key := standaloneKey{pod: p, pool: c.pool}
 	if v, ok := s.standalone[key]; ok {
@@ -998,11 +1133,12 @@ func (s *solver) standalonePrice(c *NodeClaim, p *corev1.Pod, podReqs Requiremen
 		}
 	}
 	best := math.Inf(1)
+	sel := s.intern.sel(reqs)
 	for _, t := range c.pool.types {
 		if ok, _ := need.fitsIn(t.alloc); !ok || t.incompatible(reqs, keys) != nil || !allowedType(t, typeFilters) {
 			continue
 		}
-		if o, ok := t.cheapestOffering(reqs, filters); ok && o.Price < best {
+		if o, ok := t.cheapestOfferingSel(sel, filters); ok && o.Price < best {
 			best = o.Price
 		}
 	}
@@ -1026,11 +1162,12 @@ func (s *solver) efficientTypes(c *NodeClaim, reqs Requirements, types []*instan
 		}
 	}
 	best := 0.0
+	sel := s.intern.sel(reqs)
 	for _, o := range c.pool.types {
 		if o.incompatible(reqs, keys) != nil || !allowedType(o, typeFilters) {
 			continue
 		}
-		if off, ok := o.cheapestOffering(reqs, c.filters); ok {
+		if off, ok := o.cheapestOfferingSel(sel, c.filters); ok {
 			if v := cover(o.alloc, off.Price); v > 0 && (best == 0 || v < best) {
 				best = v
 			}
@@ -1043,7 +1180,7 @@ func (s *solver) efficientTypes(c *NodeClaim, reqs Requirements, types []*instan
 		if total.cpu+s.aheadCPU < t.alloc.cpu && total.mem+s.aheadMem < t.alloc.mem {
 			continue
 		}
-		if off, ok := t.cheapestOffering(reqs, c.filters); ok && cover(t.alloc, off.Price) <= best*growthTolerance {
+		if off, ok := t.cheapestOfferingSel(sel, c.filters); ok && cover(t.alloc, off.Price) <= best*growthTolerance {
 			out = append(out, t)
 		}
 	}
