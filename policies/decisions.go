@@ -164,7 +164,8 @@ func anys(ms []map[string]any) []any {
 }
 
 func usageDoc(u Usage) map[string]any {
-	return map[string]any{"hourlyCost": u.HourlyCost, "inFlightHourlyCost": u.InFlightHourlyCost, "spotCPU": u.SpotCPU, "onDemandCPU": u.OnDemandCPU}
+	return map[string]any{"hourlyCost": u.HourlyCost, "inFlightHourlyCost": u.InFlightHourlyCost, "idleHourlyCost": u.IdleHourlyCost,
+		"spotCPU": u.SpotCPU, "onDemandCPU": u.OnDemandCPU}
 }
 
 func namespaceDoc(ns Namespace) map[string]any {

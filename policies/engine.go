@@ -74,6 +74,10 @@ type Usage struct {
 	// InFlightHourlyCost is attributed from its pods nominated to NodeClaims not yet
 	// registered: the reservation that stops concurrent launches from overrunning.
 	InFlightHourlyCost float64 `json:"inFlightHourlyCost"`
+	// IdleHourlyCost is the unrequested remainder of the nodes and in-flight NodeClaims the
+	// namespace has pods on: kube-scheduler may bind its pending pods there whatever the
+	// budget says, so launch decisions count it as committed (status does not).
+	IdleHourlyCost float64 `json:"idleHourlyCost"`
 	// SpotCPU and OnDemandCPU are the vCPU its placed pods request, by capacity type.
 	SpotCPU     float64 `json:"spotCPU"`
 	OnDemandCPU float64 `json:"onDemandCPU"`
@@ -81,7 +85,7 @@ type Usage struct {
 
 // Add sums usages.
 func (u Usage) Add(o Usage) Usage {
-	return Usage{HourlyCost: u.HourlyCost + o.HourlyCost, InFlightHourlyCost: u.InFlightHourlyCost + o.InFlightHourlyCost,
+	return Usage{HourlyCost: u.HourlyCost + o.HourlyCost, InFlightHourlyCost: u.InFlightHourlyCost + o.InFlightHourlyCost, IdleHourlyCost: u.IdleHourlyCost + o.IdleHourlyCost,
 		SpotCPU: u.SpotCPU + o.SpotCPU, OnDemandCPU: u.OnDemandCPU + o.OnDemandCPU}
 }
 
@@ -118,6 +122,8 @@ type Engine struct {
 	policies atomic.Pointer[[]*unit]
 	// mu serialises SetPolicies.
 	mu sync.Mutex
+	// evalErrors counts failed evaluations by source (Source.String()).
+	evalErrors sync.Map
 	// specs caches budgets' specs converted for Rego, by namespace/name.
 	specs sync.Map
 	// cacheMu guards typeSets (instance-type lists converted for Rego, by fingerprint) and
@@ -253,6 +259,15 @@ func compilePolicy(p *policyv1.CapacityPolicy) (*unit, []Problem) {
 	return u, nil
 }
 
+// EvaluationErrors is how many evaluations of a source failed since the engine started, e.g.
+// for "CapacityPolicy no-gpu-in-dev".
+func (e *Engine) EvaluationErrors(source string) int64 {
+	if n, ok := e.evalErrors.Load(source); ok {
+		return n.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
 // Policies lists the CapacityPolicies in force, by name.
 func (e *Engine) Policies() []string {
 	var out []string
@@ -274,6 +289,10 @@ func (e *Engine) eval(ctx context.Context, u *unit, point string, input ast.Valu
 	}
 	start := time.Now()
 	rs, err := q.Eval(ctx, rego.EvalParsedInput(input))
+	if err != nil {
+		n, _ := e.evalErrors.LoadOrStore(u.source.String(), new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+	}
 	outcome := "allow"
 	var out result
 	if err == nil && len(rs) > 0 && len(rs[0].Expressions) > 0 {

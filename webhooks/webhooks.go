@@ -5,6 +5,8 @@ package webhooks
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -35,11 +37,11 @@ import (
 // +kubebuilder:webhook:path=/validate-policy-karpenter-sh-v1-capacitypolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.karpenter.sh,resources=capacitypolicies,verbs=create;update,versions=v1,name=validation.capacitypolicies.policy.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
 
 // Register adds the conversion webhook (/convert) and the validating webhooks to mgr.
-func Register(mgr ctrl.Manager, conv *conversion.Converter, v *validation.Validator) error {
+func Register(mgr ctrl.Manager, conv *conversion.Converter, v *validation.Validator, rev Reviewer) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &karpv1.NodePool{}).
 		WithConverter(crconversion.NewHubSpokeConverter(&karpv1.NodePool{},
 			crconversion.NewSpokeConverter(&karpv1beta1.NodePool{}, conv.NodePoolToV1beta1, conv.NodePoolToV1))).
-		WithValidator(typed(karpv1.SchemeGroupVersion.WithKind("NodePool").GroupKind(), func(_ context.Context, o *karpv1.NodePool) field.ErrorList { return v.NodePool(o) })).
+		WithValidator(reviewed(typed(karpv1.SchemeGroupVersion.WithKind("NodePool").GroupKind(), func(_ context.Context, o *karpv1.NodePool) field.ErrorList { return v.NodePool(o) }), rev)).
 		Complete(); err != nil {
 		return err
 	}
@@ -63,12 +65,12 @@ func Register(mgr ctrl.Manager, conv *conversion.Converter, v *validation.Valida
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &policyv1.CapacityBudget{}).
-		WithValidator(typed(policyv1.SchemeGroupVersion.WithKind("CapacityBudget").GroupKind(), func(_ context.Context, o *policyv1.CapacityBudget) field.ErrorList { return v.CapacityBudget(o) })).
+		WithValidator(reviewed(typed(policyv1.SchemeGroupVersion.WithKind("CapacityBudget").GroupKind(), func(_ context.Context, o *policyv1.CapacityBudget) field.ErrorList { return v.CapacityBudget(o) }), rev)).
 		Complete(); err != nil {
 		return err
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &policyv1.CapacityPolicy{}).
-		WithValidator(typed(policyv1.SchemeGroupVersion.WithKind("CapacityPolicy").GroupKind(), v.CapacityPolicy)).
+		WithValidator(reviewed(typed(policyv1.SchemeGroupVersion.WithKind("CapacityPolicy").GroupKind(), v.CapacityPolicy), rev)).
 		Complete()
 }
 
@@ -77,6 +79,21 @@ func Register(mgr ctrl.Manager, conv *conversion.Converter, v *validation.Valida
 type typedValidator[T client.Object] struct {
 	kind     schema.GroupKind
 	validate func(context.Context, T) field.ErrorList
+	rev      Reviewer
+}
+
+// Reviewer runs the policy engine's karpenter.admission decision point on an object that
+// passed validation: Warn results and the object's $/hour impact come back as admission
+// warnings, Deny results refuse it.
+type Reviewer interface {
+	Review(ctx context.Context, operation string, obj, old client.Object) (warnings, denials []string)
+}
+
+// reviewed adds the policy review to a validator; nil adds nothing.
+func reviewed[T client.Object](v admission.Validator[T], rev Reviewer) admission.Validator[T] {
+	t := v.(*typedValidator[T])
+	t.rev = rev
+	return t
 }
 
 func typed[T client.Object](kind schema.GroupKind, validate func(context.Context, T) field.ErrorList) admission.Validator[T] {
@@ -96,11 +113,29 @@ func (t *typedValidator[T]) check(ctx context.Context, obj T) error {
 }
 
 func (t *typedValidator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
-	return nil, t.check(ctx, obj)
+	if err := t.check(ctx, obj); err != nil {
+		return nil, err
+	}
+	return t.review(ctx, "CREATE", obj, nil)
 }
 
-func (t *typedValidator[T]) ValidateUpdate(ctx context.Context, _, obj T) (admission.Warnings, error) {
-	return nil, t.check(ctx, obj)
+func (t *typedValidator[T]) ValidateUpdate(ctx context.Context, old, obj T) (admission.Warnings, error) {
+	if err := t.check(ctx, obj); err != nil {
+		return nil, err
+	}
+	return t.review(ctx, "UPDATE", obj, old)
+}
+
+func (t *typedValidator[T]) review(ctx context.Context, op string, obj T, old client.Object) (admission.Warnings, error) {
+	if t.rev == nil || obj.GetDeletionTimestamp() != nil {
+		return nil, nil
+	}
+	warnings, denials := t.rev.Review(ctx, op, obj, old)
+	if len(denials) > 0 {
+		return warnings, apierrors.NewForbidden(schema.GroupResource{Group: t.kind.Group, Resource: t.kind.Kind}, obj.GetName(),
+			fmt.Errorf("denied by policy: %s", strings.Join(denials, "; ")))
+	}
+	return warnings, nil
 }
 
 func (t *typedValidator[T]) ValidateDelete(context.Context, T) (admission.Warnings, error) {

@@ -26,6 +26,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
 	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	podmetrics "github.com/karpenter-policy/karpenter/controllers/metrics/pod"
 	nodetermination "github.com/karpenter-policy/karpenter/controllers/node/termination"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/garbagecollection"
@@ -33,8 +34,10 @@ import (
 	nodeclaimtermination "github.com/karpenter-policy/karpenter/controllers/nodeclaim/termination"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclass"
 	"github.com/karpenter-policy/karpenter/controllers/nodepool"
+	policycontrollers "github.com/karpenter-policy/karpenter/controllers/policy"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning"
 	"github.com/karpenter-policy/karpenter/controllers/state"
+	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/webhooks"
 	"github.com/karpenter-policy/karpenter/webhooks/certs"
 	"github.com/karpenter-policy/karpenter/webhooks/conversion"
@@ -75,20 +78,48 @@ func setUpSelfSignedCerts(mgr ctrl.Manager, cfg *rest.Config, opts *options.Opti
 	return mgr.Add(s)
 }
 
-// registerControllers builds the cloud provider and the controllers that exist, with their
-// dependencies injected.
-func registerControllers(mgr ctrl.Manager, opts *options.Options) error {
+// deps are what the controllers and the webhooks share.
+type deps struct {
+	cloud   cloudprovider.CloudProvider
+	cluster *state.Cluster
+	engine  *policies.Engine
+	usage   *policycontrollers.Usage
+}
+
+// newDeps builds the cloud provider, the cluster state and the policy engine.
+func newDeps(mgr ctrl.Manager, opts *options.Options) (*deps, error) {
 	var cloud cloudprovider.CloudProvider
 	switch opts.CloudProvider {
 	case "kwok":
 		cloud = kwok.New(mgr.GetClient(), clock.RealClock{}, time.Now().UnixNano())
 	default:
-		return fmt.Errorf("--cloud-provider=%s is not built into this manager yet; use kwok", opts.CloudProvider)
+		return nil, fmt.Errorf("--cloud-provider=%s is not built into this manager yet; use kwok", opts.CloudProvider)
 	}
-	recorder := mgr.GetEventRecorder("karpenter")
+	engine, err := policies.NewEngine()
+	if err != nil {
+		return nil, err
+	}
+	engine.Observer = metrics.PolicyObserver{}
 	cluster := state.NewCluster(mgr.GetClient(), clock.RealClock{})
-	if err := provisioning.NewProvisioner(mgr.GetClient(), cluster, cloud, recorder, clock.RealClock{}, opts.BatchIdleDuration, opts.BatchMaxDuration).Register(mgr); err != nil {
+	return &deps{cloud: cloud, cluster: cluster, engine: engine, usage: policycontrollers.NewUsage(cluster, cloud, clock.RealClock{})}, nil
+}
+
+// registerControllers registers the controllers that exist, with their dependencies injected.
+func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error {
+	cloud, cluster := d.cloud, d.cluster
+	recorder := mgr.GetEventRecorder("karpenter")
+	if err := provisioning.NewProvisioner(mgr.GetClient(), cluster, cloud, recorder, clock.RealClock{}, opts.BatchIdleDuration, opts.BatchMaxDuration).
+		WithPolicies(d.engine).Register(mgr); err != nil {
 		return fmt.Errorf("registering the provisioner: %w", err)
+	}
+	if err := policycontrollers.NewEngineSync(mgr.GetClient(), d.engine).Register(mgr); err != nil {
+		return fmt.Errorf("registering the policy engine sync: %w", err)
+	}
+	if err := policycontrollers.NewPolicyStatus(mgr.GetClient(), d.engine).Register(mgr); err != nil {
+		return fmt.Errorf("registering the capacitypolicy status controller: %w", err)
+	}
+	if err := policycontrollers.NewBudgetStatus(mgr.GetClient(), cluster, d.usage, d.engine, clock.RealClock{}).Register(mgr); err != nil {
+		return fmt.Errorf("registering the capacitybudget status controller: %w", err)
 	}
 	if err := lifecycle.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(context.Background(), mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim lifecycle: %w", err)
@@ -153,6 +184,10 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
+	d, err := newDeps(mgr, opts)
+	if err != nil {
+		return err
+	}
 	if opts.EnableWebhooks {
 		if opts.WebhookCertMode == "self-signed" {
 			if err := setUpSelfSignedCerts(mgr, cfg, opts); err != nil {
@@ -166,11 +201,12 @@ func run() error {
 		if opts.CloudProvider == "aws" {
 			conv.DefaultNodeClass = conversion.EC2NodeClass
 		}
-		if err := webhooks.Register(mgr, conv, validation.New()); err != nil {
+		review := policycontrollers.NewAdmission(mgr.GetClient(), d.engine, d.cloud, d.usage, clock.RealClock{})
+		if err := webhooks.Register(mgr, conv, validation.New(), review); err != nil {
 			return fmt.Errorf("registering webhooks: %w", err)
 		}
 	}
-	if err := registerControllers(mgr, opts); err != nil {
+	if err := registerControllers(mgr, opts, d); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

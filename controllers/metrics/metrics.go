@@ -3,6 +3,8 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -34,8 +36,44 @@ var (
 	NodePoolUsage = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_nodepools_usage", Help: "Resources used by a NodePool's NodeClaims, by resource type.",
 	}, []string{"nodepool", "resource_type"})
+
+	// PolicyEvaluations counts policy evaluations by decision point and result (allow, deny,
+	// warn, dryrun, error).
+	PolicyEvaluations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_policy_evaluations_total", Help: "Policy evaluations, by decision point and result.",
+	}, []string{"decision_point", "result"})
+	// PolicyEvaluationDuration is the latency of one evaluation of one policy set.
+	PolicyEvaluationDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "karpenter_policy_evaluation_duration_seconds", Help: "Latency of one policy evaluation, by decision point.",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
+	}, []string{"decision_point"})
+	// PolicyBlockedPods is how many of a namespace's pods the last batch kept pending by policy.
+	PolicyBlockedPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_policy_blocked_pods", Help: "Pods a policy kept pending in the last provisioning batch, by namespace.",
+	}, []string{"namespace"})
+	// BudgetHourlyCost, BudgetHourlyLimit and BudgetSpotPercent are a namespace's run-rate
+	// (running and in flight), the hourly limit in force, and its Spot share.
+	BudgetHourlyCost = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_budget_hourly_cost_dollars", Help: "A namespace's attributed run-rate, USD per hour, by namespace and state (running, inflight).",
+	}, []string{"namespace", "state"})
+	BudgetHourlyLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_budget_hourly_limit_dollars", Help: "The hourly limit in force of a namespace's CapacityBudget, USD per hour.",
+	}, []string{"namespace"})
+	BudgetSpotPercent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_budget_spot_percent", Help: "The share of a namespace's requested vCPU that runs on Spot, in percent.",
+	}, []string{"namespace"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, PodsStartupDuration, NodesAllocatable, NodePoolUsage)
+	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, PodsStartupDuration, NodesAllocatable, NodePoolUsage,
+		PolicyEvaluations, PolicyEvaluationDuration, PolicyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent)
+}
+
+// PolicyObserver records the policy engine's evaluations.
+type PolicyObserver struct{}
+
+// ObserveEvaluation implements policies.Observer.
+func (PolicyObserver) ObserveEvaluation(decisionPoint, result string, d time.Duration) {
+	PolicyEvaluations.WithLabelValues(decisionPoint, result).Inc()
+	PolicyEvaluationDuration.WithLabelValues(decisionPoint).Observe(d.Seconds())
 }

@@ -24,11 +24,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/nodepool"
+	"github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 	"github.com/karpenter-policy/karpenter/controllers/state"
+	"github.com/karpenter-policy/karpenter/policies"
 )
 
 // Provisioner launches capacity for pending pods.
@@ -39,6 +42,14 @@ type Provisioner struct {
 	recorder events.EventRecorder
 	clock    clock.Clock
 	batcher  *Batcher
+	// engine, when set, applies CapacityBudgets and CapacityPolicies to every batch.
+	engine *policies.Engine
+}
+
+// WithPolicies makes the provisioner consult the policy engine.
+func (p *Provisioner) WithPolicies(e *policies.Engine) *Provisioner {
+	p.engine = e
+	return p
 }
 
 // NewProvisioner builds the provisioner; idle and max are the batch windows.
@@ -105,7 +116,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		return nil
 	}
 	start := p.clock.Now()
-	res, err := scheduling.Solve(snap.Input)
+	res, outcome, err := p.solve(ctx, snap.Input)
 	if err != nil {
 		return fmt.Errorf("solving: %w", err)
 	}
@@ -130,10 +141,116 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 			p.recorder.Eventf(pod, nc, corev1.EventTypeNormal, "Nominated", "Provisioning", "Pod should schedule on NodeClaim %s", nc.Name)
 		}
 	}
+	blocked := p.reportPolicies(ctx, outcome)
 	for _, u := range res.Unschedulable {
+		if blocked[u.Pod] {
+			continue
+		}
 		p.recorder.Eventf(u.Pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Provisioning", "Failed to schedule pod, %s", u.Reason)
 	}
 	return nil
+}
+
+// solve runs the batch through the policies when the engine is set, else the solver alone.
+func (p *Provisioner) solve(ctx context.Context, in *scheduling.Input) (*scheduling.Result, *policy.Outcome, error) {
+	if p.engine == nil {
+		res, err := scheduling.Solve(in)
+		return res, nil, err
+	}
+	planner, err := p.planner(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := planner.Solve(ctx, in)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out.Result, out, nil
+}
+
+// planner gathers what the policies read: namespaces with their labels and the budgets. A
+// namespace with several CapacityBudgets is governed by the first by name.
+func (p *Provisioner) planner(ctx context.Context) (*policy.Planner, error) {
+	var nss corev1.NamespaceList
+	if err := p.client.List(ctx, &nss); err != nil {
+		return nil, fmt.Errorf("listing namespaces: %w", err)
+	}
+	var budgets policyv1.CapacityBudgetList
+	if err := p.client.List(ctx, &budgets); err != nil {
+		return nil, fmt.Errorf("listing capacitybudgets: %w", err)
+	}
+	pl := &policy.Planner{Engine: p.engine, Namespaces: map[string]policies.Namespace{}, Budgets: map[string]*policyv1.CapacityBudget{}, Now: p.clock.Now()}
+	for _, ns := range nss.Items {
+		pl.Namespaces[ns.Name] = policies.Namespace{Name: ns.Name, Labels: ns.Labels}
+	}
+	pl.Budgets = Governing(budgets.Items)
+	return pl, nil
+}
+
+// Governing picks each namespace's CapacityBudget: the first by name, when there are several.
+func Governing(budgets []policyv1.CapacityBudget) map[string]*policyv1.CapacityBudget {
+	out := map[string]*policyv1.CapacityBudget{}
+	for i := range budgets {
+		b := &budgets[i]
+		if b.DeletionTimestamp != nil {
+			continue
+		}
+		if cur, ok := out[b.Namespace]; !ok || b.Name < cur.Name {
+			out[b.Namespace] = b
+		}
+	}
+	return out
+}
+
+// reportPolicies turns a batch's policy outcome into Events and metrics: the pods a Deny
+// keeps pending get an Event naming the policy and the numbers; Warn and DryRun results and
+// evaluation errors go on the policy objects. It returns the blocked pods.
+func (p *Provisioner) reportPolicies(ctx context.Context, out *policy.Outcome) map[*corev1.Pod]bool {
+	blocked := map[*corev1.Pod]bool{}
+	if out == nil {
+		return blocked
+	}
+	counts := map[string]int{}
+	for name := range out.Namespaces {
+		counts[name] = 0
+	}
+	for _, b := range out.Blocked {
+		blocked[b.Pod] = true
+		counts[b.Pod.Namespace]++
+		p.recorder.Eventf(b.Pod, nil, corev1.EventTypeWarning, "PolicyDenied", "Provisioning", "%s", b.Violation.Message)
+	}
+	for ns, n := range counts {
+		metrics.PolicyBlockedPods.WithLabelValues(ns).Set(float64(n))
+	}
+	p.cluster.SetPolicyBlocked(counts)
+	for _, v := range out.Warnings {
+		p.eventOn(ctx, v.Source, corev1.EventTypeWarning, "PolicyWarning", v.Message)
+	}
+	for _, v := range out.DryRun {
+		p.eventOn(ctx, v.Source, corev1.EventTypeNormal, "PolicyDryRun", "would deny: "+v.Message)
+	}
+	for _, e := range out.Errors {
+		log.FromContext(ctx).Error(e.Err, "policy evaluation failed", "source", e.Source.String(), "decisionPoint", e.DecisionPoint)
+		p.eventOn(ctx, e.Source, corev1.EventTypeWarning, "EvaluationFailed", e.Error())
+	}
+	return blocked
+}
+
+// eventOn records an Event on the policy object a result came from.
+func (p *Provisioner) eventOn(ctx context.Context, src policies.Source, kind, reason, msg string) {
+	var obj client.Object
+	switch src.Kind {
+	case "CapacityBudget":
+		obj = &policyv1.CapacityBudget{}
+	case "CapacityPolicy":
+		obj = &policyv1.CapacityPolicy{}
+	default:
+		return
+	}
+	if err := p.client.Get(ctx, client.ObjectKey{Namespace: src.Namespace, Name: src.Name}, obj); err != nil {
+		return
+	}
+	p.recorder.Eventf(obj, nil, kind, reason, "Provisioning", "%s", msg)
 }
 
 // nodeClaimFor builds the NodeClaim of a decision from its NodePool's template.

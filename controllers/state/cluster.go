@@ -40,6 +40,8 @@ type Cluster struct {
 
 	mu          sync.Mutex
 	nominations map[types.UID]nomination
+	// blocked is how many pods policies kept pending in the last batch, by namespace.
+	blocked map[string]int
 }
 
 type nomination struct {
@@ -76,6 +78,20 @@ func (c *Cluster) NominatedTo(pod *corev1.Pod, ttl time.Duration) (string, bool)
 	return n.target, true
 }
 
+// SetPolicyBlocked records, by namespace, how many pods policies kept pending in a batch.
+func (c *Cluster) SetPolicyBlocked(byNamespace map[string]int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.blocked = byNamespace
+}
+
+// PolicyBlocked is how many of a namespace's pods policies kept pending in the last batch.
+func (c *Cluster) PolicyBlocked(namespace string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.blocked[namespace]
+}
+
 // Provisionable reports whether the provisioner should find a node for a pod: pending, not
 // bound, marked unschedulable by the scheduler, not owned by a DaemonSet and not terminating.
 func Provisionable(p *corev1.Pod) bool {
@@ -106,11 +122,21 @@ type Snapshot struct {
 // bound or nominated to them) and in-flight NodeClaims, and every ready NodePool with its
 // instance types, DaemonSet overhead and usage.
 func (c *Cluster) Snapshot(ctx context.Context, cp cloudprovider.CloudProvider) (*Snapshot, error) {
+	return c.snapshot(ctx, cp, true)
+}
+
+// Placed is the snapshot whether or not pods are pending: what runs and what is launching,
+// for the policy status controller's cost attribution.
+func (c *Cluster) Placed(ctx context.Context, cp cloudprovider.CloudProvider) (*Snapshot, error) {
+	return c.snapshot(ctx, cp, false)
+}
+
+func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, onlyWithPending bool) (*Snapshot, error) {
 	var pods corev1.PodList
 	if err := c.client.List(ctx, &pods); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
-	if !hasProvisionable(pods.Items) {
+	if onlyWithPending && !hasProvisionable(pods.Items) {
 		return &Snapshot{Input: &scheduling.Input{}, NodePools: map[string]*karpv1.NodePool{}}, nil
 	}
 	var nodes corev1.NodeList
@@ -124,6 +150,10 @@ func (c *Cluster) Snapshot(ctx context.Context, cp cloudprovider.CloudProvider) 
 	var pools karpv1.NodePoolList
 	if err := c.client.List(ctx, &pools); err != nil {
 		return nil, fmt.Errorf("listing nodepools: %w", err)
+	}
+	poolsByName := map[string]*karpv1.NodePool{}
+	for i := range pools.Items {
+		poolsByName[pools.Items[i].Name] = &pools.Items[i]
 	}
 	var daemonSets appsv1.DaemonSetList
 	if err := c.client.List(ctx, &daemonSets); err != nil {
@@ -186,7 +216,11 @@ func (c *Cluster) Snapshot(ctx context.Context, cp cloudprovider.CloudProvider) 
 			continue
 		}
 		// In flight: not registered yet. Its pods are the ones nominated to it.
+		price, launchAlloc := c.launchOffer(ctx, cp, nc, poolsByName)
 		alloc := nc.Status.Allocatable
+		if len(alloc) == 0 {
+			alloc = launchAlloc
+		}
 		if len(alloc) == 0 {
 			alloc = nc.Spec.Resources.Requests
 		}
@@ -195,7 +229,7 @@ func (c *Cluster) Snapshot(ctx context.Context, cp cloudprovider.CloudProvider) 
 			labels[k] = v
 		}
 		in.Nodes = append(in.Nodes, &scheduling.Node{Name: nc.Name, Labels: labels, Taints: nc.Spec.Taints, Allocatable: alloc,
-			Pods: byClaim[nc.Name], InFlight: true})
+			Pods: byClaim[nc.Name], InFlight: true, PricePerHour: price})
 	}
 	templates := make([]corev1.PodTemplateSpec, 0, len(daemonSets.Items))
 	for _, ds := range daemonSets.Items {
@@ -218,6 +252,45 @@ func (c *Cluster) Snapshot(ctx context.Context, cp cloudprovider.CloudProvider) 
 			DaemonSetOverhead: scheduling.DaemonSetOverhead(np, templates), Usage: usage[np.Name]})
 	}
 	return snap, nil
+}
+
+// launchOffer is what an in-flight NodeClaim will be: its launched offering's price, or
+// before launch the cheapest offering its requirements allow, which is what a launch picks,
+// with that instance type's allocatable; zero when it cannot be told.
+func (c *Cluster) launchOffer(ctx context.Context, cp cloudprovider.CloudProvider, nc *karpv1.NodeClaim, pools map[string]*karpv1.NodePool) (float64, corev1.ResourceList) {
+	np, ok := pools[nc.Labels[karpv1.NodePoolLabelKey]]
+	if !ok {
+		return 0, nil
+	}
+	its, err := cp.GetInstanceTypes(ctx, np)
+	if err != nil {
+		return 0, nil
+	}
+	reqs := scheduling.NewRequirements(nc.Spec.Requirements...)
+	for k, v := range nc.Labels {
+		if k == karpv1.LabelInstanceType || k == karpv1.LabelTopologyZone || k == karpv1.CapacityTypeLabelKey {
+			reqs.Add(scheduling.NewRequirement(k, corev1.NodeSelectorOpIn, v))
+		}
+	}
+	best := 0.0
+	var alloc corev1.ResourceList
+	for _, it := range its {
+		if r, ok := reqs[karpv1.LabelInstanceType]; ok && !r.Has(it.Name) {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if r, ok := reqs[karpv1.LabelTopologyZone]; ok && !r.Has(o.Zone) {
+				continue
+			}
+			if r, ok := reqs[karpv1.CapacityTypeLabelKey]; ok && !r.Has(o.CapacityType) {
+				continue
+			}
+			if best == 0 || o.Price < best {
+				best, alloc = o.Price, it.Allocatable()
+			}
+		}
+	}
+	return best, alloc
 }
 
 // schedulableTaints drops the taints Karpenter itself manages while a node registers.

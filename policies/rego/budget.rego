@@ -5,7 +5,9 @@
 # A budget b is {"namespace", "name", "spec", "status", "activeSchedule"}: spec and status as
 # the API holds them (amounts are decimal strings), activeSchedule the index of the schedule
 # window open now (computed by the engine from the cron schedules), absent when none is.
-# usage u is {"hourlyCost", "inFlightHourlyCost", "spotCPU", "onDemandCPU"}: numbers.
+# usage u is {"hourlyCost", "inFlightHourlyCost", "idleHourlyCost", "spotCPU", "onDemandCPU"}:
+# numbers; idleHourlyCost is the unrequested room of the nodes the namespace has pods on,
+# which kube-scheduler may fill with its pods whatever the budget says.
 # now is nanoseconds since the epoch.
 package karpenter.budget
 
@@ -71,8 +73,9 @@ limit_reason(b, now) := r if {
 	r := c.why
 }
 
-# committed is the namespace's run-rate on running nodes plus its in-flight reservation.
-committed(u) := object.get(u, "hourlyCost", 0) + object.get(u, "inFlightHourlyCost", 0)
+# committed is the namespace's run-rate on running nodes, its in-flight reservation, and the
+# idle room of its nodes that its pending pods may take.
+committed(u) := (object.get(u, "hourlyCost", 0) + object.get(u, "inFlightHourlyCost", 0)) + object.get(u, "idleHourlyCost", 0)
 
 # remaining is what the namespace may still add, in USD per hour, never below zero.
 remaining(b, u, now) := max([0, hourly_limit(b, now) - committed(u)])

@@ -81,6 +81,7 @@ test_open_window_replaces_spot if {
 
 test_remaining_counts_in_flight if {
 	budget.remaining(team_a, {"hourlyCost": 6, "inFlightHourlyCost": 1.5}, mid_november) == 2.5
+	budget.remaining(team_a, {"hourlyCost": 6, "inFlightHourlyCost": 1.5, "idleHourlyCost": 0.5}, mid_november) == 2
 	budget.remaining(team_a, {"hourlyCost": 11}, mid_november) == 0
 }
 

@@ -136,7 +136,7 @@ type CapacityBudgetStatus struct {
 	// ObservedGeneration is the metadata.generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: WithinBudget and Ready.
+	// Conditions: Ready (the budget was evaluated), BudgetExceeded and SpotShareOutOfRange.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -152,7 +152,9 @@ type CapacityBudgetStatus struct {
 // +kubebuilder:printcolumn:name="Limit",type="string",JSONPath=".status.hourlyLimit",description="hourly limit in force, USD/hour"
 // +kubebuilder:printcolumn:name="Remaining",type="string",JSONPath=".status.remainingHourlyCost",description=""
 // +kubebuilder:printcolumn:name="Spot%",type="string",JSONPath=".status.spotPercent",description=""
-// +kubebuilder:printcolumn:name="Enforcement",type="string",JSONPath=".spec.enforcement",description=""
+// +kubebuilder:printcolumn:name="Exceeded",type="string",JSONPath=".status.conditions[?(@.type==\"BudgetExceeded\")].status",description="run-rate over the limit in force"
+// +kubebuilder:printcolumn:name="Blocked",type="integer",JSONPath=".status.blockedPods",description="pods the budget keeps pending"
+// +kubebuilder:printcolumn:name="Enforcement",type="string",JSONPath=".spec.enforcement",priority=1,description=""
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status",description=""
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp",description=""
 // +kubebuilder:printcolumn:name="InFlight",type="string",JSONPath=".status.inFlightHourlyCost",priority=1,description=""

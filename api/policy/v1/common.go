@@ -45,9 +45,14 @@ var DecisionPoints = []string{DecisionPointProvisioning, DecisionPointLaunch, De
 
 // Condition types of policy objects.
 const (
-	ConditionTypeReady            = "Ready"
-	ConditionTypeCompiled         = "Compiled"
-	ConditionTypeTestsPassed      = "TestsPassed"
-	ConditionTypeWithinBudget     = "WithinBudget"
-	ConditionTypeEvaluationFailed = "EvaluationFailed"
+	ConditionTypeReady       = "Ready"
+	ConditionTypeCompiled    = "Compiled"
+	ConditionTypeTestsPassed = "TestsPassed"
+	// ConditionTypeBudgetExceeded is True when a namespace's run-rate (running and in flight)
+	// is over the hourly limit in force.
+	ConditionTypeBudgetExceeded = "BudgetExceeded"
+	// ConditionTypeSpotShareOutOfRange is True when a namespace's Spot share above its
+	// on-demand base is outside the budget's bounds.
+	ConditionTypeSpotShareOutOfRange = "SpotShareOutOfRange"
+	ConditionTypeEvaluationFailed    = "EvaluationFailed"
 )

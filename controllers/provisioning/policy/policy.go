@@ -118,13 +118,23 @@ func (p *Planner) Solve(ctx context.Context, in *scheduling.Input) (*Outcome, er
 		}
 		pending = append(pending, pod)
 	}
-	assignCapacityTypes(h, pending, in.NodePools, out.Namespaces, z)
+	assignCapacityTypes(h, pending, in.NodePools, out.Namespaces, z, nil)
 	var res *scheduling.Result
+	redrawn := false
 	for round := 0; ; round++ {
 		solveIn := *in
 		solveIn.Pods, solveIn.Policy = pending, h
 		if res, err = scheduling.Solve(&solveIn); err != nil {
 			return nil, err
+		}
+		// Once: if kube-scheduler would move on-demand pods into spare Spot room, assign
+		// fewer pods to Spot and solve again.
+		if drift := spotDrift(res, h, out.Namespaces, z); len(drift) > 0 && !redrawn {
+			redrawn = true
+			assignCapacityTypes(h, pending, in.NodePools, out.Namespaces, z, drift)
+			if res, err = scheduling.Solve(&solveIn); err != nil {
+				return nil, err
+			}
 		}
 		over := p.overBudget(res, in.Nodes, book, out.Namespaces, z)
 		if len(over) == 0 || round == trimRounds {
@@ -235,6 +245,12 @@ func deniedEverywhere(cons map[nsPool]*policies.Constraints, ns string, pools []
 // the namespace already commits and its placements on existing nodes counted first, the
 // pods on new NodeClaims are kept cheapest first while they fit.
 func (p *Planner) overBudget(res *scheduling.Result, nodes []*scheduling.Node, book PriceBook, namespaces map[string]*Namespace, z sizes) []Blocked {
+	over := p.overBudgetByPod(res, nodes, book, namespaces, z)
+	return append(over, p.overBudgetBySpareRoom(res, namespaces, z, over)...)
+}
+
+// overBudgetByPod holds back, per namespace, the pods on new NodeClaims past its limit.
+func (p *Planner) overBudgetByPod(res *scheduling.Result, nodes []*scheduling.Node, book PriceBook, namespaces map[string]*Namespace, z sizes) []Blocked {
 	running := map[string]float64{}
 	for name, ns := range namespaces {
 		if b := ns.Budget; b != nil && b.HasLimit && b.Enforcement == policyv1.EnforcementDeny {
@@ -295,11 +311,86 @@ func (p *Planner) overBudget(res *scheduling.Result, nodes []*scheduling.Node, b
 				total += x.cost
 				continue
 			}
-			over = append(over, Blocked{Pod: x.pod, Violation: policies.Violation{Source: b.Source, Enforcement: b.Enforcement, Namespace: name,
-				Message: fmt.Sprintf("%s: hourly cost %.2f + %.2f would exceed %.2f (%s)", b.Source, total, x.cost, b.HourlyLimit, b.LimitReason)}})
+			over = append(over, overrun(b, name, x.pod, total, x.cost))
 		}
 	}
 	return over
+}
+
+func overrun(b *policies.BudgetInForce, namespace string, pod *corev1.Pod, committed, cost float64) Blocked {
+	return Blocked{Pod: pod, Violation: policies.Violation{Source: b.Source, Enforcement: b.Enforcement, Namespace: namespace,
+		Message: fmt.Sprintf("%s: hourly cost %.2f + %.2f would exceed %.2f (%s)", b.Source, committed, cost, b.HourlyLimit, b.LimitReason)}}
+}
+
+// overBudgetBySpareRoom accounts for kube-scheduler: it binds a pending pod to any node with
+// room, so a namespace's pods (those held back now, or created later) may take the idle room
+// of the nodes launched for it. A namespace is charged for each new NodeClaim it has pods on
+// its share plus the NodeClaim's idle room; where that passes its limit, the NodeClaim with
+// the most idle room is given up (its pods held too) until what is left fits.
+func (p *Planner) overBudgetBySpareRoom(res *scheduling.Result, namespaces map[string]*Namespace, z sizes, over []Blocked) []Blocked {
+	heldNow := map[*corev1.Pod]bool{}
+	for _, b := range over {
+		heldNow[b.Pod] = true
+	}
+	type claimShare struct {
+		kept       []*corev1.Pod
+		cost, idle float64
+	}
+	byNS := map[string][]*claimShare{}
+	for _, c := range res.NodeClaims {
+		alloc := c.InstanceType.Allocatable()
+		idle := c.Offering.Price
+		shares := map[string]*claimShare{}
+		for _, pod := range c.Pods {
+			if heldNow[pod] {
+				continue
+			}
+			cost, _ := z.cost(pod, c.Offering.Price, alloc)
+			idle -= cost
+			sh, ok := shares[pod.Namespace]
+			if !ok {
+				sh = &claimShare{}
+				shares[pod.Namespace] = sh
+				byNS[pod.Namespace] = append(byNS[pod.Namespace], sh)
+			}
+			sh.kept, sh.cost = append(sh.kept, pod), sh.cost+cost
+		}
+		for _, sh := range shares {
+			sh.idle = max(0, idle)
+		}
+	}
+	var more []Blocked
+	names := make([]string, 0, len(byNS))
+	for name := range byNS {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		b := namespaces[name].Budget
+		if b == nil || !b.HasLimit || b.Enforcement != policyv1.EnforcementDeny {
+			continue
+		}
+		shares := byNS[name]
+		total := b.Committed
+		for _, sh := range shares {
+			total += sh.cost + sh.idle
+		}
+		for len(shares) > 0 && total > b.HourlyLimit+budgetTolerance {
+			worst := 0
+			for i := range shares {
+				if shares[i].idle > shares[worst].idle {
+					worst = i
+				}
+			}
+			sh := shares[worst]
+			total -= sh.cost + sh.idle
+			for _, pod := range sh.kept {
+				more = append(more, overrun(b, name, pod, total, sh.cost+sh.idle))
+			}
+			shares = append(shares[:worst], shares[worst+1:]...)
+		}
+	}
+	return more
 }
 
 // gate passes each new NodeClaim through the launch decision point, in order, counting the
@@ -309,6 +400,7 @@ func (p *Planner) gate(ctx context.Context, res *scheduling.Result, out *Outcome
 	kept := res.NodeClaims[:0:0]
 	for _, c := range res.NodeClaims {
 		alloc := c.InstanceType.Allocatable()
+		idle := c.Offering.Price
 		shares := map[string]*policies.LaunchNamespace{}
 		var names []string
 		for _, pod := range c.Pods {
@@ -328,6 +420,11 @@ func (p *Planner) gate(ctx context.Context, res *scheduling.Result, out *Outcome
 			s.Cost += cost
 			s.CPU += cpu
 			s.Pods++
+			idle -= cost
+		}
+		// Each namespace is charged the idle room too, which its pending pods may take.
+		for _, sh := range shares {
+			sh.Cost += max(0, idle)
 		}
 		sort.Strings(names)
 		in := policies.LaunchInput{NodePool: c.NodePool, InstanceType: c.InstanceType.Name, Family: Family(c.InstanceType),
@@ -402,6 +499,59 @@ func dedupe(vs []policies.Violation) []policies.Violation {
 		}
 	}
 	return out
+}
+
+// spotDrift estimates, for each namespace with Spot bounds, how much of the vCPU assigned to
+// on-demand kube-scheduler will bind into the spare room of the batch's new Spot nodes: it
+// places pods wherever they fit, not where the solver put them. It is what the assignment
+// keeps away from the maximum so that the share ends within bounds once pods are bound.
+func spotDrift(res *scheduling.Result, h *hook, namespaces map[string]*Namespace, z sizes) map[string]float64 {
+	type room struct{ cpu, mem float64 }
+	var spare []*room
+	onDemand := map[string][]*corev1.Pod{}
+	for _, c := range res.NodeClaims {
+		if c.Offering.CapacityType == karpv1.CapacityTypeSpot {
+			alloc := c.InstanceType.Allocatable()
+			spare = append(spare, &room{
+				cpu: float64(alloc.Cpu().MilliValue()-c.Requests.Cpu().MilliValue()) / 1000,
+				mem: float64(alloc.Memory().Value() - c.Requests.Memory().Value()),
+			})
+			continue
+		}
+		for _, pod := range c.Pods {
+			if h.capacityType[pod] == karpv1.CapacityTypeOnDemand {
+				onDemand[pod.Namespace] = append(onDemand[pod.Namespace], pod)
+			}
+		}
+	}
+	drift := map[string]float64{}
+	names := make([]string, 0, len(onDemand))
+	for name := range onDemand {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if b := namespaces[name].Budget; b == nil || b.Spot.MaxPercent >= 100 {
+			continue
+		}
+		pods := onDemand[name]
+		sort.SliceStable(pods, func(i, j int) bool {
+			a, _ := z.of(pods[i])
+			b, _ := z.of(pods[j])
+			return a < b
+		})
+		for _, pod := range pods {
+			cpu, mem := z.of(pod)
+			for _, r := range spare {
+				if r.cpu >= cpu && r.mem >= mem {
+					r.cpu, r.mem = r.cpu-cpu, r.mem-mem
+					drift[name] += cpu
+					break
+				}
+			}
+		}
+	}
+	return drift
 }
 
 // hook is the solver's view of the constraints: a lookup per pod and NodePool.
@@ -501,7 +651,7 @@ func toSolver(c *policies.Constraints, capacityType string) *scheduling.Constrai
 // so the namespace's share of vCPU above its on-demand base ends within the bounds,
 // preferring Spot (cheaper) up to the maximum. Pods that can run on one capacity type only
 // (their own requirements, or the NodePools') count where they must.
-func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*scheduling.NodePool, namespaces map[string]*Namespace, z sizes) {
+func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*scheduling.NodePool, namespaces map[string]*Namespace, z sizes, drift map[string]float64) {
 	offered := map[string]bool{}
 	for _, np := range pools {
 		r := scheduling.NewRequirements(np.NodePool.Spec.Template.Spec.Requirements...)[karpv1.CapacityTypeLabelKey]
@@ -545,9 +695,11 @@ func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*scheduling.NodePo
 		for _, f := range flexible {
 			total += f.cpu
 		}
+		// Prefer Spot (cheaper) up to the maximum, less what kube-scheduler is expected to move
+		// onto Spot by itself (see spotDrift), but never below the minimum.
 		target := 0.0
 		if above := total - b.Spot.OnDemandBaseCPU; above > 0 {
-			target = b.Spot.MaxPercent / 100 * above
+			target = max(b.Spot.MinPercent/100*above, b.Spot.MaxPercent/100*above-drift[name])
 		}
 		sort.SliceStable(flexible, func(i, j int) bool {
 			if flexible[i].cpu != flexible[j].cpu {

@@ -108,9 +108,20 @@ func UsageOf(nodes []*scheduling.Node, book PriceBook) map[string]policies.Usage
 func usageOf(nodes []*scheduling.Node, book PriceBook, z sizes) map[string]policies.Usage {
 	u := map[string]policies.Usage{}
 	for _, n := range nodes {
-		price, _ := book.Price(n.Labels)
+		price := n.PricePerHour
+		if price == 0 {
+			price, _ = book.Price(n.Labels)
+		}
+		idle := price
+		present := map[string]bool{}
 		for _, p := range n.Pods {
-			z.charge(u, p, price, n.Allocatable, n.Labels[karpv1.CapacityTypeLabelKey], n.InFlight)
+			idle -= z.charge(u, p, price, n.Allocatable, n.Labels[karpv1.CapacityTypeLabelKey], n.InFlight)
+			present[p.Namespace] = true
+		}
+		for ns := range present {
+			x := u[ns]
+			x.IdleHourlyCost += max(0, idle)
+			u[ns] = x
 		}
 	}
 	return u

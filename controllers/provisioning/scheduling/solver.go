@@ -54,6 +54,9 @@ type Node struct {
 	Pods []*corev1.Pod
 	// InFlight marks a NodeClaim whose node has not registered yet.
 	InFlight bool
+	// PricePerHour is what the node costs, when known (a NodeClaim not launched yet has no
+	// instance-type label to price it by); the policy engine's cost attribution uses it.
+	PricePerHour float64
 }
 
 // PolicyHook is how the policy engine constrains new capacity for a pod on a NodePool: the
@@ -807,12 +810,6 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 			note(0, func() string { return fmt.Sprintf("requires %s, but %s does not offer it", r, t.it.Name) })
 			continue
 		}
-		if fresh != nil && !fresh(t.it) {
-			note(3, func() string {
-				return fmt.Sprintf("instance type %s not allowed%s", t.it.Name, policyNote(s, p, c.pool))
-			})
-			continue
-		}
 		if ok, r := total.fitsIn(t.alloc); !ok {
 			note(1, func() string { return fmt.Sprintf("not enough %s", r) })
 			continue
@@ -822,6 +819,10 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 				note(2, func() string { return fmt.Sprintf("limit %s would be exceeded", r) })
 				continue
 			}
+		}
+		if fresh != nil && !fresh(t.it) {
+			note(3, func() string { return fmt.Sprintf("instance type %s is refused by %s", t.it.Name, s.policy(p, c.pool).Source) })
+			continue
 		}
 		o, ok := t.cheapestOfferingSel(mergedSel, filters)
 		if !ok {

@@ -57,7 +57,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := webhooks.Register(mgr, &conversion.Converter{DefaultNodeClass: conversion.KWOKNodeClass}, validation.New()); err != nil {
+	if err := webhooks.Register(mgr, &conversion.Converter{DefaultNodeClass: conversion.KWOKNodeClass}, validation.New(), nil); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -1,0 +1,177 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/policies"
+)
+
+// Admission is the validating webhook's policy review (webhooks.Reviewer): it evaluates the
+// karpenter.admission decision point for NodePools, CapacityBudgets and CapacityPolicies and
+// says what the object means in dollars, so that a pull request synced by ArgoCD shows it.
+type Admission struct {
+	client client.Client
+	engine *policies.Engine
+	cloud  cloudprovider.CloudProvider
+	usage  *Usage
+	clock  clock.Clock
+}
+
+// NewAdmission returns the review.
+func NewAdmission(c client.Client, e *policies.Engine, cloud cloudprovider.CloudProvider, usage *Usage, clk clock.Clock) *Admission {
+	return &Admission{client: c, engine: e, cloud: cloud, usage: usage, clock: clk}
+}
+
+// Review implements webhooks.Reviewer. A review that cannot read the cluster warns and lets
+// the object through: admission never fails on the policy layer's own trouble.
+func (a *Admission) Review(ctx context.Context, operation string, obj, old client.Object) (warnings, denials []string) {
+	in := policies.AdmissionInput{Operation: operation, Now: a.clock.Now()}
+	var impact []string
+	switch o := obj.(type) {
+	case *karpv1.NodePool:
+		in.Kind = "NodePool"
+		impact = a.nodePoolImpact(ctx, o, old)
+	case *policyv1.CapacityBudget:
+		in.Kind, in.Budget = "CapacityBudget", o
+		ns := a.namespace(ctx, o.Namespace)
+		in.Namespace = &ns
+		if all, err := a.usage.ByNamespace(ctx); err == nil {
+			in.Usage = all[o.Namespace]
+		}
+		impact = a.budgetImpact(o, in.Usage)
+	case *policyv1.CapacityPolicy:
+		in.Kind = "CapacityPolicy"
+		impact = a.policyImpact(ctx, o)
+	default:
+		return nil, nil
+	}
+	var err error
+	if in.Object, err = runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err != nil {
+		return []string{fmt.Sprintf("policy review skipped: %v", err)}, nil
+	}
+	if old != nil {
+		if in.OldObject, err = runtime.DefaultUnstructuredConverter.ToUnstructured(old); err != nil {
+			return []string{fmt.Sprintf("policy review skipped: %v", err)}, nil
+		}
+	}
+	d := a.engine.Admission(ctx, in)
+	for _, v := range d.Denied() {
+		denials = append(denials, fmt.Sprintf("%s: %s", v.Source, v.Message))
+	}
+	for _, v := range d.Warned() {
+		warnings = append(warnings, v.Message)
+	}
+	for _, v := range d.DryRun() {
+		warnings = append(warnings, "dry run, would deny: "+v.Message)
+	}
+	for _, e := range d.Errors {
+		log.FromContext(ctx).Error(e.Err, "admission policy evaluation failed", "source", e.Source.String())
+		warnings = append(warnings, "policy evaluation failed: "+e.Error())
+	}
+	return append(warnings, impact...), denials
+}
+
+func (a *Admission) namespace(ctx context.Context, name string) policies.Namespace {
+	ns := &corev1.Namespace{}
+	if err := a.client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return policies.Namespace{Name: name}
+	}
+	return policies.Namespace{Name: name, Labels: ns.Labels}
+}
+
+// nodePoolImpact is the most its cpu limit lets the NodePool cost per hour, at the cheapest
+// and the dearest $/vCPU among its instance types' offerings.
+func (a *Admission) nodePoolImpact(ctx context.Context, np *karpv1.NodePool, old client.Object) []string {
+	ceiling := func(p *karpv1.NodePool) (lo, hi float64, ok bool) {
+		limit, has := p.Spec.Limits[corev1.ResourceCPU]
+		if !has {
+			return 0, 0, false
+		}
+		its, err := a.cloud.GetInstanceTypes(ctx, p)
+		if err != nil || len(its) == 0 {
+			return 0, 0, false
+		}
+		minPer, maxPer := math.Inf(1), 0.0
+		for _, it := range its {
+			cpu := float64(it.Capacity.Cpu().MilliValue()) / 1000
+			if cpu <= 0 {
+				continue
+			}
+			for _, o := range it.Offerings.Available() {
+				minPer, maxPer = min(minPer, o.Price/cpu), max(maxPer, o.Price/cpu)
+			}
+		}
+		if maxPer == 0 {
+			return 0, 0, false
+		}
+		cpus := limit.AsApproximateFloat64()
+		return cpus * minPer, cpus * maxPer, true
+	}
+	lo, hi, ok := ceiling(np)
+	if !ok {
+		if _, has := np.Spec.Limits[corev1.ResourceCPU]; !has {
+			return []string{fmt.Sprintf("NodePool %s has no cpu limit: only CapacityBudgets bound what its nodes cost", np.Name)}
+		}
+		return nil
+	}
+	msg := fmt.Sprintf("NodePool %s: its cpu limit allows nodes costing $%.2f-$%.2f/hour at its instance types' prices", np.Name, lo, hi)
+	if prev, isNP := old.(*karpv1.NodePool); isNP && prev != nil {
+		if plo, phi, pok := ceiling(prev); pok && (plo != lo || phi != hi) {
+			msg += fmt.Sprintf(" (was $%.2f-$%.2f/hour)", plo, phi)
+		}
+	}
+	return []string{msg}
+}
+
+// budgetImpact says what the budget allows against what the namespace runs at now.
+func (a *Admission) budgetImpact(b *policyv1.CapacityBudget, u policies.Usage) []string {
+	c := a.engine.Provisioning(context.Background(), policies.ProvisioningInput{Namespace: policies.Namespace{Name: b.Namespace}, Budget: b, Usage: u, Now: a.clock.Now()})
+	if c.Budget == nil || !c.Budget.HasLimit {
+		return nil
+	}
+	return []string{fmt.Sprintf("CapacityBudget %s/%s allows $%.2f/hour now (%s); the namespace runs at $%.2f/hour with $%.2f/hour in flight",
+		b.Namespace, b.Name, c.Budget.HourlyLimit, c.Budget.LimitReason, u.HourlyCost, u.InFlightHourlyCost)}
+}
+
+// policyImpact names the namespaces the policy selects.
+func (a *Admission) policyImpact(ctx context.Context, p *policyv1.CapacityPolicy) []string {
+	sel := labels.Everything()
+	if p.Spec.NamespaceSelector != nil {
+		s, err := metav1.LabelSelectorAsSelector(p.Spec.NamespaceSelector)
+		if err != nil {
+			return nil
+		}
+		sel = s
+	}
+	var nss corev1.NamespaceList
+	if err := a.client.List(ctx, &nss, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(nss.Items))
+	for _, ns := range nss.Items {
+		names = append(names, ns.Name)
+	}
+	sort.Strings(names)
+	if len(names) > 10 {
+		names = append(names[:10], fmt.Sprintf("and %d more", len(names)-10))
+	}
+	if len(names) == 0 {
+		return []string{fmt.Sprintf("CapacityPolicy %s selects no namespace yet", p.Name)}
+	}
+	return []string{fmt.Sprintf("CapacityPolicy %s applies to %d namespaces: %s", p.Name, len(nss.Items), strings.Join(names, ", "))}
+}

@@ -1,0 +1,250 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	provpolicy "github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
+	"github.com/karpenter-policy/karpenter/controllers/state"
+	"github.com/karpenter-policy/karpenter/policies"
+)
+
+// BudgetStatus keeps CapacityBudget status: the namespace's run-rate on running nodes and
+// in flight (by the cost attribution of DESIGN.md section 6), its spend this month accrued in
+// status so that a restart loses nothing, its Spot share, the limit in force and what remains,
+// and the pods the budget keeps pending.
+type BudgetStatus struct {
+	client  client.Client
+	cluster *state.Cluster
+	engine  *policies.Engine
+	clock   clock.Clock
+	usage   *Usage
+}
+
+// NewBudgetStatus returns the CapacityBudget status controller.
+func NewBudgetStatus(c client.Client, cluster *state.Cluster, usage *Usage, e *policies.Engine, clk clock.Clock) *BudgetStatus {
+	return &BudgetStatus{client: c, cluster: cluster, usage: usage, engine: e, clock: clk}
+}
+
+// Usage attributes the cluster's cost to namespaces, at most once per usageTTL: the budget
+// status controller and the admission review share it.
+type Usage struct {
+	cluster *state.Cluster
+	cloud   cloudprovider.CloudProvider
+	clock   clock.Clock
+
+	mu    sync.Mutex
+	usage map[string]policies.Usage
+	at    time.Time
+}
+
+// NewUsage returns the shared attribution.
+func NewUsage(cluster *state.Cluster, cloud cloudprovider.CloudProvider, clk clock.Clock) *Usage {
+	return &Usage{cluster: cluster, cloud: cloud, clock: clk}
+}
+
+// ByNamespace is each namespace's usage, at most usageTTL old.
+func (u *Usage) ByNamespace(ctx context.Context) (map[string]policies.Usage, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.usage != nil && u.clock.Since(u.at) < usageTTL {
+		return u.usage, nil
+	}
+	snap, err := u.cluster.Placed(ctx, u.cloud)
+	if err != nil {
+		return nil, err
+	}
+	u.usage, u.at = provpolicy.UsageOf(snap.Input.Nodes, provpolicy.NewPriceBook(snap.Input.NodePools)), u.clock.Now()
+	return u.usage, nil
+}
+
+// BudgetRefresh is how often a budget's status is brought up to date without a change to
+// trigger it: the spend this month accrues, schedule windows open and close.
+const BudgetRefresh = 15 * time.Second
+
+// usageTTL is how long one attribution of the whole cluster serves every budget.
+const usageTTL = 2 * time.Second
+
+// Register watches CapacityBudgets, and NodeClaims and Nodes, which change what namespaces run.
+func (r *BudgetStatus) Register(mgr ctrl.Manager) error {
+	all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list policyv1.CapacityBudgetList
+		if err := r.client.List(ctx, &list); err != nil {
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(list.Items))
+		for _, b := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&b)})
+		}
+		return out
+	})
+	// Status writes do not trigger a reconcile; spec changes, NodeClaims and nodes coming and
+	// going do, and BudgetRefresh catches pods binding.
+	nodesComeAndGo := predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
+	return ctrl.NewControllerManagedBy(mgr).Named("policy.capacitybudget.status").
+		For(&policyv1.CapacityBudget{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&karpv1.NodeClaim{}, all).Watches(&corev1.Node{}, all, builder.WithPredicates(nodesComeAndGo)).Complete(r)
+}
+
+// Reconcile brings one budget's status up to date.
+func (r *BudgetStatus) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	b := &policyv1.CapacityBudget{}
+	if err := r.client.Get(ctx, req.NamespacedName, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			forget(req.Namespace)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	all, err := r.usage.ByNamespace(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	ns := policies.Namespace{Name: b.Namespace}
+	nsObj := &corev1.Namespace{}
+	if err := r.client.Get(ctx, client.ObjectKey{Name: b.Namespace}, nsObj); err == nil {
+		ns.Labels = nsObj.Labels
+	}
+	now := r.clock.Now().UTC()
+	usage := all[b.Namespace]
+	c := r.engine.Provisioning(ctx, policies.ProvisioningInput{Namespace: ns, Budget: b, Usage: usage, Now: now})
+	st := b.Status.DeepCopy()
+	st.ObservedGeneration = b.Generation
+	accrue(st, now)
+	// Spend accrues with every write; a reconcile that changes nothing else writes only
+	// once per BudgetRefresh.
+	unchanged := func() bool {
+		a, z := b.Status.DeepCopy(), st.DeepCopy()
+		a.MonthToDateCost, a.AccruedAt, z.MonthToDateCost, z.AccruedAt = "", nil, "", nil
+		return equality.Semantic.DeepEqual(a, z) && b.Status.AccruedAt != nil && now.Sub(b.Status.AccruedAt.Time) < BudgetRefresh
+	}
+	st.HourlyCost, st.InFlightHourlyCost = money(usage.HourlyCost), money(usage.InFlightHourlyCost)
+	st.SpotPercent = strconv.FormatFloat(round1(usage.SpotPercent()), 'f', 1, 64)
+	st.BlockedPods = int32(r.cluster.PolicyBlocked(b.Namespace))
+	st.ActiveSchedule = nil
+	if i, ok := policies.ActiveSchedule(b, now); ok {
+		i32 := int32(i)
+		st.ActiveSchedule = &i32
+	}
+	set := func(t string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: b.Generation})
+	}
+	bif := c.Budget
+	if bif == nil || len(c.Errors) > 0 {
+		st.HourlyLimit, st.RemainingHourlyCost = "", ""
+		msg := "the budget could not be evaluated"
+		if len(c.Errors) > 0 {
+			msg = c.Errors[0].Error()
+		}
+		set(policyv1.ConditionTypeReady, false, "EvaluationFailed", msg)
+	} else {
+		set(policyv1.ConditionTypeReady, true, "Evaluated", "")
+		committed := usage.HourlyCost + usage.InFlightHourlyCost
+		if bif.HasLimit {
+			st.HourlyLimit, st.RemainingHourlyCost = money(bif.HourlyLimit), money(bif.Remaining)
+			over := committed > bif.HourlyLimit+0.005
+			set(policyv1.ConditionTypeBudgetExceeded, over, map[bool]string{true: "OverLimit", false: "WithinLimit"}[over],
+				fmt.Sprintf("hourly cost %.2f (%.2f running, %.2f in flight) of %.2f (%s)", committed, usage.HourlyCost, usage.InFlightHourlyCost, bif.HourlyLimit, bif.LimitReason))
+			metrics.BudgetHourlyLimit.WithLabelValues(b.Namespace).Set(bif.HourlyLimit)
+		} else {
+			st.HourlyLimit, st.RemainingHourlyCost = "", ""
+			set(policyv1.ConditionTypeBudgetExceeded, false, "NoLimit", "the budget limits no cost")
+		}
+		share, above := shareAboveBase(usage, bif.Spot.OnDemandBaseCPU)
+		out := above && (share < bif.Spot.MinPercent-0.05 || share > bif.Spot.MaxPercent+0.05)
+		msg := fmt.Sprintf("Spot share above the %.1f-vCPU on-demand base is %.1f%%, bounds [%.0f, %.0f]", bif.Spot.OnDemandBaseCPU, share, bif.Spot.MinPercent, bif.Spot.MaxPercent)
+		if !above {
+			msg = "nothing runs above the on-demand base"
+		}
+		set(policyv1.ConditionTypeSpotShareOutOfRange, out, map[bool]string{true: "OutOfRange", false: "InRange"}[out], msg)
+	}
+	metrics.BudgetHourlyCost.WithLabelValues(b.Namespace, "running").Set(usage.HourlyCost)
+	metrics.BudgetHourlyCost.WithLabelValues(b.Namespace, "inflight").Set(usage.InFlightHourlyCost)
+	metrics.BudgetSpotPercent.WithLabelValues(b.Namespace).Set(usage.SpotPercent())
+	if !unchanged() {
+		b.Status = *st
+		if err := r.client.Status().Update(ctx, b); err != nil {
+			if apierrors.IsConflict(err) {
+				return reconcile.Result{Requeue: true}, nil
+			}
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{RequeueAfter: BudgetRefresh}, nil
+}
+
+// accrue adds the spend since status was last brought up to date, at the run-rate status
+// held then (what ran in the meantime), and starts over at a new calendar month (UTC).
+func accrue(st *policyv1.CapacityBudgetStatus, now time.Time) {
+	spent := parseMoney(st.MonthToDateCost)
+	monthStart := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	if st.AccruedAt != nil {
+		from := st.AccruedAt.UTC()
+		if from.Before(monthStart) {
+			spent, from = 0, monthStart
+		}
+		if now.After(from) {
+			spent += parseMoney(st.HourlyCost) * now.Sub(from).Hours()
+		}
+	} else {
+		spent = 0
+	}
+	st.MonthToDateCost = policyv1.Money(strconv.FormatFloat(spent, 'f', 4, 64))
+	st.AccruedAt = &metav1.Time{Time: now}
+}
+
+// shareAboveBase is the Spot share of the vCPU above the on-demand base, and whether anything
+// runs above it.
+func shareAboveBase(u policies.Usage, base float64) (float64, bool) {
+	above := u.SpotCPU + max(0, u.OnDemandCPU-base)
+	if above <= 0 {
+		return 0, false
+	}
+	return 100 * u.SpotCPU / above, true
+}
+
+func money(f float64) policyv1.Money {
+	return policyv1.Money(strconv.FormatFloat(max(0, f), 'f', 2, 64))
+}
+
+func parseMoney(m policyv1.Money) float64 {
+	f, err := strconv.ParseFloat(string(m), 64)
+	if err != nil {
+		return 0
+	}
+	return f
+}
+
+func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
+
+// forget drops a deleted budget's gauges.
+func forget(namespace string) {
+	metrics.BudgetHourlyLimit.DeleteLabelValues(namespace)
+	metrics.BudgetSpotPercent.DeleteLabelValues(namespace)
+	metrics.BudgetHourlyCost.DeleteLabelValues(namespace, "running")
+	metrics.BudgetHourlyCost.DeleteLabelValues(namespace, "inflight")
+}

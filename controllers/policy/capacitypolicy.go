@@ -1,0 +1,189 @@
+// Package policy keeps the policy objects' status and the policy engine's set current:
+// CapacityPolicy status (compile errors by module, line and column; tests; evaluation errors)
+// and CapacityBudget status (run-rate, in-flight reservation, spend this month, Spot share,
+// the limit in force and what remains). It never writes spec, labels or annotations.
+package policy
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/policies"
+)
+
+// EngineSync loads the cluster's CapacityPolicies into the engine whenever one changes. It
+// runs on every replica, leader or not: the admission webhook evaluates policies too.
+type EngineSync struct {
+	client client.Client
+	engine *policies.Engine
+}
+
+// NewEngineSync returns the controller that feeds the engine.
+func NewEngineSync(c client.Client, e *policies.Engine) *EngineSync {
+	return &EngineSync{client: c, engine: e}
+}
+
+// Register watches CapacityPolicies.
+func (s *EngineSync) Register(mgr ctrl.Manager) error {
+	no := false
+	return ctrl.NewControllerManagedBy(mgr).Named("policy.engine").For(&policyv1.CapacityPolicy{}).
+		WithOptions(controller.Options{NeedLeaderElection: &no, MaxConcurrentReconciles: 1}).
+		Complete(s)
+}
+
+// Reconcile recompiles what changed and swaps the engine's set in one step.
+func (s *EngineSync) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	var list policyv1.CapacityPolicyList
+	if err := s.client.List(ctx, &list); err != nil {
+		return reconcile.Result{}, err
+	}
+	live := list.Items[:0]
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			live = append(live, p)
+		}
+	}
+	for _, pp := range s.engine.SetPolicies(live) {
+		log.FromContext(ctx).Info("CapacityPolicy left out of the engine", "CapacityPolicy", pp.Policy, "problems", fmt.Sprint(pp.Problems))
+	}
+	return reconcile.Result{}, nil
+}
+
+// PolicyStatus keeps CapacityPolicy status: Compiled, TestsPassed, EvaluationFailed, Ready.
+type PolicyStatus struct {
+	client client.Client
+	engine *policies.Engine
+}
+
+// NewPolicyStatus returns the CapacityPolicy status controller.
+func NewPolicyStatus(c client.Client, e *policies.Engine) *PolicyStatus {
+	return &PolicyStatus{client: c, engine: e}
+}
+
+// Register watches CapacityPolicies.
+func (r *PolicyStatus) Register(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("policy.capacitypolicy.status").
+		For(&policyv1.CapacityPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).Complete(r)
+}
+
+// maxListed is how many compile errors and test failures status lists (the CRD's maxItems);
+// the counts and the condition messages still say how many there are.
+const maxListed = 50
+
+// statusRefresh is how often status picks up evaluation errors counted since.
+const statusRefresh = time.Minute
+
+// Reconcile compiles the policy's modules, runs its tests with its parameters, and writes
+// what it found.
+func (r *PolicyStatus) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	p := &policyv1.CapacityPolicy{}
+	if err := r.client.Get(ctx, req.NamespacedName, p); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	st := p.Status.DeepCopy()
+	st.ObservedGeneration = p.Generation
+	st.CompileErrors, st.DecisionPoints, st.Tests = nil, nil, nil
+	compiled := r.compile(ctx, p, st)
+	st.EvaluationErrors = r.engine.EvaluationErrors(policies.Source{Kind: "CapacityPolicy", Name: p.Name}.String())
+	set := func(t string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: p.Generation})
+	}
+	if compiled {
+		set(policyv1.ConditionTypeCompiled, true, "Compiled", fmt.Sprintf("joins %v", st.DecisionPoints))
+	} else {
+		e := st.CompileErrors[0]
+		set(policyv1.ConditionTypeCompiled, false, "CompileErrors", fmt.Sprintf("%d errors; first %s:%d:%d: %s", len(st.CompileErrors), e.Module, e.Line, e.Column, e.Message))
+	}
+	testsOK := compiled && (st.Tests == nil || st.Tests.Failed == 0)
+	switch {
+	case !compiled:
+		set(policyv1.ConditionTypeTestsPassed, false, "NotCompiled", "the modules do not compile")
+	case st.Tests == nil:
+		set(policyv1.ConditionTypeTestsPassed, true, "NoTests", "the policy has no _test.rego module")
+	case st.Tests.Failed > 0:
+		set(policyv1.ConditionTypeTestsPassed, false, "TestsFailed", fmt.Sprintf("%d of %d tests failed; first %s", st.Tests.Failed, st.Tests.Passed+st.Tests.Failed, st.Tests.Failures[0].Name))
+	default:
+		set(policyv1.ConditionTypeTestsPassed, true, "TestsPassed", fmt.Sprintf("%d tests passed", st.Tests.Passed))
+	}
+	set(policyv1.ConditionTypeEvaluationFailed, st.EvaluationErrors > 0, map[bool]string{true: "EvaluationErrors", false: "NoErrors"}[st.EvaluationErrors > 0],
+		fmt.Sprintf("%d evaluations failed since the controller started (failurePolicy %s)", st.EvaluationErrors, failurePolicy(p)))
+	set(policyv1.ConditionTypeReady, compiled && testsOK, map[bool]string{true: "Ready", false: "NotReady"}[compiled && testsOK], "")
+	if !equality.Semantic.DeepEqual(&p.Status, st) {
+		p.Status = *st
+		if err := r.client.Status().Update(ctx, p); err != nil {
+			if apierrors.IsConflict(err) {
+				return reconcile.Result{Requeue: true}, nil
+			}
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{RequeueAfter: statusRefresh}, nil
+}
+
+func failurePolicy(p *policyv1.CapacityPolicy) policyv1.FailurePolicy {
+	if p.Spec.FailurePolicy == "" {
+		return policyv1.FailurePolicyIgnore
+	}
+	return p.Spec.FailurePolicy
+}
+
+// compile fills compile errors, decision points and test results; it reports whether the
+// modules compiled.
+func (r *PolicyStatus) compile(ctx context.Context, p *policyv1.CapacityPolicy, st *policyv1.CapacityPolicyStatus) bool {
+	params, err := policies.Parameters(p)
+	if err != nil {
+		st.CompileErrors = []policyv1.PolicyError{{Module: "spec.parameters", Message: err.Error()}}
+		return false
+	}
+	modules, _ := policies.PolicyModules(p)
+	c, problems := policies.Compile(modules)
+	for _, pr := range problems[:min(len(problems), maxListed)] {
+		st.CompileErrors = append(st.CompileErrors, policyv1.PolicyError{Module: pr.Module, Line: int32(pr.Line), Column: int32(pr.Column), Message: pr.Message})
+	}
+	if c == nil {
+		return false
+	}
+	st.DecisionPoints = c.DecisionPoints
+	hasTests := false
+	for _, m := range modules {
+		hasTests = hasTests || policies.IsTestModule(m.Name)
+	}
+	if !hasTests {
+		return true
+	}
+	results, err := c.RunTests(ctx, params)
+	if err != nil {
+		st.Tests = &policyv1.PolicyTestResults{Failed: 1, Failures: []policyv1.PolicyTestFailure{{Name: "tests", Message: err.Error()}}}
+		return true
+	}
+	st.Tests = &policyv1.PolicyTestResults{}
+	for _, t := range results {
+		if t.Passed {
+			st.Tests.Passed++
+			continue
+		}
+		st.Tests.Failed++
+		if len(st.Tests.Failures) < maxListed {
+			st.Tests.Failures = append(st.Tests.Failures, policyv1.PolicyTestFailure{Name: t.Name, Message: t.Message})
+		}
+	}
+	return true
+}
