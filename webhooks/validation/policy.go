@@ -112,4 +112,3 @@ func (v *Validator) CapacityPolicy(ctx context.Context, p *policyv1.CapacityPoli
 	}
 	return errs
 }
-

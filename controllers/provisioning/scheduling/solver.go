@@ -821,7 +821,9 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 			}
 		}
 		if fresh != nil && !fresh(t.it) {
-			note(3, func() string { return fmt.Sprintf("instance type %s is refused by %s", t.it.Name, s.policy(p, c.pool).Source) })
+			note(3, func() string {
+				return fmt.Sprintf("instance type %s is refused by %s", t.it.Name, s.policy(p, c.pool).Source)
+			})
 			continue
 		}
 		o, ok := t.cheapestOfferingSel(mergedSel, filters)
