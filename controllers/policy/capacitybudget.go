@@ -227,8 +227,10 @@ func shareAboveBase(u policies.Usage, base float64) (float64, bool) {
 	return 100 * u.SpotCPU / above, true
 }
 
+// money prints an amount with four decimals: a small namespace's run-rate is a few cents an
+// hour, and the spend this month accrues from the run-rate status holds.
 func money(f float64) policyv1.Money {
-	return policyv1.Money(strconv.FormatFloat(max(0, f), 'f', 2, 64))
+	return policyv1.Money(strconv.FormatFloat(max(0, f), 'f', 4, 64))
 }
 
 func parseMoney(m policyv1.Money) float64 {
