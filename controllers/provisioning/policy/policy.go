@@ -524,6 +524,17 @@ func spotDrift(res *scheduling.Result, h *hook, namespaces map[string]*Namespace
 			}
 		}
 	}
+	// What the namespace's pods on the new NodeClaims request, and on Spot.
+	spotCPU, allCPU := map[string]float64{}, map[string]float64{}
+	for _, c := range res.NodeClaims {
+		for _, pod := range c.Pods {
+			cpu, _ := z.of(pod)
+			allCPU[pod.Namespace] += cpu
+			if c.Offering.CapacityType == karpv1.CapacityTypeSpot {
+				spotCPU[pod.Namespace] += cpu
+			}
+		}
+	}
 	drift := map[string]float64{}
 	names := make([]string, 0, len(onDemand))
 	for name := range onDemand {
@@ -549,6 +560,13 @@ func spotDrift(res *scheduling.Result, h *hook, namespaces map[string]*Namespace
 					break
 				}
 			}
+		}
+		// Only a drift that would take the share past the maximum matters.
+		ns, b := namespaces[name], namespaces[name].Budget
+		spot := ns.Before.SpotCPU + spotCPU[name] + drift[name]
+		onDem := ns.Before.OnDemandCPU + allCPU[name] - spotCPU[name] - drift[name]
+		if above := spot + max(0, onDem-b.Spot.OnDemandBaseCPU); above <= 0 || 100*spot/above <= b.Spot.MaxPercent+0.01 {
+			delete(drift, name)
 		}
 	}
 	return drift
@@ -695,11 +713,18 @@ func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*scheduling.NodePo
 		for _, f := range flexible {
 			total += f.cpu
 		}
-		// Prefer Spot (cheaper) up to the maximum, less what kube-scheduler is expected to move
-		// onto Spot by itself (see spotDrift), but never below the minimum.
+		// Prefer Spot (cheaper) up to the maximum, less a pod's worth of slack and what
+		// kube-scheduler is expected to move onto Spot by itself (see spotDrift), but never
+		// below the minimum.
+		slack := 0.0
+		if b.Spot.MaxPercent < 100 {
+			for _, f := range flexible {
+				slack = max(slack, f.cpu)
+			}
+		}
 		target := 0.0
 		if above := total - b.Spot.OnDemandBaseCPU; above > 0 {
-			target = max(b.Spot.MinPercent/100*above, b.Spot.MaxPercent/100*above-drift[name])
+			target = max(b.Spot.MinPercent/100*above, b.Spot.MaxPercent/100*above-drift[name]-slack)
 		}
 		sort.SliceStable(flexible, func(i, j int) bool {
 			if flexible[i].cpu != flexible[j].cpu {
