@@ -132,7 +132,7 @@ type CapacityBudgetStatus struct {
 	ActiveSchedule *int32 `json:"activeSchedule,omitempty"`
 	// BlockedPods is the number of the namespace's pods that the budget keeps pending.
 	// +optional
-	BlockedPods int32 `json:"blockedPods,omitempty"`
+	BlockedPods int32 `json:"blockedPods"`
 	// ObservedGeneration is the metadata.generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
