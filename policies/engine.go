@@ -122,8 +122,10 @@ type Engine struct {
 	policies atomic.Pointer[[]*unit]
 	// mu serialises SetPolicies.
 	mu sync.Mutex
-	// evalErrors counts failed evaluations by source (Source.String()).
+	// evalErrors counts failed evaluations by source (Source.String()); violations counts
+	// results by source and kind.
 	evalErrors sync.Map
+	violations sync.Map
 	// specs caches budgets' specs converted for Rego, by namespace/name.
 	specs sync.Map
 	// cacheMu guards typeSets (instance-type lists converted for Rego, by fingerprint) and
@@ -259,6 +261,26 @@ func compilePolicy(p *policyv1.CapacityPolicy) (*unit, []Problem) {
 	return u, nil
 }
 
+// Violations counts a source's results since the engine started: deny results of a Deny
+// source, warn results (and a Warn source's denials), and a DryRun source's denials.
+func (e *Engine) Violations(source string) (denied, warned, dryRun int64) {
+	load := func(kind string) int64 {
+		if n, ok := e.violations.Load(source + "\x00" + kind); ok {
+			return n.(*atomic.Int64).Load()
+		}
+		return 0
+	}
+	return load("deny"), load("warn"), load("dryrun")
+}
+
+func (e *Engine) countViolation(source, kind string, n int) {
+	if n == 0 {
+		return
+	}
+	c, _ := e.violations.LoadOrStore(source+"\x00"+kind, new(atomic.Int64))
+	c.(*atomic.Int64).Add(int64(n))
+}
+
 // EvaluationErrors is how many evaluations of a source failed since the engine started, e.g.
 // for "CapacityPolicy no-gpu-in-dev".
 func (e *Engine) EvaluationErrors(source string) int64 {
@@ -297,6 +319,18 @@ func (e *Engine) eval(ctx context.Context, u *unit, point string, input ast.Valu
 	var out result
 	if err == nil && len(rs) > 0 && len(rs[0].Expressions) > 0 {
 		out, _ = rs[0].Expressions[0].Value.(map[string]any)
+	}
+	if err == nil && u.selector != nil {
+		denied, warned := len(setOf(out, "deny")), len(setOf(out, "warn"))
+		switch u.enforcementOr(policyv1.EnforcementDeny) {
+		case policyv1.EnforcementDeny:
+			e.countViolation(u.source.String(), "deny", denied)
+		case policyv1.EnforcementWarn:
+			warned += denied
+		case policyv1.EnforcementDryRun:
+			e.countViolation(u.source.String(), "dryrun", denied)
+		}
+		e.countViolation(u.source.String(), "warn", warned)
 	}
 	switch {
 	case err != nil:

@@ -98,7 +98,12 @@ func (r *PolicyStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 	st.ObservedGeneration = p.Generation
 	st.CompileErrors, st.DecisionPoints, st.Tests = nil, nil, nil
 	compiled := r.compile(ctx, p, st)
-	st.EvaluationErrors = r.engine.EvaluationErrors(policies.Source{Kind: "CapacityPolicy", Name: p.Name}.String())
+	src := policies.Source{Kind: "CapacityPolicy", Name: p.Name}.String()
+	st.EvaluationErrors = r.engine.EvaluationErrors(src)
+	st.Violations = nil
+	if denied, warned, dryRun := r.engine.Violations(src); denied+warned+dryRun > 0 {
+		st.Violations = &policyv1.PolicyViolations{Denied: denied, Warned: warned, DryRun: dryRun}
+	}
 	set := func(t string, ok bool, reason, msg string) {
 		s := metav1.ConditionFalse
 		if ok {

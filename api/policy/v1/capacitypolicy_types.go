@@ -90,6 +90,19 @@ type PolicyTestFailure struct {
 	Message string `json:"message,omitempty"`
 }
 
+// PolicyViolations counts a policy's results by what they did: denied (a Deny policy's deny
+// results, which blocked), warned (warn results, and a Warn policy's deny results) and dryRun
+// (a DryRun policy's deny results). Every evaluation counts, so a pod pending through several
+// batches counts in each.
+type PolicyViolations struct {
+	// +optional
+	Denied int64 `json:"denied"`
+	// +optional
+	Warned int64 `json:"warned"`
+	// +optional
+	DryRun int64 `json:"dryRun"`
+}
+
 // CapacityPolicyStatus reports whether the policy compiles and its tests pass.
 type CapacityPolicyStatus struct {
 	// DecisionPoints are the decision points the modules join.
@@ -103,9 +116,12 @@ type CapacityPolicyStatus struct {
 	// Tests are the results of the modules' test_ rules.
 	// +optional
 	Tests *PolicyTestResults `json:"tests,omitempty"`
-	// EvaluationErrors counts evaluations that failed since the policy was last compiled.
+	// EvaluationErrors counts evaluations that failed since the controller started.
 	// +optional
 	EvaluationErrors int64 `json:"evaluationErrors,omitempty"`
+	// Violations counts the policy's deny and warn results since the controller started.
+	// +optional
+	Violations *PolicyViolations `json:"violations,omitempty"`
 	// ObservedGeneration is the metadata.generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -126,7 +142,10 @@ type CapacityPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Compiled",type="string",JSONPath=".status.conditions[?(@.type==\"Compiled\")].status",description=""
 // +kubebuilder:printcolumn:name="Tests",type="string",JSONPath=".status.conditions[?(@.type==\"TestsPassed\")].status",description=""
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status",description=""
+// +kubebuilder:printcolumn:name="Denied",type="integer",JSONPath=".status.violations.denied",description="deny results while enforcing"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp",description=""
+// +kubebuilder:printcolumn:name="Warned",type="integer",JSONPath=".status.violations.warned",priority=1,description=""
+// +kubebuilder:printcolumn:name="DryRun",type="integer",JSONPath=".status.violations.dryRun",priority=1,description=""
 type CapacityPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitzero"`
