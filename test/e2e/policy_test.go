@@ -192,7 +192,8 @@ func TestBudgetsAndSpotSharesPerNamespace(t *testing.T) {
 			if err := kube.Get(ctx, client.ObjectKey{Namespace: tc.ns, Name: "default"}, cb); err != nil {
 				return false, nil
 			}
-			return cb.Status.HourlyLimit != "" && cb.Status.HourlyCost != "" && cb.Status.HourlyCost != "0.00" &&
+			hourly, _ := strconv.ParseFloat(string(cb.Status.HourlyCost), 64)
+			return cb.Status.HourlyLimit != "" && hourly > 0 &&
 				meta.IsStatusConditionTrue(cb.Status.Conditions, policyv1.ConditionTypeReady) && cb.Status.ObservedGeneration == cb.Generation, nil
 		}); err != nil {
 			t.Fatalf("%s: budget status never filled in: %+v", tc.ns, cb.Status)

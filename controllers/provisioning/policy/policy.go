@@ -127,13 +127,16 @@ func (p *Planner) Solve(ctx context.Context, in *scheduling.Input) (*Outcome, er
 		if res, err = scheduling.Solve(&solveIn); err != nil {
 			return nil, err
 		}
-		// Once: if kube-scheduler would move on-demand pods into spare Spot room, assign
-		// fewer pods to Spot and solve again.
+		// Once: if kube-scheduler would move on-demand pods into spare Spot room past a
+		// namespace's maximum, launch some of its Spot NodeClaims on-demand instead, or if
+		// that cannot be done, assign fewer pods to Spot and solve again.
 		if drift := spotDrift(res, h, out.Namespaces, z); len(drift) > 0 && !redrawn {
 			redrawn = true
-			assignCapacityTypes(h, pending, in.NodePools, out.Namespaces, z, drift)
-			if res, err = scheduling.Solve(&solveIn); err != nil {
-				return nil, err
+			if !flipToOnDemand(res, h, out.Namespaces, z) {
+				assignCapacityTypes(h, pending, in.NodePools, out.Namespaces, z, drift)
+				if res, err = scheduling.Solve(&solveIn); err != nil {
+					return nil, err
+				}
 			}
 		}
 		over := p.overBudget(res, in.Nodes, book, out.Namespaces, z)
@@ -570,6 +573,102 @@ func spotDrift(res *scheduling.Result, h *hook, namespaces map[string]*Namespace
 		}
 	}
 	return drift
+}
+
+// flipToOnDemand launches Spot NodeClaims of the namespaces spotDrift names on-demand
+// instead, smallest first, until no namespace would pass its maximum. Only NodeClaims that
+// hold pods of those namespaces alone are flipped: flipping a shared one would move other
+// namespaces' pods to the dearer capacity type too. It reports false when it runs out of
+// NodeClaims it may flip (shared, a pod pinned to Spot, a policy refusing on-demand, no
+// on-demand offering), leaving the rest flipped.
+func flipToOnDemand(res *scheduling.Result, h *hook, namespaces map[string]*Namespace, z sizes) bool {
+	refused := map[*scheduling.NodeClaim]bool{}
+	for range res.NodeClaims {
+		drift := spotDrift(res, h, namespaces, z)
+		if len(drift) == 0 {
+			return true
+		}
+		var best *scheduling.NodeClaim
+		bestCPU := 0.0
+		for _, c := range res.NodeClaims {
+			if c.Offering.CapacityType != karpv1.CapacityTypeSpot || refused[c] {
+				continue
+			}
+			cpu, dedicated := 0.0, true
+			for _, pod := range c.Pods {
+				if _, ok := drift[pod.Namespace]; ok {
+					pc, _ := z.of(pod)
+					cpu += pc
+				} else {
+					dedicated = false
+				}
+			}
+			if dedicated && cpu > 0 && (best == nil || cpu < bestCPU) {
+				best, bestCPU = c, cpu
+			}
+		}
+		if best == nil {
+			return false
+		}
+		if !flip(best, h) {
+			refused[best] = true
+		}
+	}
+	return len(spotDrift(res, h, namespaces, z)) == 0
+}
+
+// flip makes a Spot NodeClaim on-demand: the cheapest on-demand offerings of its instance
+// types in the zones it allows. It refuses when a pod on it must run on Spot or may not run
+// on-demand, or no type has an on-demand offering there.
+func flip(c *scheduling.NodeClaim, h *hook) bool {
+	for _, pod := range c.Pods {
+		if r := scheduling.PodRequirements(pod)[karpv1.CapacityTypeLabelKey]; r != nil && !r.Has(karpv1.CapacityTypeOnDemand) {
+			return false
+		}
+		if cons := h.cons[nsPool{pod.Namespace, c.NodePool}]; cons != nil {
+			if _, no := cons.DeniedCapacityTypes[karpv1.CapacityTypeOnDemand]; no {
+				return false
+			}
+		}
+	}
+	zone := c.Requirements[karpv1.LabelTopologyZone]
+	type option struct {
+		it *cloudprovider.InstanceType
+		o  cloudprovider.Offering
+	}
+	var opts []option
+	for _, it := range c.InstanceTypes {
+		found, best := false, cloudprovider.Offering{}
+		for _, o := range it.Offerings.Available() {
+			if o.CapacityType != karpv1.CapacityTypeOnDemand || (zone != nil && !zone.Has(o.Zone)) {
+				continue
+			}
+			if !found || o.Price < best.Price {
+				found, best = true, o
+			}
+		}
+		if found {
+			opts = append(opts, option{it, best})
+		}
+	}
+	if len(opts) == 0 {
+		return false
+	}
+	sort.SliceStable(opts, func(i, j int) bool { return opts[i].o.Price < opts[j].o.Price })
+	c.InstanceTypes = c.InstanceTypes[:0:0]
+	for _, o := range opts {
+		c.InstanceTypes = append(c.InstanceTypes, o.it)
+	}
+	c.InstanceType, c.Offering = opts[0].it, opts[0].o
+	reqs := c.Requirements.Copy()
+	reqs[karpv1.CapacityTypeLabelKey] = scheduling.NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, karpv1.CapacityTypeOnDemand)
+	c.Requirements = reqs
+	for _, pod := range c.Pods {
+		if _, assigned := h.capacityType[pod]; assigned {
+			h.capacityType[pod] = karpv1.CapacityTypeOnDemand
+		}
+	}
+	return true
 }
 
 // hook is the solver's view of the constraints: a lookup per pod and NodePool.

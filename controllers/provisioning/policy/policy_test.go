@@ -15,6 +15,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 	"github.com/karpenter-policy/karpenter/policies"
@@ -315,6 +316,76 @@ func TestBudgetHoldsWhenHeldPodsFillSpareRoom(t *testing.T) {
 		}
 		if len(out.Result.NodeClaims) == 0 && l >= 0.05 {
 			t.Errorf("limit %s: nothing launched", limit)
+		}
+	}
+}
+
+func catalogType(t *testing.T, name string) *cloudprovider.InstanceType {
+	t.Helper()
+	for _, it := range catalog.Embedded().ForProvider() {
+		if it.Name == name {
+			return it
+		}
+	}
+	t.Fatalf("no %s in the embedded catalog", name)
+	return nil
+}
+
+func claimOn(t *testing.T, it *cloudprovider.InstanceType, capacityType string, ps []*corev1.Pod) *scheduling.NodeClaim {
+	t.Helper()
+	var off cloudprovider.Offering
+	for _, o := range it.Offerings {
+		if o.CapacityType == capacityType && o.Available {
+			off = o
+			break
+		}
+	}
+	req := corev1.ResourceList{}
+	for _, p := range ps {
+		for k, q := range scheduling.PodRequests(p) {
+			v := req[k]
+			v.Add(q)
+			req[k] = v
+		}
+	}
+	return &scheduling.NodeClaim{NodePool: "default", InstanceType: it, InstanceTypes: []*cloudprovider.InstanceType{it}, Offering: off, Pods: ps, Requests: req,
+		Requirements: scheduling.Requirements{karpv1.CapacityTypeLabelKey: scheduling.NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, capacityType)}}
+}
+
+// kube-scheduler would move the on-demand pods into the Spot node's spare room, passing the
+// namespace's 60% maximum: the Spot NodeClaim, which holds the namespace's pods alone, is
+// launched on-demand instead; a NodeClaim with a pod pinned to Spot is not.
+func TestDriftFlipsDedicatedSpotNodeClaims(t *testing.T) {
+	big := catalogType(t, "m6i.2xlarge")
+	spotPods, odPods := pods("team-a", "s", 2, "1", "2Gi"), pods("team-a", "o", 2, "1", "2Gi")
+	ns := map[string]*Namespace{"team-a": {Budget: &policies.BudgetInForce{Enforcement: policyv1.EnforcementDeny,
+		Spot: policies.SpotBounds{MinPercent: 0, MaxPercent: 60}}}}
+	for _, pinned := range []bool{false, true} {
+		res := &scheduling.Result{NodeClaims: []*scheduling.NodeClaim{claimOn(t, big, "spot", spotPods), claimOn(t, catalogType(t, "m6i.large"), "on-demand", odPods)}}
+		h := newHook(nil)
+		for _, p := range spotPods {
+			h.capacityType[p] = "spot"
+		}
+		for _, p := range odPods {
+			h.capacityType[p] = "on-demand"
+		}
+		if pinned {
+			spotPods[0].Spec.NodeSelector = map[string]string{karpv1.CapacityTypeLabelKey: "spot"}
+		}
+		if d := spotDrift(res, h, ns, sizes{}); d["team-a"] != 2 {
+			t.Fatalf("drift %v, want the two on-demand vCPU", d)
+		}
+		ok := flipToOnDemand(res, h, ns, sizes{})
+		c := res.NodeClaims[0]
+		if pinned {
+			if ok || c.Offering.CapacityType != "spot" {
+				t.Errorf("a NodeClaim with a pod pinned to Spot was flipped")
+			}
+			continue
+		}
+		if !ok || c.Offering.CapacityType != "on-demand" || !c.Requirements[karpv1.CapacityTypeLabelKey].Has("on-demand") ||
+			c.Requirements[karpv1.CapacityTypeLabelKey].Has("spot") || h.capacityType[spotPods[0]] != "on-demand" {
+			t.Errorf("flip: ok %v, offering %+v, requirements %v", ok, c.Offering, c.Requirements[karpv1.CapacityTypeLabelKey])
 		}
 	}
 }
