@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -189,3 +190,54 @@ func TestCapacityBudgetStatusAccruesSpend(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The admission review: a CapacityPolicy at karpenter.admission refuses a NodePool without a
+// cpu limit and warns on one with a large limit; the review adds the NodePool's $/hour impact.
+func TestAdmissionReview(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 16, 12, 0, 0, 0, time.UTC))
+	engine, err := policies.NewEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rego := `package karpenter.admission
+
+deny contains msg if {
+	input.kind == "NodePool"
+	not input.object.spec.limits.cpu
+	msg := sprintf("NodePool %s needs a cpu limit", [input.object.metadata.name])
+}
+
+warn contains msg if {
+	input.kind == "NodePool"
+	units.parse(input.object.spec.limits.cpu) > data.parameters.maxCPU
+	msg := sprintf("NodePool %s may grow past %d vCPU", [input.object.metadata.name, data.parameters.maxCPU])
+}
+`
+	if probs := engine.SetPolicies([]policyv1.CapacityPolicy{*test.CapacityPolicy(func(p *policyv1.CapacityPolicy) {
+		p.Name = "nodepool-limits"
+		p.Spec.Parameters = &runtime.RawExtension{Raw: []byte(`{"maxCPU": 1000}`)}
+		p.Spec.Modules = []policyv1.PolicyModule{{Name: "limits.rego", Rego: rego}}
+	})}); len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	cloud := kwok.New(testEnv.Client, clk, 1)
+	cluster := state.NewCluster(testEnv.Client, clk)
+	review := policycontrollers.NewAdmission(testEnv.Client, engine, cloud, policycontrollers.NewUsage(cluster, cloud, clk), clk)
+	class := test.KWOKNodeClass()
+	if err := testEnv.Client.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testEnv.Client.Delete(context.Background(), class) })
+	np := test.NodePool(func(np *karpv1.NodePool) { np.Spec.Template.Spec.NodeClassRef.Name = class.Name })
+	warnings, denials := review.Review(ctx, "CREATE", np, nil)
+	if len(denials) != 1 || denials[0] != "CapacityPolicy nodepool-limits: NodePool "+np.Name+" needs a cpu limit" {
+		t.Errorf("denials %v", denials)
+	}
+	np.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse("2000")}
+	warnings, denials = review.Review(ctx, "UPDATE", np, nil)
+	if len(denials) != 0 || len(warnings) != 2 || warnings[0] != "NodePool "+np.Name+" may grow past 1000 vCPU" ||
+		!strings.HasPrefix(warnings[1], "NodePool "+np.Name+": its cpu limit allows nodes costing $") {
+		t.Errorf("warnings %q, denials %v", warnings, denials)
+	}
+}
