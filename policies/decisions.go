@@ -154,15 +154,6 @@ func budgetEnforcement(b *policyv1.CapacityBudget) policyv1.EnforcementAction {
 	return b.Spec.Enforcement
 }
 
-// anys makes a slice of documents one ast.InterfaceToValue converts directly.
-func anys(ms []map[string]any) []any {
-	out := make([]any, len(ms))
-	for i, m := range ms {
-		out[i] = m
-	}
-	return out
-}
-
 func usageDoc(u Usage) map[string]any {
 	return map[string]any{"hourlyCost": u.HourlyCost, "inFlightHourlyCost": u.InFlightHourlyCost, "idleHourlyCost": u.IdleHourlyCost,
 		"spotCPU": u.SpotCPU, "onDemandCPU": u.OnDemandCPU}
@@ -416,46 +407,71 @@ type LaunchInput struct {
 
 // Launch evaluates the launch gate for one NodeClaim.
 func (e *Engine) Launch(ctx context.Context, in LaunchInput) *Decision {
-	d := &Decision{}
-	claim := map[string]any{"nodePool": in.NodePool, "instanceType": in.InstanceType, "family": in.Family,
-		"capacityType": in.CapacityType, "zone": in.Zone, "pricePerHour": in.PricePerHour}
-	now := in.Now.UTC().Format(time.RFC3339)
-	budgets := map[string]*policyv1.CapacityBudget{}
-	docs := make([]map[string]any, len(in.Namespaces))
+	claim := map[string]any{"nodeClaim": map[string]any{"nodePool": in.NodePool, "instanceType": in.InstanceType, "family": in.Family,
+		"capacityType": in.CapacityType, "zone": in.Zone, "pricePerHour": in.PricePerHour}}
+	parts := make([]namespacePart, len(in.Namespaces))
 	for i, ns := range in.Namespaces {
-		docs[i] = map[string]any{"name": ns.Namespace.Name, "labels": namespaceDoc(ns.Namespace)["labels"], "cost": ns.Cost,
-			"cpu": ns.CPU, "pods": ns.Pods, "usage": usageDoc(ns.Usage)}
-		if ns.Budget == nil {
+		parts[i] = namespacePart{ns: ns.Namespace, budget: ns.Budget, doc: map[string]any{"name": ns.Namespace.Name,
+			"labels": namespaceDoc(ns.Namespace)["labels"], "cost": ns.Cost, "cpu": ns.CPU, "pods": ns.Pods, "usage": usageDoc(ns.Usage)}}
+	}
+	return e.evalNamespaces(ctx, policyv1.DecisionPointLaunch, claim, parts, in.Now, false)
+}
+
+// namespacePart is one namespace's entry in an input that carries several.
+type namespacePart struct {
+	ns     Namespace
+	budget *policyv1.CapacityBudget
+	doc    map[string]any
+}
+
+// evalNamespaces evaluates a decision point whose input carries several namespaces: the
+// built-in policies once with all of them (those with a budget carry it, and its enforcement
+// applies to the results naming them), and each CapacityPolicy with the namespaces it selects
+// (with none only when evenWithout).
+func (e *Engine) evalNamespaces(ctx context.Context, point string, base map[string]any, parts []namespacePart, now time.Time, evenWithout bool) *Decision {
+	d := &Decision{}
+	budgets := map[string]*policyv1.CapacityBudget{}
+	for _, p := range parts {
+		if p.budget == nil {
 			continue
 		}
-		bd, err := e.budgetDoc(ns.Budget, in.Now)
+		bd, err := e.budgetDoc(p.budget, now)
 		if err != nil {
-			d.Errors = append(d.Errors, EvalError{Source: budgetSource(ns.Budget), DecisionPoint: policyv1.DecisionPointLaunch, Err: err})
+			d.Errors = append(d.Errors, EvalError{Source: budgetSource(p.budget), DecisionPoint: point, Err: err})
 			continue
 		}
-		docs[i]["budget"] = bd
-		budgets[ns.Namespace.Name] = ns.Budget
+		p.doc["budget"] = bd
+		budgets[p.ns.Name] = p.budget
+	}
+	input := func(docs []any) map[string]any {
+		in := map[string]any{"namespaces": docs, "now": now.UTC().Format(time.RFC3339)}
+		for k, v := range base {
+			in[k] = v
+		}
+		return in
 	}
 	if len(budgets) > 0 {
-		e.evalInto(ctx, d, e.builtin, policyv1.DecisionPointLaunch, map[string]any{"nodeClaim": claim, "namespaces": anys(docs), "now": now},
-			func(ns string) (Source, policyv1.EnforcementAction) {
-				if b, ok := budgets[ns]; ok {
-					return budgetSource(b), budgetEnforcement(b)
-				}
-				return Source{Kind: "CapacityBudget", Namespace: ns}, policyv1.EnforcementDeny
-			})
+		all := make([]any, len(parts))
+		for i, p := range parts {
+			all[i] = p.doc
+		}
+		e.evalInto(ctx, d, e.builtin, point, input(all), func(ns string) (Source, policyv1.EnforcementAction) {
+			if b, ok := budgets[ns]; ok {
+				return budgetSource(b), budgetEnforcement(b)
+			}
+			return Source{Kind: "CapacityBudget", Namespace: ns}, policyv1.EnforcementDeny
+		})
 	}
 	for _, u := range *e.policies.Load() {
-		var selected []map[string]any
-		for i, ns := range in.Namespaces {
-			if u.selects(ns.Namespace) {
-				selected = append(selected, docs[i])
+		selected := []any{}
+		for _, p := range parts {
+			if u.selects(p.ns) {
+				selected = append(selected, p.doc)
 			}
 		}
-		if len(selected) == 0 {
-			continue
+		if len(selected) > 0 || (evenWithout && len(parts) == 0) {
+			e.evalInto(ctx, d, u, point, input(selected), unitEnforcement(u))
 		}
-		e.evalInto(ctx, d, u, policyv1.DecisionPointLaunch, map[string]any{"nodeClaim": claim, "namespaces": anys(selected), "now": now}, unitEnforcement(u))
 	}
 	return d
 }
@@ -498,44 +514,17 @@ type DisruptionInput struct {
 
 // Disruption evaluates the disruption gate for one command.
 func (e *Engine) Disruption(ctx context.Context, in DisruptionInput) *Decision {
-	d := &Decision{}
-	command := map[string]any{"reason": in.Reason, "nodes": in.Nodes, "replacements": in.Replacements}
-	if command["replacements"] == nil || len(in.Replacements) == 0 {
-		command["replacements"] = []DisruptionNode{}
+	replacements := in.Replacements
+	if replacements == nil {
+		replacements = []DisruptionNode{}
 	}
-	now := in.Now.UTC().Format(time.RFC3339)
-	budgets := map[string]*policyv1.CapacityBudget{}
-	docs := make([]map[string]any, len(in.Namespaces))
+	command := map[string]any{"command": map[string]any{"reason": in.Reason, "nodes": in.Nodes, "replacements": replacements}}
+	parts := make([]namespacePart, len(in.Namespaces))
 	for i, ns := range in.Namespaces {
-		docs[i] = map[string]any{"name": ns.Namespace.Name, "labels": namespaceDoc(ns.Namespace)["labels"], "costDelta": ns.CostDelta, "usage": usageDoc(ns.Usage)}
-		if ns.Budget != nil {
-			if bd, err := e.budgetDoc(ns.Budget, in.Now); err == nil {
-				docs[i]["budget"] = bd
-				budgets[ns.Namespace.Name] = ns.Budget
-			}
-		}
+		parts[i] = namespacePart{ns: ns.Namespace, budget: ns.Budget, doc: map[string]any{"name": ns.Namespace.Name,
+			"labels": namespaceDoc(ns.Namespace)["labels"], "costDelta": ns.CostDelta, "usage": usageDoc(ns.Usage)}}
 	}
-	if len(budgets) > 0 {
-		e.evalInto(ctx, d, e.builtin, policyv1.DecisionPointDisruption, map[string]any{"command": command, "namespaces": anys(docs), "now": now},
-			func(ns string) (Source, policyv1.EnforcementAction) {
-				if b, ok := budgets[ns]; ok {
-					return budgetSource(b), budgetEnforcement(b)
-				}
-				return Source{Kind: "CapacityBudget", Namespace: ns}, policyv1.EnforcementDeny
-			})
-	}
-	for _, u := range *e.policies.Load() {
-		var selected []map[string]any
-		for i, ns := range in.Namespaces {
-			if u.selects(ns.Namespace) {
-				selected = append(selected, docs[i])
-			}
-		}
-		if len(selected) > 0 || len(in.Namespaces) == 0 {
-			e.evalInto(ctx, d, u, policyv1.DecisionPointDisruption, map[string]any{"command": command, "namespaces": anys(selected), "now": now}, unitEnforcement(u))
-		}
-	}
-	return d
+	return e.evalNamespaces(ctx, policyv1.DecisionPointDisruption, command, parts, in.Now, true)
 }
 
 // AdmissionInput is an object at the validating webhook.
