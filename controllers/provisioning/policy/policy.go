@@ -378,6 +378,7 @@ func (p *Planner) overBudgetBySpareRoom(res *scheduling.Result, namespaces map[s
 		for _, sh := range shares {
 			total += sh.cost + sh.idle
 		}
+		var dropped []*claimShare
 		for len(shares) > 0 && total > b.HourlyLimit+budgetTolerance {
 			worst := 0
 			for i := range shares {
@@ -385,12 +386,25 @@ func (p *Planner) overBudgetBySpareRoom(res *scheduling.Result, namespaces map[s
 					worst = i
 				}
 			}
-			sh := shares[worst]
-			total -= sh.cost + sh.idle
+			total -= shares[worst].cost + shares[worst].idle
+			dropped = append(dropped, shares[worst])
+			shares = append(shares[:worst], shares[worst+1:]...)
+		}
+		// Take back, cheapest first, what fits once the rest is given up; what stays given up
+		// would pass the limit on top of what is kept, as its message says.
+		sort.SliceStable(dropped, func(i, j int) bool { return dropped[i].cost+dropped[i].idle < dropped[j].cost+dropped[j].idle })
+		var gone []*claimShare
+		for _, sh := range dropped {
+			if total+sh.cost+sh.idle <= b.HourlyLimit+budgetTolerance {
+				total += sh.cost + sh.idle
+				continue
+			}
+			gone = append(gone, sh)
+		}
+		for _, sh := range gone {
 			for _, pod := range sh.kept {
 				more = append(more, overrun(b, name, pod, total, sh.cost+sh.idle))
 			}
-			shares = append(shares[:worst], shares[worst+1:]...)
 		}
 	}
 	return more
