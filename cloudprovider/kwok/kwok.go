@@ -37,6 +37,8 @@ const (
 	ProviderIDPrefix = "kwok://"
 	// NodeAnnotation marks the nodes the kwok controller manages.
 	NodeAnnotation = "kwok.x-k8s.io/node"
+	// NodeClassAnnotation names the KWOKNodeClass a node was launched from.
+	NodeClassAnnotation = "karpenter.kwok.sh/nodeclass"
 	// NodeClassHashAnnotation records the node class settings a node was launched with.
 	NodeClassHashAnnotation = "karpenter.kwok.sh/nodeclass-hash"
 	// UnavailableFor is how long an offering that failed with insufficient capacity is skipped.
@@ -263,7 +265,7 @@ func (p *Provider) launch(ctx context.Context, claim *karpv1.NodeClaim, nc *kwok
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        claim.Name,
 			Labels:      labels,
-			Annotations: map[string]string{NodeAnnotation: "fake", NodeClassHashAnnotation: nodeClassHash(nc)},
+			Annotations: map[string]string{NodeAnnotation: "fake", NodeClassHashAnnotation: nodeClassHash(nc), NodeClassAnnotation: nc.Name},
 		},
 		Spec: corev1.NodeSpec{
 			ProviderID: ProviderIDPrefix + claim.Name,

@@ -112,6 +112,11 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 		WithPolicies(d.engine).Register(mgr); err != nil {
 		return fmt.Errorf("registering the provisioner: %w", err)
 	}
+	if kp, ok := cloud.(*kwok.Provider); ok {
+		if err := mgr.Add(kp.Interrupter(recorder)); err != nil {
+			return fmt.Errorf("registering the kwok spot interruption injector: %w", err)
+		}
+	}
 	if err := policycontrollers.NewEngineSync(mgr.GetClient(), d.engine).Register(mgr); err != nil {
 		return fmt.Errorf("registering the policy engine sync: %w", err)
 	}

@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -173,3 +176,82 @@ type fakeClock struct {
 }
 
 func (f *fakeClock) Now() time.Time { return f.now }
+
+// Spot interruptions: a node annotated to be interrupted gets a notice at once, at the class's
+// rate every Spot node does, on-demand nodes never do, and the instance is reclaimed (the
+// Node deleted) when the notice runs out.
+func TestSpotInterruptionInjection(t *testing.T) {
+	ctx := context.Background()
+	class := test.KWOKNodeClass(func(nc *kwokv1alpha1.KWOKNodeClass) {
+		nc.Spec.Interruption = &kwokv1alpha1.InterruptionInjection{SpotPercentPerHour: 0, Notice: &metav1.Duration{Duration: 30 * time.Second}}
+	})
+	if err := testEnv.Client.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Second)
+	clk := &fakeClock{now: now}
+	p := kwok.New(testEnv.Client, clk, 1)
+	recorder := events.NewFakeRecorder(10)
+	launch := func(ct string) *corev1.Node {
+		claim, err := p.Create(ctx, nodeClaim(class.Name, in(karpv1.LabelInstanceType, "m5.large"), in(karpv1.CapacityTypeLabelKey, ct)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &corev1.Node{}
+		if err := testEnv.Client.Get(ctx, client.ObjectKey{Name: claim.Name}, n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	get := func(n *corev1.Node) (*corev1.Node, bool) {
+		out := &corev1.Node{}
+		err := testEnv.Client.Get(ctx, client.ObjectKeyFromObject(n), out)
+		return out, err == nil
+	}
+	spot, onDemand := launch("spot"), launch("on-demand")
+	i := p.Interrupter(recorder)
+	if err := i.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := get(spot); n.Annotations[kwok.InterruptionDeadlineAnnotation] != "" {
+		t.Fatal("a rate of 0 interrupts nothing")
+	}
+	// Interrupt it now.
+	base := spot.DeepCopy()
+	spot.Annotations[kwok.InterruptAnnotation] = "true"
+	if err := testEnv.Client.Patch(ctx, spot, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if err := i.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := get(spot)
+	if want := now.Add(30 * time.Second).UTC().Format(time.RFC3339); n.Annotations[kwok.InterruptionDeadlineAnnotation] != want {
+		t.Fatalf("deadline %q, want %q", n.Annotations[kwok.InterruptionDeadlineAnnotation], want)
+	}
+	if ev := <-recorder.Events; !strings.Contains(ev, "SpotInterruption") {
+		t.Errorf("event %q", ev)
+	}
+	clk.now = now.Add(31 * time.Second)
+	if err := i.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, exists := get(spot); exists {
+		t.Error("the instance must be reclaimed when the notice runs out")
+	}
+	// At 100% an hour, a step of an hour interrupts every Spot node and no on-demand one.
+	class.Spec.Interruption.SpotPercentPerHour = 100
+	if err := testEnv.Client.Update(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	spot2 := launch("spot")
+	if err := i.WithTick(time.Hour).Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := get(spot2); n.Annotations[kwok.InterruptionDeadlineAnnotation] == "" {
+		t.Error("100% an hour over an hour interrupts the Spot node")
+	}
+	if n, _ := get(onDemand); n.Annotations[kwok.InterruptionDeadlineAnnotation] != "" {
+		t.Error("on-demand nodes are never interrupted")
+	}
+}

@@ -1,0 +1,134 @@
+package kwok
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
+)
+
+// Spot interruptions of the simulated cloud. A running Spot node is interrupted at the rate
+// its KWOKNodeClass's spec.interruption asks for, or at once when someone annotates it with
+// InterruptAnnotation=true (to test interruption handling deterministically). The notice is
+// the InterruptionDeadlineAnnotation on the Node, with a Warning Event SpotInterruption on
+// it, as a cloud's interruption message would come; when the deadline passes the instance is
+// reclaimed: the Node object is deleted, which Karpenter's termination drains.
+const (
+	InterruptAnnotation            = "karpenter.kwok.sh/interrupt"
+	InterruptionDeadlineAnnotation = "karpenter.kwok.sh/interruption-deadline"
+	// DefaultInterruptionNotice is the warning time when the node class gives none (AWS
+	// gives two minutes).
+	DefaultInterruptionNotice = 2 * time.Minute
+	// InterruptionTick is how often the injector looks at the Spot nodes.
+	InterruptionTick = 5 * time.Second
+)
+
+// Interrupter injects Spot interruptions; add it to the manager.
+type Interrupter struct {
+	p        *Provider
+	recorder events.EventRecorder
+	tick     time.Duration
+}
+
+// Interrupter returns the provider's interruption injector.
+func (p *Provider) Interrupter(recorder events.EventRecorder) *Interrupter {
+	return &Interrupter{p: p, recorder: recorder, tick: InterruptionTick}
+}
+
+// WithTick changes how often Start steps, and so the chance per step (tests use an hour).
+func (i *Interrupter) WithTick(d time.Duration) *Interrupter {
+	i.tick = d
+	return i
+}
+
+// NeedLeaderElection: one replica plays the cloud.
+func (i *Interrupter) NeedLeaderElection() bool { return true }
+
+// Start steps every tick until ctx ends.
+func (i *Interrupter) Start(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-i.p.clock.After(i.tick):
+			if err := i.Step(ctx); err != nil {
+				log.FromContext(ctx).Error(err, "spot interruption injection")
+			}
+		}
+	}
+}
+
+// Step notices new interruptions and reclaims the instances whose notice has run out.
+func (i *Interrupter) Step(ctx context.Context) error {
+	var nodes corev1.NodeList
+	if err := i.p.client.List(ctx, &nodes); err != nil {
+		return err
+	}
+	now := i.p.clock.Now()
+	for n := range nodes.Items {
+		node := &nodes.Items[n]
+		if !strings.HasPrefix(node.Spec.ProviderID, ProviderIDPrefix) || node.Labels[karpv1.CapacityTypeLabelKey] != karpv1.CapacityTypeSpot ||
+			node.DeletionTimestamp != nil {
+			continue
+		}
+		if deadline, ok := node.Annotations[InterruptionDeadlineAnnotation]; ok {
+			at, err := time.Parse(time.RFC3339, deadline)
+			if err == nil && now.Before(at) {
+				continue
+			}
+			if err := i.p.client.Delete(ctx, node); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("reclaiming node %s: %w", node.Name, err)
+			}
+			i.recorder.Eventf(node, nil, corev1.EventTypeWarning, "SpotReclaimed", "Interruption", "Spot instance %s reclaimed", node.Spec.ProviderID)
+			continue
+		}
+		notice, interrupt := i.decide(ctx, node)
+		if !interrupt {
+			continue
+		}
+		base := node.DeepCopy()
+		if node.Annotations == nil {
+			node.Annotations = map[string]string{}
+		}
+		at := now.Add(notice).UTC().Truncate(time.Second)
+		node.Annotations[InterruptionDeadlineAnnotation] = at.Format(time.RFC3339)
+		if err := i.p.client.Patch(ctx, node, client.MergeFrom(base)); err != nil {
+			return fmt.Errorf("noticing the interruption of node %s: %w", node.Name, err)
+		}
+		i.recorder.Eventf(node, nil, corev1.EventTypeWarning, "SpotInterruption", "Interruption",
+			"Spot interruption: instance %s will be reclaimed at %s", node.Spec.ProviderID, at.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// decide draws whether a Spot node is interrupted this tick, and its notice.
+func (i *Interrupter) decide(ctx context.Context, node *corev1.Node) (time.Duration, bool) {
+	var in *kwokv1alpha1.InterruptionInjection
+	nc := &kwokv1alpha1.KWOKNodeClass{}
+	if name := node.Annotations[NodeClassAnnotation]; name != "" && i.p.client.Get(ctx, client.ObjectKey{Name: name}, nc) == nil {
+		in = nc.Spec.Interruption
+	}
+	notice := DefaultInterruptionNotice
+	if in != nil && in.Notice != nil {
+		notice = in.Notice.Duration
+	}
+	if node.Annotations[InterruptAnnotation] == "true" {
+		return notice, true
+	}
+	if in == nil || in.SpotPercentPerHour <= 0 {
+		return 0, false
+	}
+	chance := float64(in.SpotPercentPerHour) / 100 * i.tick.Hours()
+	i.p.mu.Lock()
+	defer i.p.mu.Unlock()
+	return notice, i.p.rand.Float64() < chance
+}
