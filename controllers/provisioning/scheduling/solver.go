@@ -307,6 +307,70 @@ func (t *instanceType) incompatible(reqs Requirements, keys []string) *Requireme
 	return nil
 }
 
+// keyCheck is one requirement to check instance types against, with the zone or
+// capacity-type mask worked out once for a loop over types.
+type keyCheck struct {
+	key  string
+	r    *Requirement
+	mask uint64
+	kind int // 0 label, 1 zone, 2 capacity type
+}
+
+// checks prepares the requirements on keys for failing; with more than 64 zones or capacity
+// types it leaves them to incompatible.
+func (in *interner) checks(reqs Requirements, keys []string) ([]keyCheck, bool) {
+	if !in.exact() {
+		return nil, false
+	}
+	out := make([]keyCheck, 0, len(keys))
+	for _, k := range keys {
+		r, ok := reqs[k]
+		if !ok {
+			continue
+		}
+		c := keyCheck{key: k, r: r}
+		switch k {
+		case karpv1.LabelTopologyZone:
+			c.kind, c.mask = 1, in.mask(r, in.zones)
+		case karpv1.CapacityTypeLabelKey:
+			c.kind, c.mask = 2, in.mask(r, in.cts)
+		}
+		out = append(out, c)
+	}
+	return out, true
+}
+
+// check is fails when the checks could be prepared, else incompatible.
+func (t *instanceType) check(reqs Requirements, keys []string, checks []keyCheck, exact bool) *Requirement {
+	if exact {
+		return t.fails(checks)
+	}
+	return t.incompatible(reqs, keys)
+}
+
+// fails is incompatible with the checks prepared.
+func (t *instanceType) fails(checks []keyCheck) *Requirement {
+	for _, c := range checks {
+		var allowed bool
+		switch c.kind {
+		case 1:
+			allowed = t.zoneMask&c.mask != 0
+		case 2:
+			allowed = t.ctMask&c.mask != 0
+		default:
+			if v, defined := t.it.Labels[c.key]; defined {
+				allowed = c.r.Has(v)
+			} else {
+				allowed = c.r.allowsAbsent()
+			}
+		}
+		if !allowed {
+			return c.r
+		}
+	}
+	return nil
+}
+
 func anyOf(values sets.Set[string], r *Requirement) bool {
 	for v := range values {
 		if r.Has(v) {
@@ -805,8 +869,9 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	var cheapest *instanceType
 	price := 0.0
 	mergedSel := s.intern.sel(merged)
+	checks, exact := s.intern.checks(merged, narrowed)
 	for _, t := range c.types {
-		if r := t.incompatible(merged, narrowed); r != nil {
+		if r := t.check(merged, narrowed, checks, exact); r != nil {
 			note(0, func() string { return fmt.Sprintf("requires %s, but %s does not offer it", r, t.it.Name) })
 			continue
 		}
@@ -1137,8 +1202,9 @@ func (s *solver) standalonePrice(c *NodeClaim, p *corev1.Pod, podReqs Requiremen
 	}
 	best := math.Inf(1)
 	sel := s.intern.sel(reqs)
+	checks, exact := s.intern.checks(reqs, keys)
 	for _, t := range c.pool.types {
-		if ok, _ := need.fitsIn(t.alloc); !ok || t.incompatible(reqs, keys) != nil || !allowedType(t, typeFilters) {
+		if ok, _ := need.fitsIn(t.alloc); !ok || t.check(reqs, keys, checks, exact) != nil || !allowedType(t, typeFilters) {
 			continue
 		}
 		if o, ok := t.cheapestOfferingSel(sel, filters); ok && o.Price < best {
@@ -1166,8 +1232,9 @@ func (s *solver) efficientTypes(c *NodeClaim, reqs Requirements, types []*instan
 	}
 	best := 0.0
 	sel := s.intern.sel(reqs)
+	checks, exact := s.intern.checks(reqs, keys)
 	for _, o := range c.pool.types {
-		if o.incompatible(reqs, keys) != nil || !allowedType(o, typeFilters) {
+		if o.check(reqs, keys, checks, exact) != nil || !allowedType(o, typeFilters) {
 			continue
 		}
 		if off, ok := o.cheapestOfferingSel(sel, c.filters); ok {
