@@ -127,34 +127,17 @@ func (p *Planner) Solve(ctx context.Context, in *scheduling.Input) (*Outcome, er
 		if res, err = scheduling.Solve(&solveIn); err != nil {
 			return nil, err
 		}
-		// Once: if kube-scheduler would move on-demand pods into spare Spot room past a
-		// namespace's maximum, launch some of its Spot NodeClaims on-demand instead, or if
-		// that cannot be done, assign fewer pods to Spot and solve again.
-		if drift := spotDrift(res, h, out.Namespaces, z); len(drift) > 0 && !redrawn {
+		if !redrawn {
 			redrawn = true
-			if !flipToOnDemand(res, h, out.Namespaces, z) {
-				assignCapacityTypes(h, pending, in.NodePools, out.Namespaces, z, drift)
-				if res, err = scheduling.Solve(&solveIn); err != nil {
-					return nil, err
-				}
+			if res, err = keepSpotShares(res, &solveIn, h, out.Namespaces, z); err != nil {
+				return nil, err
 			}
 		}
 		over := p.overBudget(res, in.Nodes, book, out.Namespaces, z)
 		if len(over) == 0 || round == trimRounds {
 			break
 		}
-		held := map[*corev1.Pod]bool{}
-		for _, b := range over {
-			out.block(b.Pod, b.Violation)
-			held[b.Pod] = true
-		}
-		kept := pending[:0:0]
-		for _, pod := range pending {
-			if !held[pod] {
-				kept = append(kept, pod)
-			}
-		}
-		pending = kept
+		pending = out.hold(pending, over)
 	}
 	p.gate(ctx, res, out, z)
 	p.account(res, in.Nodes, book, out, z)
@@ -163,6 +146,35 @@ func (p *Planner) Solve(ctx context.Context, in *scheduling.Input) (*Outcome, er
 	}
 	out.Result, out.Warnings, out.DryRun = res, dedupe(out.Warnings), dedupe(out.DryRun)
 	return out, nil
+}
+
+// keepSpotShares runs once per batch: if kube-scheduler would move on-demand pods into spare
+// Spot room past a namespace's maximum, some of its Spot NodeClaims launch on-demand instead,
+// or if that cannot be done, fewer of its pods are assigned to Spot and the batch is solved
+// again.
+func keepSpotShares(res *scheduling.Result, in *scheduling.Input, h *hook, namespaces map[string]*Namespace, z sizes) (*scheduling.Result, error) {
+	drift := spotDrift(res, h, namespaces, z)
+	if len(drift) == 0 || flipToOnDemand(res, h, namespaces, z) {
+		return res, nil
+	}
+	assignCapacityTypes(h, in.Pods, in.NodePools, namespaces, z, drift)
+	return scheduling.Solve(in)
+}
+
+// hold records the pods held back and returns the pending pods without them.
+func (o *Outcome) hold(pending []*corev1.Pod, over []Blocked) []*corev1.Pod {
+	held := map[*corev1.Pod]bool{}
+	for _, b := range over {
+		o.block(b.Pod, b.Violation)
+		held[b.Pod] = true
+	}
+	kept := pending[:0:0]
+	for _, pod := range pending {
+		if !held[pod] {
+			kept = append(kept, pod)
+		}
+	}
+	return kept
 }
 
 func (o *Outcome) block(pod *corev1.Pod, v policies.Violation) {
