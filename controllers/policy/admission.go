@@ -53,7 +53,7 @@ func (a *Admission) Review(ctx context.Context, operation string, obj, old clien
 		if all, err := a.usage.ByNamespace(ctx); err == nil {
 			in.Usage = all[o.Namespace]
 		}
-		impact = a.budgetImpact(o, in.Usage)
+		impact = a.budgetImpact(ctx, o, in.Usage)
 	case *policyv1.CapacityPolicy:
 		in.Kind = "CapacityPolicy"
 		impact = a.policyImpact(ctx, o)
@@ -139,8 +139,8 @@ func (a *Admission) nodePoolImpact(ctx context.Context, np *karpv1.NodePool, old
 }
 
 // budgetImpact says what the budget allows against what the namespace runs at now.
-func (a *Admission) budgetImpact(b *policyv1.CapacityBudget, u policies.Usage) []string {
-	c := a.engine.Provisioning(context.Background(), policies.ProvisioningInput{Namespace: policies.Namespace{Name: b.Namespace}, Budget: b, Usage: u, Now: a.clock.Now()})
+func (a *Admission) budgetImpact(ctx context.Context, b *policyv1.CapacityBudget, u policies.Usage) []string {
+	c := a.engine.Provisioning(ctx, policies.ProvisioningInput{Namespace: policies.Namespace{Name: b.Namespace}, Budget: b, Usage: u, Now: a.clock.Now()})
 	if c.Budget == nil || !c.Budget.HasLimit {
 		return nil
 	}
