@@ -63,7 +63,9 @@ envtest: ## Integration suites on a real kube-apiserver and etcd (envtest).
 
 .PHONY: e2e
 e2e: ## End-to-end suites: the manager against the local cluster of make run, started by the tests.
-	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh)" go test -p 1 $(GO_TEST_FLAGS) -timeout 20m ./test/e2e/...
+	# -count=1: the suite builds the manager itself, which go test's cache cannot see, so a
+	# cached pass could hide a change to the manager.
+	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh)" go test -count=1 -p 1 $(GO_TEST_FLAGS) -timeout 20m ./test/e2e/...
 
 .PHONY: kube-binaries
 kube-binaries: ## Build (or find in the cache) kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok.
