@@ -61,10 +61,10 @@ unit: ## Unit tests (no API server).
 envtest: ## Integration suites on a real kube-apiserver and etcd (envtest).
 	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh)" go test -p $(GO_TEST_P) $(GO_TEST_FLAGS) ./test/integration/...
 
+# -count=1: the suite builds the manager itself, which go test's cache cannot see, so a cached
+# pass could hide a change to the manager.
 .PHONY: e2e
 e2e: ## End-to-end suites: the manager against the local cluster of make run, started by the tests.
-	# -count=1: the suite builds the manager itself, which go test's cache cannot see, so a
-	# cached pass could hide a change to the manager.
 	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh)" go test -count=1 -p 1 $(GO_TEST_FLAGS) -timeout 20m ./test/e2e/...
 
 .PHONY: kube-binaries
