@@ -771,6 +771,14 @@ func toSolver(c *policies.Constraints, capacityType string) *scheduling.Constrai
 		}
 	}
 	cts, ceiling := c.DeniedCapacityTypes, c.PriceCeiling
+	if len(cts) > 0 || ceiling > 0 {
+		names := make([]string, 0, len(cts))
+		for ct := range cts {
+			names = append(names, ct)
+		}
+		sort.Strings(names)
+		out.OfferingKey = fmt.Sprintf("ceiling=%g deny=%v", ceiling, names)
+	}
 	switch {
 	case len(cts) > 0:
 		out.AllowOffering = func(_ *cloudprovider.InstanceType, o cloudprovider.Offering) bool {

@@ -70,8 +70,8 @@ func (s *solver) options(pl *pool, p *corev1.Pod, reqs Requirements) []option {
 	var filters []*offerFilter
 	var typeFilters []func(*cloudprovider.InstanceType) bool
 	if pc := s.policy(p, pl); pc != nil {
-		if pc.AllowOffering != nil {
-			filters = append(filters, s.offerFilter(pc))
+		if f := s.offerFilter(pc); f != nil {
+			filters = append(filters, f)
 		}
 		if pc.AllowType != nil {
 			typeFilters = append(typeFilters, pc.AllowType)

@@ -76,6 +76,9 @@ type Constraints struct {
 	AllowType func(it *cloudprovider.InstanceType) bool
 	// AllowOffering filters offerings, e.g. by price or capacity type; nil allows all.
 	AllowOffering func(it *cloudprovider.InstanceType, o cloudprovider.Offering) bool
+	// OfferingKey, when set, says that Constraints with the same key filter offerings the
+	// same way, so a NodeClaim holding pods of many namespaces applies the filter once.
+	OfferingKey string
 	// Source names the policy, for the reasons pods stay pending.
 	Source string
 }
@@ -404,8 +407,9 @@ type solver struct {
 	intern     *interner
 	// typeCount is how many instance types prepare made; offerFilters are the policies'
 	// offering filters with their answers.
-	typeCount    int
-	offerFilters map[*Constraints]*offerFilter
+	typeCount         int
+	offerFilters      map[*Constraints]*offerFilter
+	offerFiltersByKey map[string]*offerFilter
 	// policyPod and podPolicy cache the hook's answers for the pod being placed, by NodePool.
 	policyPod *corev1.Pod
 	podPolicy map[*pool]*Constraints
@@ -421,7 +425,7 @@ type solver struct {
 // from the NodePools in weight order. It is deterministic.
 func Solve(in *Input) (*Result, error) {
 	s := &solver{in: in, topo: newTopology(), standalone: map[standaloneKey]float64{}, intern: newInterner(),
-		offerFilters: map[*Constraints]*offerFilter{}}
+		offerFilters: map[*Constraints]*offerFilter{}, offerFiltersByKey: map[string]*offerFilter{}}
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}
@@ -792,8 +796,8 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 		// Pods of one namespace share their Constraints: its filters are added to a NodeClaim once.
 		if !slices.Contains(applied, pc) {
 			applied = append(append([]*Constraints(nil), applied...), pc)
-			if pc.AllowOffering != nil {
-				filters = append(append([]*offerFilter(nil), filters...), s.offerFilter(pc))
+			if f := s.offerFilter(pc); f != nil && !slices.Contains(filters, f) {
+				filters = append(append([]*offerFilter(nil), filters...), f)
 			}
 			if pc.AllowType != nil {
 				typeFilters = append(append([]func(*cloudprovider.InstanceType) bool(nil), typeFilters...), pc.AllowType)
@@ -1027,13 +1031,26 @@ func (f *offerFilter) mask(t *instanceType) uint64 {
 	return m
 }
 
-// offerFilter is the policy's filter, made once per solve.
+// offerFilter is the policy's filter, made once per solve and shared by Constraints with the
+// same OfferingKey; nil when it has none.
 func (s *solver) offerFilter(pc *Constraints) *offerFilter {
+	if pc.AllowOffering == nil {
+		return nil
+	}
 	if f, ok := s.offerFilters[pc]; ok {
 		return f
 	}
+	if pc.OfferingKey != "" {
+		if f, ok := s.offerFiltersByKey[pc.OfferingKey]; ok {
+			s.offerFilters[pc] = f
+			return f
+		}
+	}
 	f := &offerFilter{allow: pc.AllowOffering, masks: make([]uint64, s.typeCount)}
 	s.offerFilters[pc] = f
+	if pc.OfferingKey != "" {
+		s.offerFiltersByKey[pc.OfferingKey] = f
+	}
 	return f
 }
 
