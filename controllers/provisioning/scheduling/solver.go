@@ -476,6 +476,7 @@ func (s *solver) prepare() error {
 	for _, in := range s.in.NodePools {
 		np := in.NodePool
 		p := &pool{np: np, name: np.Name, taints: np.Spec.Template.Spec.Taints, overhead: in.DaemonSetOverhead, typeKeys: sets.New[string]()}
+		poolTaints := taintsKey(p.taints)
 		p.reqs = NewRequirements(np.Spec.Template.Spec.Requirements...)
 		p.reqs.Add(NewRequirement(karpv1.NodePoolLabelKey, corev1.NodeSelectorOpIn, np.Name))
 		for k, v := range np.Spec.Template.Labels {
@@ -539,9 +540,12 @@ func (s *solver) prepare() error {
 				continue
 			}
 			p.types = append(p.types, t)
+			// The domains the NodePool can launch into: its types' values its requirements allow.
 			for k, r := range t.reqs {
 				for _, v := range r.Values() {
-					s.topo.addDomain(k, v)
+					if pr, ok := p.reqs[k]; !ok || pr.Has(v) {
+						s.topo.addDomain(k, v, p.taints, poolTaints)
+					}
 				}
 			}
 		}
@@ -569,8 +573,9 @@ func (s *solver) prepare() error {
 		if _, ok := n.Labels[corev1.LabelHostname]; !ok {
 			e.reqs[corev1.LabelHostname] = NewRequirement(corev1.LabelHostname, corev1.NodeSelectorOpIn, n.Name)
 		}
+		nodeTaints := taintsKey(n.Taints)
 		for k, v := range n.Labels {
-			s.topo.addDomain(k, v)
+			s.topo.addDomain(k, v, n.Taints, nodeTaints)
 		}
 		for _, p := range n.Pods {
 			e.available = subtract(e.available, PodRequests(p))

@@ -520,3 +520,51 @@ func TestDaemonSetOverheadSelection(t *testing.T) {
 		t.Error("DaemonSet pods do not count against the pods a solver places")
 	}
 }
+
+// nodeTaintsPolicy Honor leaves out of the skew the domains whose nodes all have a taint the
+// pod does not tolerate; the default (Ignore) counts them, as kube-scheduler does.
+func TestTopologySpreadNodeTaintsPolicy(t *testing.T) {
+	onlyA := nodePool("default", func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements,
+			karpv1.NodeSelectorRequirementWithMinValues{Key: karpv1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"z-a"}})
+	})
+	tainted := node("tainted", "z-b", "4", "8Gi", func(n *Node) {
+		n.Taints = []corev1.Taint{{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}}
+	})
+	for _, honor := range []bool{false, true} {
+		ps := pods("web", 3, "100m", "128Mi", spreadOn(karpv1.LabelTopologyZone, 1), func(p *corev1.Pod) {
+			if honor {
+				p.Spec.TopologySpreadConstraints[0].NodeTaintsPolicy = ptr.To(corev1.NodeInclusionPolicyHonor)
+			}
+		})
+		r := solve(t, &Input{Pods: ps, NodePools: pools(onlyA), Nodes: []*Node{tainted}})
+		if honor {
+			expectPlaced(t, r)
+			continue
+		}
+		if len(r.Unschedulable) != 2 {
+			t.Errorf("Ignore counts the tainted zone z-b (0 pods): one pod in z-a, two pending; got %d pending", len(r.Unschedulable))
+		}
+	}
+}
+
+// nodeAffinityPolicy Ignore counts the domains the pod's node selector excludes; the default
+// (Honor) does not.
+func TestTopologySpreadNodeAffinityPolicy(t *testing.T) {
+	for _, ignore := range []bool{false, true} {
+		ps := pods("web", 3, "100m", "128Mi", spreadOn(karpv1.LabelTopologyZone, 1), func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{karpv1.LabelTopologyZone: "z-a"}
+			if ignore {
+				p.Spec.TopologySpreadConstraints[0].NodeAffinityPolicy = ptr.To(corev1.NodeInclusionPolicyIgnore)
+			}
+		})
+		r := solve(t, &Input{Pods: ps, NodePools: pools(nodePool("default"))})
+		if !ignore {
+			expectPlaced(t, r)
+			continue
+		}
+		if len(r.Unschedulable) != 2 {
+			t.Errorf("Ignore counts z-b and z-c (0 pods): one pod in z-a, two pending; got %d pending", len(r.Unschedulable))
+		}
+	}
+}

@@ -31,11 +31,15 @@ type group struct {
 	key        string
 	maxSkew    int32
 	minDomains int32
-	namespaces sets.Set[string] // nil: every namespace
-	selector   labels.Selector
-	selectorID string
-	counts     map[string]int
-	owners     map[string]int
+	// ignoreAffinity (nodeAffinityPolicy: Ignore) counts domains the pod's node affinity
+	// excludes; honorTaints (nodeTaintsPolicy: Honor) leaves out domains whose every node
+	// has a taint the pod does not tolerate.
+	ignoreAffinity, honorTaints bool
+	namespaces                  sets.Set[string] // nil: every namespace
+	selector                    labels.Selector
+	selectorID                  string
+	counts                      map[string]int
+	owners                      map[string]int
 }
 
 func (g *group) matches(p *corev1.Pod) bool {
@@ -62,13 +66,42 @@ type topology struct {
 	byPod   map[string][]constraint
 	anti    []*group
 	domains map[string]sets.Set[string]
+	// taints are, by key and domain, the distinct taint sets of the nodes and NodePools that
+	// provide the domain, for nodeTaintsPolicy: Honor.
+	taints map[string]map[string]map[string][]corev1.Taint
 }
 
 func newTopology() *topology {
-	return &topology{groups: map[string]*group{}, byPod: map[string][]constraint{}, domains: map[string]sets.Set[string]{}}
+	return &topology{groups: map[string]*group{}, byPod: map[string][]constraint{}, domains: map[string]sets.Set[string]{},
+		taints: map[string]map[string]map[string][]corev1.Taint{}}
 }
 
-func (t *topology) addDomain(key, value string) {
+// taintsKey identifies a taint set, so that a NodePool's types add it once per domain.
+func taintsKey(taints []corev1.Taint) string {
+	keys := make([]string, len(taints))
+	for i, t := range taints {
+		keys[i] = taintString(&t)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
+}
+
+// addDomain records a domain a node or a NodePool with these taints (identified by tk, see
+// taintsKey) provides.
+func (t *topology) addDomain(key, value string, taints []corev1.Taint, tk string) {
+	byValue, ok := t.taints[key]
+	if !ok {
+		byValue = map[string]map[string][]corev1.Taint{}
+		t.taints[key] = byValue
+	}
+	byTaints, ok := byValue[value]
+	if !ok {
+		byTaints = map[string][]corev1.Taint{}
+		byValue[value] = byTaints
+	}
+	if _, seen := byTaints[tk]; !seen && len(byTaints) < maxTaintSets {
+		byTaints[tk] = taints
+	}
 	s, ok := t.domains[key]
 	if !ok {
 		s = sets.New[string]()
@@ -77,7 +110,25 @@ func (t *topology) addDomain(key, value string) {
 	s.Insert(value)
 }
 
-func (t *topology) group(kind groupKind, key string, sel *metav1.LabelSelector, namespaces sets.Set[string], maxSkew, minDomains int32) (*group, error) {
+// maxTaintSets bounds the distinct taint sets kept per domain; a domain with more counts as
+// tolerable.
+const maxTaintSets = 64
+
+// tolerable reports whether some provider of the domain has only taints the pod tolerates.
+func (t *topology) tolerable(p *corev1.Pod, key, value string) bool {
+	byTaints := t.taints[key][value]
+	if len(byTaints) == 0 || len(byTaints) >= maxTaintSets {
+		return true
+	}
+	for _, ts := range byTaints {
+		if ok, _ := tolerates(p, ts, true); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *topology) group(kind groupKind, key string, sel *metav1.LabelSelector, namespaces sets.Set[string], maxSkew, minDomains int32, policies ...bool) (*group, error) {
 	selector, err := metav1.LabelSelectorAsSelector(sel)
 	if err != nil {
 		return nil, err
@@ -86,12 +137,13 @@ func (t *topology) group(kind groupKind, key string, sel *metav1.LabelSelector, 
 	if namespaces != nil {
 		ns = strings.Join(sets.List(namespaces), ",")
 	}
-	id := fmt.Sprintf("%d|%s|%s|%s|%d|%d", kind, key, selector.String(), ns, maxSkew, minDomains)
+	ignoreAffinity, honorTaints := len(policies) > 0 && policies[0], len(policies) > 1 && policies[1]
+	id := fmt.Sprintf("%d|%s|%s|%s|%d|%d|%t|%t", kind, key, selector.String(), ns, maxSkew, minDomains, ignoreAffinity, honorTaints)
 	if g, ok := t.groups[id]; ok {
 		return g, nil
 	}
 	g := &group{kind: kind, key: key, maxSkew: maxSkew, minDomains: minDomains, namespaces: namespaces, selector: selector,
-		selectorID: selector.String(), counts: map[string]int{}, owners: map[string]int{}}
+		selectorID: selector.String(), counts: map[string]int{}, owners: map[string]int{}, ignoreAffinity: ignoreAffinity, honorTaints: honorTaints}
 	t.groups[id] = g
 	if kind == antiAffinity {
 		t.anti = append(t.anti, g)
@@ -121,7 +173,9 @@ func (t *topology) register(p *corev1.Pod) error {
 		if tsc.MinDomains != nil {
 			minDomains = *tsc.MinDomains
 		}
-		g, err := t.group(spread, tsc.TopologyKey, sel, sets.New(p.Namespace), tsc.MaxSkew, minDomains)
+		ignoreAffinity := tsc.NodeAffinityPolicy != nil && *tsc.NodeAffinityPolicy == corev1.NodeInclusionPolicyIgnore
+		honorTaints := tsc.NodeTaintsPolicy != nil && *tsc.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor
+		g, err := t.group(spread, tsc.TopologyKey, sel, sets.New(p.Namespace), tsc.MaxSkew, minDomains, ignoreAffinity, honorTaints)
 		if err != nil {
 			return err
 		}
@@ -232,7 +286,7 @@ func (t *topology) choose(p *corev1.Pod, strict bool, podReqs Requirements, doma
 		best, bestCount := "", math.MaxInt
 		switch g.kind {
 		case spread:
-			min := t.globalMin(g, podReqs)
+			min := t.globalMin(g, p, podReqs)
 			for _, d := range candidates {
 				if n := g.counts[d]; int32(n+1-min) <= g.maxSkew && n < bestCount {
 					best, bestCount = d, n
@@ -302,14 +356,20 @@ func (t *topology) choose(p *corev1.Pod, strict bool, podReqs Requirements, doma
 }
 
 // globalMin is the smallest count among the domains a pod could land in (0 when fewer than
-// minDomains exist, or when the key is the hostname: a new node is always a new domain).
-func (t *topology) globalMin(g *group, podReqs Requirements) int {
+// minDomains exist, or when the key is the hostname: a new node is always a new domain). As
+// kube-scheduler counts them: domains the pod's node affinity excludes are left out unless
+// nodeAffinityPolicy is Ignore, and with nodeTaintsPolicy Honor so are domains whose every
+// node has a taint the pod does not tolerate.
+func (t *topology) globalMin(g *group, p *corev1.Pod, podReqs Requirements) int {
 	if g.key == corev1.LabelHostname {
 		return 0
 	}
 	var eligible []string
 	for d := range t.domains[g.key] {
-		if r, ok := podReqs[g.key]; ok && !r.Has(d) {
+		if r, ok := podReqs[g.key]; ok && !r.Has(d) && !g.ignoreAffinity {
+			continue
+		}
+		if g.honorTaints && !t.tolerable(p, g.key, d) {
 			continue
 		}
 		eligible = append(eligible, d)
