@@ -625,27 +625,49 @@ func (e *existing) domain(key string) (string, bool) {
 
 // place tries a pod with every relaxation in turn and returns "" or why it cannot be placed.
 func (s *solver) place(p *corev1.Pod, requests corev1.ResourceList) string {
-	prefs := preferredTerms(p)
+	defer func() { s.topo.relaxed = 0 }()
 	var reason string
 	for term := range requiredTerms(p) {
-		for drop := 0; drop <= len(prefs)+1; drop++ {
-			strict := drop <= len(prefs)
-			kept := prefs
-			if drop <= len(prefs) {
-				kept = prefs[:len(prefs)-drop]
-			} else {
-				kept = nil
-			}
-			reqs := podRequirements(p, term, kept)
+		for _, a := range relaxations(p, s.topo) {
+			s.topo.relaxed = a.soft
+			reqs := podRequirements(p, term, a.prefs)
 			for _, v := range s.in.VolumeRequirements[PodKey(p)] {
 				reqs.Add(NewRequirement(v.Key, v.Operator, v.Values...))
 			}
-			if reason = s.placeWith(p, requests, reqs, strict); reason == "" {
+			if reason = s.placeWith(p, requests, reqs, a.strict); reason == "" {
 				return ""
 			}
 		}
 	}
 	return reason
+}
+
+// attempt is one way of placing a pod: the preferred node affinity terms it keeps, how many
+// of its topology preferences it drops, and whether PreferNoSchedule taints still repel it.
+type attempt struct {
+	prefs  []corev1.PreferredSchedulingTerm
+	soft   int
+	strict bool
+}
+
+// relaxations are a pod's attempts, relaxing one preference at a time as upstream Karpenter
+// does: preferred pod affinity terms, then preferred anti-affinity terms, then preferred node
+// affinity terms (lowest weight first), then ScheduleAnyway spreads, and last the
+// PreferNoSchedule taints.
+func relaxations(p *corev1.Pod, t *topology) []attempt {
+	prefs := preferredTerms(p)
+	affinity, all := t.preferences(p)
+	var out []attempt
+	for k := 0; k <= affinity; k++ {
+		out = append(out, attempt{prefs: prefs, soft: k, strict: true})
+	}
+	for d := 1; d <= len(prefs); d++ {
+		out = append(out, attempt{prefs: prefs[:len(prefs)-d], soft: affinity, strict: true})
+	}
+	for k := affinity + 1; k <= all; k++ {
+		out = append(out, attempt{soft: k, strict: true})
+	}
+	return append(out, attempt{soft: all, strict: false})
 }
 
 func (s *solver) placeWith(p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) string {

@@ -568,3 +568,23 @@ func TestTopologySpreadNodeAffinityPolicy(t *testing.T) {
 		}
 	}
 }
+
+// Preferences are relaxed one at a time: a preferred pod affinity nothing can meet is dropped,
+// and the pods still keep their preferred anti-affinity (one per node).
+func TestPreferencesRelaxOneAtATime(t *testing.T) {
+	ps := pods("web", 3, "100m", "128Mi", func(p *corev1.Pod) {
+		p.Spec.Affinity = &corev1.Affinity{
+			PodAffinity: &corev1.PodAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 10,
+				PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: karpv1.LabelTopologyZone,
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "missing-db"}}}}}},
+			PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 10,
+				PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname,
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}}},
+		}
+	})
+	r := solve(t, &Input{Pods: ps, NodePools: pools(nodePool("default"))})
+	expectPlaced(t, r)
+	if len(r.NodeClaims) != 3 {
+		t.Fatalf("the anti-affinity preference holds once the impossible affinity is dropped: want 3 NodeClaims, got %d", len(r.NodeClaims))
+	}
+}

@@ -58,10 +58,35 @@ type constraint struct {
 	// selfMatch: the pod matches its own affinity selector, so the first of a group may go
 	// anywhere.
 	selfMatch bool
+	// rank orders a pod's preferences for relaxing them one at a time: preferred pod
+	// affinity, then preferred anti-affinity, then ScheduleAnyway spreads.
+	rank int
+}
+
+// soft reports whether an attempt skips the constraint: a preference, when the attempt is
+// not strict or has relaxed the first t.relaxed preferences.
+func (t *topology) soft(c constraint, strict bool) bool {
+	return !c.required && (!strict || c.rank < t.relaxed)
+}
+
+// preferences counts a pod's preferences: pod (anti-)affinity ones, and all.
+func (t *topology) preferences(p *corev1.Pod) (affinity, all int) {
+	for _, c := range t.byPod[PodKey(p)] {
+		if c.required {
+			continue
+		}
+		all++
+		if c.group.kind != spread {
+			affinity++
+		}
+	}
+	return affinity, all
 }
 
 // topology holds every group of the solve and the domains each key can take.
 type topology struct {
+	// relaxed is how many of the pod being placed's preferences the attempt drops, by rank.
+	relaxed int
 	groups  map[string]*group
 	byPod   map[string][]constraint
 	anti    []*group
@@ -220,6 +245,17 @@ func (t *topology) register(p *corev1.Pod) error {
 		}
 	}
 	if len(cs) > 0 {
+		order := map[groupKind]int{affinity: 0, antiAffinity: 1, spread: 2}
+		var soft []int
+		for i, c := range cs {
+			if !c.required {
+				soft = append(soft, i)
+			}
+		}
+		sort.SliceStable(soft, func(a, b int) bool { return order[cs[soft[a]].group.kind] < order[cs[soft[b]].group.kind] })
+		for rank, i := range soft {
+			cs[i].rank = rank
+		}
 		t.byPod[PodKey(p)] = cs
 	}
 	return nil
@@ -269,7 +305,7 @@ func (t *topology) count(p *corev1.Pod, domainOf func(key string) (string, bool)
 func (t *topology) choose(p *corev1.Pod, strict bool, podReqs Requirements, domainsOf func(key string) []string) (map[string]string, error) {
 	chosen := map[string]string{}
 	for _, c := range t.byPod[PodKey(p)] {
-		if !c.required && !strict {
+		if t.soft(c, strict) {
 			continue
 		}
 		g := c.group
@@ -400,7 +436,7 @@ func (t *topology) keys() sets.Set[string] {
 // its hostname constraints, before any other work.
 func (t *topology) precheckHostname(p *corev1.Pod, strict bool, hostname string) error {
 	for _, c := range t.byPod[PodKey(p)] {
-		if (!c.required && !strict) || c.group.key != corev1.LabelHostname {
+		if t.soft(c, strict) || c.group.key != corev1.LabelHostname {
 			continue
 		}
 		g := c.group
