@@ -151,9 +151,13 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 	if err := c.client.List(ctx, &pools); err != nil {
 		return nil, fmt.Errorf("listing nodepools: %w", err)
 	}
-	poolsByName := map[string]*karpv1.NodePool{}
+	// Each NodePool's instance types, asked of the provider once per snapshot; a NodePool whose
+	// node class is not ready has none.
+	typesOf := map[string][]*cloudprovider.InstanceType{}
 	for i := range pools.Items {
-		poolsByName[pools.Items[i].Name] = &pools.Items[i]
+		if its, err := cp.GetInstanceTypes(ctx, &pools.Items[i]); err == nil {
+			typesOf[pools.Items[i].Name] = its
+		}
 	}
 	var daemonSets appsv1.DaemonSetList
 	if err := c.client.List(ctx, &daemonSets); err != nil {
@@ -210,13 +214,13 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 			u = corev1.ResourceList{}
 			usage[pool] = u
 		}
-		addQuantities(u, nc.Status.Capacity)
-		addQuantities(u, corev1.ResourceList{"nodes": *resourceOne()})
+		scheduling.AddResources(u, nc.Status.Capacity)
+		scheduling.AddResources(u, corev1.ResourceList{"nodes": *resourceOne()})
 		if nc.DeletionTimestamp != nil || (nc.Status.NodeName != "" && registered[nc.Status.NodeName]) {
 			continue
 		}
 		// In flight: not registered yet. Its pods are the ones nominated to it.
-		price, launchAlloc := c.launchOffer(ctx, cp, nc, poolsByName)
+		price, launchAlloc := launchOffer(nc, typesOf[nc.Labels[karpv1.NodePoolLabelKey]])
 		alloc := nc.Status.Allocatable
 		if len(alloc) == 0 {
 			alloc = launchAlloc
@@ -242,8 +246,8 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 		if np.DeletionTimestamp != nil {
 			continue
 		}
-		its, err := cp.GetInstanceTypes(ctx, np)
-		if err != nil {
+		its, ok := typesOf[np.Name]
+		if !ok {
 			// A NodePool whose node class is not ready launches nothing; the others still do.
 			continue
 		}
@@ -256,16 +260,9 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 
 // launchOffer is what an in-flight NodeClaim will be: its launched offering's price, or
 // before launch the cheapest offering its requirements allow, which is what a launch picks,
-// with that instance type's allocatable; zero when it cannot be told.
-func (c *Cluster) launchOffer(ctx context.Context, cp cloudprovider.CloudProvider, nc *karpv1.NodeClaim, pools map[string]*karpv1.NodePool) (float64, corev1.ResourceList) {
-	np, ok := pools[nc.Labels[karpv1.NodePoolLabelKey]]
-	if !ok {
-		return 0, nil
-	}
-	its, err := cp.GetInstanceTypes(ctx, np)
-	if err != nil {
-		return 0, nil
-	}
+// with that instance type's allocatable, among its NodePool's instance types; zero when it
+// cannot be told.
+func launchOffer(nc *karpv1.NodeClaim, its []*cloudprovider.InstanceType) (float64, corev1.ResourceList) {
 	reqs := scheduling.NewRequirements(nc.Spec.Requirements...)
 	for k, v := range nc.Labels {
 		if k == karpv1.LabelInstanceType || k == karpv1.LabelTopologyZone || k == karpv1.CapacityTypeLabelKey {
@@ -303,14 +300,6 @@ func schedulableTaints(taints []corev1.Taint) []corev1.Taint {
 		out = append(out, t)
 	}
 	return out
-}
-
-func addQuantities(dst, src corev1.ResourceList) {
-	for k, v := range src {
-		q := dst[k]
-		q.Add(v)
-		dst[k] = q
-	}
 }
 
 func resourceOne() *resource.Quantity { return resource.NewQuantity(1, resource.DecimalSI) }

@@ -17,26 +17,27 @@ func PodKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
 func PodRequests(p *corev1.Pod) corev1.ResourceList {
 	total := corev1.ResourceList{}
 	for _, c := range p.Spec.Containers {
-		addTo(total, c.Resources.Requests)
+		AddResources(total, c.Resources.Requests)
 	}
 	sidecars := corev1.ResourceList{}
 	for _, c := range p.Spec.InitContainers {
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			addTo(sidecars, c.Resources.Requests)
+			AddResources(sidecars, c.Resources.Requests)
 			continue
 		}
 		// A plain init container runs alone, with the sidecars started before it.
 		need := sidecars.DeepCopy()
-		addTo(need, c.Resources.Requests)
+		AddResources(need, c.Resources.Requests)
 		maxInto(total, need)
 	}
-	addTo(total, sidecars)
-	addTo(total, p.Spec.Overhead)
+	AddResources(total, sidecars)
+	AddResources(total, p.Spec.Overhead)
 	total[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
 	return total
 }
 
-func addTo(dst, src corev1.ResourceList) {
+// AddResources adds src into dst.
+func AddResources(dst, src corev1.ResourceList) {
 	for k, v := range src {
 		q := dst[k]
 		q.Add(v)

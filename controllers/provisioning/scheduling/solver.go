@@ -885,7 +885,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	limit := c.pool.remaining
 	if limit != nil && c.reserved != nil {
 		limit = limit.DeepCopy()
-		addTo(limit, c.reserved)
+		AddResources(limit, c.reserved)
 	}
 	var kept []*instanceType
 	// The reason reported is the one of the type that got furthest: requirements, resources,
@@ -938,7 +938,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	}
 	if len(kept) == 0 {
 		all := c.Requests.DeepCopy()
-		addTo(all, requests)
+		AddResources(all, requests)
 		return nil, fmt.Errorf("no instance type fits %s (%s)", resourcesString(all), miss)
 	}
 	// Growing into a costlier type is worth it when the increase costs no more than a node of
@@ -982,7 +982,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 // commit applies a plan.
 func (s *solver) commit(pl *claimPlan) {
 	c, p, merged, kept, filters := pl.c, pl.p, pl.merged, pl.kept, pl.filters
-	addTo(c.Requests, pl.requests)
+	AddResources(c.Requests, pl.requests)
 	c.Requirements, c.types, c.filters, c.typeFilters, c.applied = merged, kept, filters, pl.typeFilters, pl.applied
 	c.req, c.maxAlloc, c.price, c.cheapest = pl.total, pl.maxAlloc, pl.price, pl.cheapest
 	for _, hp := range pl.ports {
@@ -998,7 +998,7 @@ func (s *solver) commit(pl *claimPlan) {
 			}
 		}
 		if c.reserved != nil {
-			addTo(c.pool.remaining, c.reserved)
+			AddResources(c.pool.remaining, c.reserved)
 		}
 		c.pool.remaining = subtract(c.pool.remaining, reserve)
 		c.reserved = reserve
