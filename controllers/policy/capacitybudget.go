@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -146,13 +145,7 @@ func (r *BudgetStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 		i32 := int32(i)
 		st.ActiveSchedule = &i32
 	}
-	set := func(t string, ok bool, reason, msg string) {
-		s := metav1.ConditionFalse
-		if ok {
-			s = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: b.Generation})
-	}
+	conds := conditions{list: &st.Conditions, generation: b.Generation}
 	bif := c.Budget
 	if bif == nil || len(c.Errors) > 0 {
 		st.HourlyLimit, st.RemainingHourlyCost = "", ""
@@ -160,19 +153,19 @@ func (r *BudgetStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 		if len(c.Errors) > 0 {
 			msg = c.Errors[0].Error()
 		}
-		set(policyv1.ConditionTypeReady, false, "EvaluationFailed", msg)
+		conds.set(policyv1.ConditionTypeReady, false, "", "EvaluationFailed", msg)
 	} else {
-		set(policyv1.ConditionTypeReady, true, "Evaluated", "")
+		conds.set(policyv1.ConditionTypeReady, true, "Evaluated", "", "")
 		committed := usage.HourlyCost + usage.InFlightHourlyCost
 		if bif.HasLimit {
 			st.HourlyLimit, st.RemainingHourlyCost = money(bif.HourlyLimit), money(bif.Remaining)
 			over := committed > bif.HourlyLimit+0.005
-			set(policyv1.ConditionTypeBudgetExceeded, over, map[bool]string{true: "OverLimit", false: "WithinLimit"}[over],
+			conds.set(policyv1.ConditionTypeBudgetExceeded, over, "OverLimit", "WithinLimit",
 				fmt.Sprintf("hourly cost %.2f (%.2f running, %.2f in flight) of %.2f (%s)", committed, usage.HourlyCost, usage.InFlightHourlyCost, bif.HourlyLimit, bif.LimitReason))
 			metrics.BudgetHourlyLimit.WithLabelValues(b.Namespace).Set(bif.HourlyLimit)
 		} else {
 			st.HourlyLimit, st.RemainingHourlyCost = "", ""
-			set(policyv1.ConditionTypeBudgetExceeded, false, "NoLimit", "the budget limits no cost")
+			conds.set(policyv1.ConditionTypeBudgetExceeded, false, "", "NoLimit", "the budget limits no cost")
 		}
 		share, above := shareAboveBase(usage, bif.Spot.OnDemandBaseCPU)
 		out := above && (share < bif.Spot.MinPercent-0.05 || share > bif.Spot.MaxPercent+0.05)
@@ -180,21 +173,14 @@ func (r *BudgetStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 		if !above {
 			msg = "nothing runs above the on-demand base"
 		}
-		set(policyv1.ConditionTypeSpotShareOutOfRange, out, map[bool]string{true: "OutOfRange", false: "InRange"}[out], msg)
+		conds.set(policyv1.ConditionTypeSpotShareOutOfRange, out, "OutOfRange", "InRange", msg)
 	}
 	metrics.BudgetHourlyCost.WithLabelValues(b.Namespace, "running").Set(usage.HourlyCost)
 	metrics.BudgetHourlyCost.WithLabelValues(b.Namespace, "inflight").Set(usage.InFlightHourlyCost)
 	metrics.BudgetSpotPercent.WithLabelValues(b.Namespace).Set(usage.SpotPercent())
-	if !unchanged() {
-		b.Status = *st
-		if err := r.client.Status().Update(ctx, b); err != nil {
-			if apierrors.IsConflict(err) {
-				return reconcile.Result{Requeue: true}, nil
-			}
-			return reconcile.Result{}, err
-		}
-	}
-	return reconcile.Result{RequeueAfter: BudgetRefresh}, nil
+	changed := !unchanged()
+	b.Status = *st
+	return writeStatus(ctx, r.client, b, changed, BudgetRefresh)
 }
 
 // accrue adds the spend since status was last brought up to date, at the run-rate status

@@ -10,9 +10,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -104,43 +101,30 @@ func (r *PolicyStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 	if denied, warned, dryRun := r.engine.Violations(src); denied+warned+dryRun > 0 {
 		st.Violations = &policyv1.PolicyViolations{Denied: denied, Warned: warned, DryRun: dryRun}
 	}
-	set := func(t string, ok bool, reason, msg string) {
-		s := metav1.ConditionFalse
-		if ok {
-			s = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: p.Generation})
-	}
+	conds := conditions{list: &st.Conditions, generation: p.Generation}
 	if compiled {
-		set(policyv1.ConditionTypeCompiled, true, "Compiled", fmt.Sprintf("joins %v", st.DecisionPoints))
+		conds.set(policyv1.ConditionTypeCompiled, true, "Compiled", "", fmt.Sprintf("joins %v", st.DecisionPoints))
 	} else {
 		e := st.CompileErrors[0]
-		set(policyv1.ConditionTypeCompiled, false, "CompileErrors", fmt.Sprintf("%d errors; first %s:%d:%d: %s", len(st.CompileErrors), e.Module, e.Line, e.Column, e.Message))
+		conds.set(policyv1.ConditionTypeCompiled, false, "", "CompileErrors", fmt.Sprintf("%d errors; first %s:%d:%d: %s", len(st.CompileErrors), e.Module, e.Line, e.Column, e.Message))
 	}
 	testsOK := compiled && (st.Tests == nil || st.Tests.Failed == 0)
 	switch {
 	case !compiled:
-		set(policyv1.ConditionTypeTestsPassed, false, "NotCompiled", "the modules do not compile")
+		conds.set(policyv1.ConditionTypeTestsPassed, false, "", "NotCompiled", "the modules do not compile")
 	case st.Tests == nil:
-		set(policyv1.ConditionTypeTestsPassed, true, "NoTests", "the policy has no _test.rego module")
+		conds.set(policyv1.ConditionTypeTestsPassed, true, "NoTests", "", "the policy has no _test.rego module")
 	case st.Tests.Failed > 0:
-		set(policyv1.ConditionTypeTestsPassed, false, "TestsFailed", fmt.Sprintf("%d of %d tests failed; first %s", st.Tests.Failed, st.Tests.Passed+st.Tests.Failed, st.Tests.Failures[0].Name))
+		conds.set(policyv1.ConditionTypeTestsPassed, false, "", "TestsFailed", fmt.Sprintf("%d of %d tests failed; first %s", st.Tests.Failed, st.Tests.Passed+st.Tests.Failed, st.Tests.Failures[0].Name))
 	default:
-		set(policyv1.ConditionTypeTestsPassed, true, "TestsPassed", fmt.Sprintf("%d tests passed", st.Tests.Passed))
+		conds.set(policyv1.ConditionTypeTestsPassed, true, "TestsPassed", "", fmt.Sprintf("%d tests passed", st.Tests.Passed))
 	}
-	set(policyv1.ConditionTypeEvaluationFailed, st.EvaluationErrors > 0, map[bool]string{true: "EvaluationErrors", false: "NoErrors"}[st.EvaluationErrors > 0],
+	conds.set(policyv1.ConditionTypeEvaluationFailed, st.EvaluationErrors > 0, "EvaluationErrors", "NoErrors",
 		fmt.Sprintf("%d evaluations failed since the controller started (failurePolicy %s)", st.EvaluationErrors, failurePolicy(p)))
-	set(policyv1.ConditionTypeReady, compiled && testsOK, map[bool]string{true: "Ready", false: "NotReady"}[compiled && testsOK], "")
-	if !equality.Semantic.DeepEqual(&p.Status, st) {
-		p.Status = *st
-		if err := r.client.Status().Update(ctx, p); err != nil {
-			if apierrors.IsConflict(err) {
-				return reconcile.Result{Requeue: true}, nil
-			}
-			return reconcile.Result{}, err
-		}
-	}
-	return reconcile.Result{RequeueAfter: statusRefresh}, nil
+	conds.set(policyv1.ConditionTypeReady, compiled && testsOK, "Ready", "NotReady", "")
+	changed := !equality.Semantic.DeepEqual(&p.Status, st)
+	p.Status = *st
+	return writeStatus(ctx, r.client, p, changed, statusRefresh)
 }
 
 func failurePolicy(p *policyv1.CapacityPolicy) policyv1.FailurePolicy {

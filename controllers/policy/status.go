@@ -1,0 +1,41 @@
+package policy
+
+import (
+	"context"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// conditions sets a status's conditions for one generation.
+type conditions struct {
+	list       *[]metav1.Condition
+	generation int64
+}
+
+// set makes condition t True with reasonTrue, or False with reasonFalse.
+func (c conditions) set(t string, ok bool, reasonTrue, reasonFalse, msg string) {
+	s, reason := metav1.ConditionFalse, reasonFalse
+	if ok {
+		s, reason = metav1.ConditionTrue, reasonTrue
+	}
+	meta.SetStatusCondition(c.list, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: c.generation})
+}
+
+// writeStatus writes obj's status when changed, asks for a retry on a conflict, and otherwise
+// comes back after refresh.
+func writeStatus(ctx context.Context, c client.Client, obj client.Object, changed bool, refresh time.Duration) (reconcile.Result, error) {
+	if changed {
+		if err := c.Status().Update(ctx, obj); err != nil {
+			if apierrors.IsConflict(err) {
+				return reconcile.Result{Requeue: true}, nil
+			}
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{RequeueAfter: refresh}, nil
+}
