@@ -36,7 +36,6 @@ type InstanceTypeInfo struct {
 type InstanceTypes struct {
 	types    ast.Value
 	families ast.Value
-	byName   map[string]InstanceTypeInfo
 	// key fingerprints the list, for the engine's caches.
 	key string
 }
@@ -46,10 +45,8 @@ func NewInstanceTypes(infos []InstanceTypeInfo) (*InstanceTypes, error) {
 	sorted := append([]InstanceTypeInfo(nil), infos...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	families := map[string]bool{}
-	byName := make(map[string]InstanceTypeInfo, len(sorted))
 	for _, it := range sorted {
 		families[it.Family] = true
-		byName[it.Name] = it
 	}
 	fams := make([]string, 0, len(families))
 	for f := range families {
@@ -69,7 +66,7 @@ func NewInstanceTypes(infos []InstanceTypeInfo) (*InstanceTypes, error) {
 		fmt.Fprintf(h, "%s|%s|%s|%s|%d|%g|%g|%d|%s|%v|%g\n", it.Name, it.Family, it.Category, it.Architecture, it.Generation, it.CPU, it.MemoryGiB,
 			it.GPUs, it.GPUName, it.CapacityTypes, it.MinPricePerHour)
 	}
-	return &InstanceTypes{types: types, families: famValue, byName: byName, key: hex.EncodeToString(h.Sum(nil))}, nil
+	return &InstanceTypes{types: types, families: famValue, key: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // InstanceTypes converts instance types for evaluation, reusing the conversion of an equal
@@ -574,13 +571,4 @@ func (e *Engine) Admission(ctx context.Context, in AdmissionInput) *Decision {
 		e.evalInto(ctx, d, u, policyv1.DecisionPointAdmission, doc, unitEnforcement(u))
 	}
 	return d
-}
-
-// Summary is a one-line account of violations, for Events and logs.
-func Summary(vs []Violation) string {
-	msgs := make([]string, len(vs))
-	for i, v := range vs {
-		msgs[i] = v.Message
-	}
-	return strings.Join(msgs, "; ")
 }

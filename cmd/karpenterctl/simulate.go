@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -233,11 +234,7 @@ func writeMarkdown(w io.Writer, r *simulate.Report) {
 
 // writeNamespaces prints a line per namespace, in name order, then the policy warnings.
 func writeNamespaces(w io.Writer, r *simulate.Report, line func(name string, n *simulate.NamespaceReport, limit string) string) {
-	names := make([]string, 0, len(r.Namespaces))
-	for name := range r.Namespaces {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(r.Namespaces))
 	for _, name := range names {
 		n := r.Namespaces[name]
 		limit := ""

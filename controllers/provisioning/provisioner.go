@@ -183,12 +183,12 @@ func (p *Provisioner) planner(ctx context.Context) (*policy.Planner, error) {
 	for _, ns := range nss.Items {
 		pl.Namespaces[ns.Name] = policies.Namespace{Name: ns.Name, Labels: ns.Labels}
 	}
-	pl.Budgets = Governing(budgets.Items)
+	pl.Budgets = governing(budgets.Items)
 	return pl, nil
 }
 
-// Governing picks each namespace's CapacityBudget: the first by name, when there are several.
-func Governing(budgets []policyv1.CapacityBudget) map[string]*policyv1.CapacityBudget {
+// governing picks each namespace's CapacityBudget: the first by name, when there are several.
+func governing(budgets []policyv1.CapacityBudget) map[string]*policyv1.CapacityBudget {
 	out := map[string]*policyv1.CapacityBudget{}
 	for i := range budgets {
 		b := &budgets[i]

@@ -18,6 +18,8 @@ package policy
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -307,11 +309,7 @@ func (p *Planner) overBudgetByPod(res *scheduling.Result, nodes []*scheduling.No
 		}
 	}
 	var over []Blocked
-	names := make([]string, 0, len(onClaims))
-	for name := range onClaims {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(onClaims))
 	for _, name := range names {
 		ps, b := onClaims[name], namespaces[name].Budget
 		sort.SliceStable(ps, func(i, j int) bool {
@@ -375,11 +373,7 @@ func (p *Planner) overBudgetBySpareRoom(res *scheduling.Result, namespaces map[s
 		}
 	}
 	var more []Blocked
-	names := make([]string, 0, len(byNS))
-	for name := range byNS {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(byNS))
 	for _, name := range names {
 		b := namespaces[name].Budget
 		if b == nil || !b.HasLimit || b.Enforcement != policyv1.EnforcementDeny {
@@ -565,11 +559,7 @@ func spotDrift(res *scheduling.Result, h *hook, namespaces map[string]*Namespace
 		}
 	}
 	drift := map[string]float64{}
-	names := make([]string, 0, len(onDemand))
-	for name := range onDemand {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(onDemand))
 	for _, name := range names {
 		if b := namespaces[name].Budget; b == nil || b.Spot.MaxPercent >= 100 {
 			continue
@@ -772,11 +762,7 @@ func toSolver(c *policies.Constraints, capacityType string) *scheduling.Constrai
 	}
 	cts, ceiling := c.DeniedCapacityTypes, c.PriceCeiling
 	if len(cts) > 0 || ceiling > 0 {
-		names := make([]string, 0, len(cts))
-		for ct := range cts {
-			names = append(names, ct)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(cts))
 		out.OfferingKey = fmt.Sprintf("ceiling=%g deny=%v", ceiling, names)
 	}
 	switch {

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	karpv1beta1 "github.com/karpenter-policy/karpenter/api/karpenter/v1beta1"
@@ -204,20 +205,11 @@ func Expand(o runtime.Object) ([]*corev1.Pod, error) {
 		defaultRequests(&p.Spec)
 		return []*corev1.Pod{p}, nil
 	case *appsv1.Deployment:
-		meta, template = w.ObjectMeta, w.Spec.Template
-		if w.Spec.Replicas != nil {
-			replicas = *w.Spec.Replicas
-		}
+		meta, template, replicas = w.ObjectMeta, w.Spec.Template, ptr.Deref(w.Spec.Replicas, 1)
 	case *appsv1.ReplicaSet:
-		meta, template = w.ObjectMeta, w.Spec.Template
-		if w.Spec.Replicas != nil {
-			replicas = *w.Spec.Replicas
-		}
+		meta, template, replicas = w.ObjectMeta, w.Spec.Template, ptr.Deref(w.Spec.Replicas, 1)
 	case *appsv1.StatefulSet:
-		meta, template = w.ObjectMeta, w.Spec.Template
-		if w.Spec.Replicas != nil {
-			replicas = *w.Spec.Replicas
-		}
+		meta, template, replicas = w.ObjectMeta, w.Spec.Template, ptr.Deref(w.Spec.Replicas, 1)
 	case *batchv1.Job:
 		meta, template = w.ObjectMeta, w.Spec.Template
 		// A Job runs at most parallelism pods at once, and no more than it has to complete.
