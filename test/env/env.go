@@ -105,3 +105,18 @@ func (e *Environment) Cleanup(ctx context.Context, objs ...client.Object) error 
 	}
 	return nil
 }
+
+// Run is a suite's TestMain: it starts the environment into *e, runs the tests, stops it and
+// returns the exit code for os.Exit.
+func Run(m interface{ Run() int }, e **Environment, opts ...Option) int {
+	var err error
+	if *e, err = Start(opts...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	if err := (*e).Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+	}
+	return code
+}

@@ -262,7 +262,7 @@ deny_instance_types contains {"name": it.name, "msg": sprintf("instance family %
 	}
 }
 
-func TestLaunchGateDeniesAClaimPastTheLimit(t *testing.T) {
+func TestLaunchGateWarnsUnderWarnEnforcement(t *testing.T) {
 	// Warn enforcement skips the trim; the gate then reports the overrun as a warning and
 	// lets the NodeClaims through.
 	b := budget("team-a", "0.10", func(b *policyv1.CapacityBudget) { b.Spec.Enforcement = policyv1.EnforcementWarn })
@@ -342,11 +342,7 @@ func claimOn(t *testing.T, it *cloudprovider.InstanceType, capacityType string, 
 	}
 	req := corev1.ResourceList{}
 	for _, p := range ps {
-		for k, q := range scheduling.PodRequests(p) {
-			v := req[k]
-			v.Add(q)
-			req[k] = v
-		}
+		scheduling.AddResources(req, scheduling.PodRequests(p))
 	}
 	return &scheduling.NodeClaim{NodePool: "default", InstanceType: it, InstanceTypes: []*cloudprovider.InstanceType{it}, Offering: off, Pods: ps, Requests: req,
 		Requirements: scheduling.Requirements{karpv1.CapacityTypeLabelKey: scheduling.NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, capacityType)}}
@@ -387,5 +383,48 @@ func TestDriftFlipsDedicatedSpotNodeClaims(t *testing.T) {
 			c.Requirements[karpv1.CapacityTypeLabelKey].Has("spot") || h.capacityType[spotPods[0]] != "on-demand" {
 			t.Errorf("flip: ok %v, offering %+v, requirements %v", ok, c.Offering, c.Requirements[karpv1.CapacityTypeLabelKey])
 		}
+	}
+}
+
+// A namespace is charged a new NodeClaim's idle room too: its held or later pods may take it.
+// One pod on an m6i.2xlarge costs a fraction of the node; a limit between that fraction and
+// the node's price gives the NodeClaim up, a limit above the price keeps it.
+func TestIdleRoomOfNewNodeClaimsCounts(t *testing.T) {
+	big := catalogType(t, "m6i.2xlarge")
+	for _, tc := range []struct {
+		limit float64
+		held  int
+	}{{0.10, 1}, {big.Offerings[0].Price * 3, 0}} {
+		c := claimOn(t, big, "on-demand", pods("team-a", "web", 1, "1", "2Gi"))
+		ns := map[string]*Namespace{"team-a": {Budget: &policies.BudgetInForce{Source: policies.Source{Kind: "CapacityBudget", Namespace: "team-a", Name: "default"},
+			Enforcement: policyv1.EnforcementDeny, HasLimit: true, HourlyLimit: tc.limit, LimitReason: "hourlyCost"}}}
+		cost, _ := sizes{}.cost(c.Pods[0], c.Offering.Price, big.Allocatable())
+		if cost >= 0.10 || c.Offering.Price <= 0.10 {
+			t.Fatalf("the pod's share %.4f and the node's price %.4f must straddle 0.10", cost, c.Offering.Price)
+		}
+		held := (&Planner{}).overBudgetBySpareRoom(&scheduling.Result{NodeClaims: []*scheduling.NodeClaim{c}}, ns, sizes{}, nil)
+		if len(held) != tc.held {
+			t.Errorf("limit %.2f: %d pods held, want %d", tc.limit, len(held), tc.held)
+		}
+		if tc.held > 0 && len(held) > 0 && !strings.Contains(held[0].Violation.Message, "would exceed 0.10") {
+			t.Errorf("message %q", held[0].Violation.Message)
+		}
+	}
+}
+
+// The launch gate drops a NodeClaim that would take a namespace past its limit, counting the
+// NodeClaims it let through before, and holds its pods with the budget's message.
+func TestLaunchGateDropsTheNodeClaimPastTheLimit(t *testing.T) {
+	it := catalogType(t, "m6i.large")
+	first, second := claimOn(t, it, "on-demand", pods("team-a", "a", 1, "1", "4Gi")), claimOn(t, it, "on-demand", pods("team-a", "b", 1, "1", "4Gi"))
+	p := planner(t, budget("team-a", "0.15"))
+	out := &Outcome{Namespaces: map[string]*Namespace{"team-a": {}}}
+	res := &scheduling.Result{NodeClaims: []*scheduling.NodeClaim{first, second}}
+	p.gate(context.Background(), res, out, sizes{})
+	if len(res.NodeClaims) != 1 || res.NodeClaims[0] != first {
+		t.Fatalf("two m6i.large at $%.3f/hour each pass $0.15: the second must be dropped, kept %d", it.Offerings[0].Price, len(res.NodeClaims))
+	}
+	if len(out.Blocked) != 1 || out.Blocked[0].Pod != second.Pods[0] || !strings.Contains(out.Blocked[0].Violation.Message, "would exceed 0.15") {
+		t.Errorf("blocked %+v", out.Blocked)
 	}
 }

@@ -3,7 +3,6 @@
 package cel_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -12,16 +11,4 @@ import (
 
 var testEnv *env.Environment
 
-func TestMain(m *testing.M) {
-	var err error
-	testEnv, err = env.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := testEnv.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(env.Run(m, &testEnv)) }

@@ -3,7 +3,6 @@ package kwok_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -26,16 +25,7 @@ import (
 
 var testEnv *env.Environment
 
-func TestMain(m *testing.M) {
-	var err error
-	if testEnv, err = env.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = testEnv.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(env.Run(m, &testEnv)) }
 
 func nodeClaim(nodeClass string, reqs ...karpv1.NodeSelectorRequirementWithMinValues) *karpv1.NodeClaim {
 	return test.NodeClaim(func(nc *karpv1.NodeClaim) {

@@ -4,7 +4,6 @@ package nodeclaim_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -27,16 +26,7 @@ import (
 
 var testEnv *env.Environment
 
-func TestMain(m *testing.M) {
-	var err error
-	if testEnv, err = env.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = testEnv.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(env.Run(m, &testEnv)) }
 
 func reconcileOnce(t *testing.T, c *lifecycle.Controller, name string) *karpv1.NodeClaim {
 	t.Helper()

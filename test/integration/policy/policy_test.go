@@ -5,7 +5,6 @@ package policy_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -33,16 +32,7 @@ import (
 
 var testEnv *env.Environment
 
-func TestMain(m *testing.M) {
-	var err error
-	if testEnv, err = env.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = testEnv.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(env.Run(m, &testEnv)) }
 
 func reconcile1(t *testing.T, r reconcile.Reconciler, key client.ObjectKey) {
 	t.Helper()
