@@ -214,8 +214,11 @@ func TestBudgetsAndSpotSharesPerNamespace(t *testing.T) {
 	if err := kube.Get(ctx, client.ObjectKey{Namespace: b, Name: "default"}, cb); err != nil {
 		t.Fatal(err)
 	}
+	// A patch: the status controller writes the budget's status all along, and
+	// an update would race it on the resourceVersion.
+	base := cb.DeepCopy()
 	cb.Spec.Limits.HourlyCost = ptr.To(policyv1.Money("10.00"))
-	if err := kube.Update(ctx, cb); err != nil {
+	if err := kube.Patch(ctx, cb, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {

@@ -98,10 +98,13 @@ spec:
 	if err := kube.Create(ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	// Status is a subresource: set capacity the way a kubelet would.
+	// Status is a subresource: set capacity the way a kubelet would. kwok and
+	// kube-controller-manager write to the new Node at once, so patch rather
+	// than update: an update would race them on the resourceVersion.
+	base := node.DeepCopy()
 	node.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
 	node.Status.Allocatable = node.Status.Capacity
-	if err := kube.Status().Update(ctx, node); err != nil {
+	if err := kube.Status().Patch(ctx, node, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, "node Ready", func() (bool, error) {
