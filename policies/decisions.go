@@ -460,6 +460,9 @@ func (e *Engine) evalNamespaces(ctx context.Context, point string, base map[stri
 		})
 	}
 	for _, u := range *e.policies.Load() {
+		if _, joins := u.queries[point]; !joins {
+			continue
+		}
 		selected := []any{}
 		for _, p := range parts {
 			if u.selects(p.ns) {

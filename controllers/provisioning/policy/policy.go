@@ -19,8 +19,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -120,18 +122,21 @@ func (p *Planner) Solve(ctx context.Context, in *scheduling.Input) (*Outcome, er
 		}
 		pending = append(pending, pod)
 	}
-	assignCapacityTypes(h, pending, in.NodePools, out.Namespaces, z, nil)
 	var res *scheduling.Result
-	redrawn := false
+	perPod := false
 	for round := 0; ; round++ {
 		solveIn := *in
 		solveIn.Pods, solveIn.Policy = pending, h
+		if res != nil {
+			// Most pods stay where the last round put them.
+			solveIn.Seed = res.NodeClaims
+		}
 		if res, err = scheduling.Solve(&solveIn); err != nil {
 			return nil, err
 		}
-		if !redrawn {
-			redrawn = true
-			if res, err = keepSpotShares(res, &solveIn, h, out.Namespaces, z); err != nil {
+		if !spotByClaim(res, h, out.Namespaces, z) && !perPod {
+			perPod = true
+			if res, err = spotByPod(res, &solveIn, h, out.Namespaces, z); err != nil {
 				return nil, err
 			}
 		}
@@ -148,19 +153,6 @@ func (p *Planner) Solve(ctx context.Context, in *scheduling.Input) (*Outcome, er
 	}
 	out.Result, out.Warnings, out.DryRun = res, dedupe(out.Warnings), dedupe(out.DryRun)
 	return out, nil
-}
-
-// keepSpotShares runs once per batch: if kube-scheduler would move on-demand pods into spare
-// Spot room past a namespace's maximum, some of its Spot NodeClaims launch on-demand instead,
-// or if that cannot be done, fewer of its pods are assigned to Spot and the batch is solved
-// again.
-func keepSpotShares(res *scheduling.Result, in *scheduling.Input, h *hook, namespaces map[string]*Namespace, z sizes) (*scheduling.Result, error) {
-	drift := spotDrift(res, h, namespaces, z)
-	if len(drift) == 0 || flipToOnDemand(res, h, namespaces, z) {
-		return res, nil
-	}
-	assignCapacityTypes(h, in.Pods, in.NodePools, namespaces, z, drift)
-	return scheduling.Solve(in)
 }
 
 // hold records the pods held back and returns the pending pods without them.
@@ -418,48 +410,44 @@ func (p *Planner) overBudgetBySpareRoom(res *scheduling.Result, namespaces map[s
 
 // gate passes each new NodeClaim through the launch decision point, in order, counting the
 // ones let through before it as in flight; a denied NodeClaim is dropped and its pods held.
+// The evaluations run in parallel on the assumption that every NodeClaim passes; from the
+// first denial on, the rest are evaluated again one by one with what was let through.
 func (p *Planner) gate(ctx context.Context, res *scheduling.Result, out *Outcome, z sizes) {
 	launched := map[string]float64{}
-	kept := res.NodeClaims[:0:0]
-	for _, c := range res.NodeClaims {
-		alloc := c.InstanceType.Allocatable()
-		idle := c.Offering.Price
-		shares := map[string]*policies.LaunchNamespace{}
-		var names []string
-		for _, pod := range c.Pods {
-			s, ok := shares[pod.Namespace]
-			if !ok {
-				ns, known := p.Namespaces[pod.Namespace]
-				if !known {
-					ns = policies.Namespace{Name: pod.Namespace}
-				}
-				usage := out.Namespaces[pod.Namespace].Before
-				usage.InFlightHourlyCost += launched[pod.Namespace]
-				s = &policies.LaunchNamespace{Namespace: ns, Budget: p.Budgets[pod.Namespace], Usage: usage}
-				shares[pod.Namespace] = s
-				names = append(names, pod.Namespace)
+	inputs := make([]launchInput, len(res.NodeClaims))
+	for i, c := range res.NodeClaims {
+		inputs[i] = p.launchInput(c, launched, out, z)
+		for n, s := range inputs[i].shares {
+			launched[n] += s.Cost
+		}
+	}
+	decisions := make([]*policies.Decision, len(inputs))
+	workers := min(runtime.GOMAXPROCS(0), len(inputs))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(inputs); i += workers {
+				decisions[i] = p.Engine.Launch(ctx, inputs[i].in)
 			}
-			cost, cpu := z.cost(pod, c.Offering.Price, alloc)
-			s.Cost += cost
-			s.CPU += cpu
-			s.Pods++
-			idle -= cost
+		}()
+	}
+	wg.Wait()
+	launched = map[string]float64{}
+	kept := res.NodeClaims[:0:0]
+	redo := false
+	for i, c := range res.NodeClaims {
+		in, d := inputs[i], decisions[i]
+		if redo {
+			in = p.launchInput(c, launched, out, z)
+			d = p.Engine.Launch(ctx, in.in)
 		}
-		// Each namespace is charged the idle room too, which its pending pods may take.
-		for _, sh := range shares {
-			sh.Cost += max(0, idle)
-		}
-		sort.Strings(names)
-		in := policies.LaunchInput{NodePool: c.NodePool, InstanceType: c.InstanceType.Name, Family: Family(c.InstanceType),
-			CapacityType: c.Offering.CapacityType, Zone: c.Offering.Zone, PricePerHour: c.Offering.Price, Now: p.Now}
-		for _, n := range names {
-			in.Namespaces = append(in.Namespaces, *shares[n])
-		}
-		d := p.Engine.Launch(ctx, in)
 		out.Warnings = append(out.Warnings, d.Warned()...)
 		out.DryRun = append(out.DryRun, d.DryRun()...)
 		out.Errors = append(out.Errors, d.Errors...)
 		if denied := d.Denied(); len(denied) > 0 {
+			redo = true
 			for _, pod := range c.Pods {
 				v := denied[0]
 				for _, x := range denied {
@@ -475,12 +463,58 @@ func (p *Planner) gate(ctx context.Context, res *scheduling.Result, out *Outcome
 			}
 			continue
 		}
-		for n, s := range shares {
+		for n, s := range in.shares {
 			launched[n] += s.Cost
 		}
 		kept = append(kept, c)
 	}
 	res.NodeClaims = kept
+}
+
+// launchInput is a NodeClaim's input to the launch decision point, with each namespace's
+// share of its cost.
+type launchInput struct {
+	in     policies.LaunchInput
+	shares map[string]*policies.LaunchNamespace
+}
+
+// launchInput charges each namespace with pods on the NodeClaim its pods' cost and the idle
+// room, on top of its usage and what was launched before.
+func (p *Planner) launchInput(c *scheduling.NodeClaim, launched map[string]float64, out *Outcome, z sizes) launchInput {
+	alloc := c.InstanceType.Allocatable()
+	idle := c.Offering.Price
+	shares := map[string]*policies.LaunchNamespace{}
+	var names []string
+	for _, pod := range c.Pods {
+		s, ok := shares[pod.Namespace]
+		if !ok {
+			ns, known := p.Namespaces[pod.Namespace]
+			if !known {
+				ns = policies.Namespace{Name: pod.Namespace}
+			}
+			usage := out.Namespaces[pod.Namespace].Before
+			usage.InFlightHourlyCost += launched[pod.Namespace]
+			s = &policies.LaunchNamespace{Namespace: ns, Budget: p.Budgets[pod.Namespace], Usage: usage}
+			shares[pod.Namespace] = s
+			names = append(names, pod.Namespace)
+		}
+		cost, cpu := z.cost(pod, c.Offering.Price, alloc)
+		s.Cost += cost
+		s.CPU += cpu
+		s.Pods++
+		idle -= cost
+	}
+	// Each namespace is charged the idle room too, which its pending pods may take.
+	for _, sh := range shares {
+		sh.Cost += max(0, idle)
+	}
+	sort.Strings(names)
+	in := policies.LaunchInput{NodePool: c.NodePool, InstanceType: c.InstanceType.Name, Family: Family(c.InstanceType),
+		CapacityType: c.Offering.CapacityType, Zone: c.Offering.Zone, PricePerHour: c.Offering.Price, Now: p.Now}
+	for _, n := range names {
+		in.Namespaces = append(in.Namespaces, *shares[n])
+	}
+	return launchInput{in: in, shares: shares}
 }
 
 // account adds the batch's placements to each namespace's usage.
@@ -522,169 +556,6 @@ func dedupe(vs []policies.Violation) []policies.Violation {
 		}
 	}
 	return out
-}
-
-// spotDrift estimates, for each namespace with Spot bounds, how much of the vCPU assigned to
-// on-demand kube-scheduler will bind into the spare room of the batch's new Spot nodes: it
-// places pods wherever they fit, not where the solver put them. It is what the assignment
-// keeps away from the maximum so that the share ends within bounds once pods are bound.
-func spotDrift(res *scheduling.Result, h *hook, namespaces map[string]*Namespace, z sizes) map[string]float64 {
-	type room struct{ cpu, mem float64 }
-	var spare []*room
-	onDemand := map[string][]*corev1.Pod{}
-	for _, c := range res.NodeClaims {
-		if c.Offering.CapacityType == karpv1.CapacityTypeSpot {
-			alloc := c.InstanceType.Allocatable()
-			spare = append(spare, &room{
-				cpu: float64(alloc.Cpu().MilliValue()-c.Requests.Cpu().MilliValue()) / 1000,
-				mem: float64(alloc.Memory().Value() - c.Requests.Memory().Value()),
-			})
-			continue
-		}
-		for _, pod := range c.Pods {
-			if h.capacityType[pod] == karpv1.CapacityTypeOnDemand {
-				onDemand[pod.Namespace] = append(onDemand[pod.Namespace], pod)
-			}
-		}
-	}
-	// What the namespace's pods on the new NodeClaims request, and on Spot.
-	spotCPU, allCPU := map[string]float64{}, map[string]float64{}
-	for _, c := range res.NodeClaims {
-		for _, pod := range c.Pods {
-			cpu, _ := z.of(pod)
-			allCPU[pod.Namespace] += cpu
-			if c.Offering.CapacityType == karpv1.CapacityTypeSpot {
-				spotCPU[pod.Namespace] += cpu
-			}
-		}
-	}
-	drift := map[string]float64{}
-	names := slices.Sorted(maps.Keys(onDemand))
-	for _, name := range names {
-		if b := namespaces[name].Budget; b == nil || b.Spot.MaxPercent >= 100 {
-			continue
-		}
-		pods := onDemand[name]
-		sort.SliceStable(pods, func(i, j int) bool {
-			a, _ := z.of(pods[i])
-			b, _ := z.of(pods[j])
-			return a < b
-		})
-		for _, pod := range pods {
-			cpu, mem := z.of(pod)
-			for _, r := range spare {
-				if r.cpu >= cpu && r.mem >= mem {
-					r.cpu, r.mem = r.cpu-cpu, r.mem-mem
-					drift[name] += cpu
-					break
-				}
-			}
-		}
-		// Only a drift that would take the share past the maximum matters.
-		ns, b := namespaces[name], namespaces[name].Budget
-		spot := ns.Before.SpotCPU + spotCPU[name] + drift[name]
-		onDem := ns.Before.OnDemandCPU + allCPU[name] - spotCPU[name] - drift[name]
-		if above := spot + max(0, onDem-b.Spot.OnDemandBaseCPU); above <= 0 || 100*spot/above <= b.Spot.MaxPercent+0.01 {
-			delete(drift, name)
-		}
-	}
-	return drift
-}
-
-// flipToOnDemand launches Spot NodeClaims of the namespaces spotDrift names on-demand
-// instead, smallest first, until no namespace would pass its maximum. Only NodeClaims that
-// hold pods of those namespaces alone are flipped: flipping a shared one would move other
-// namespaces' pods to the dearer capacity type too. It reports false when it runs out of
-// NodeClaims it may flip (shared, a pod pinned to Spot, a policy refusing on-demand, no
-// on-demand offering), leaving the rest flipped.
-func flipToOnDemand(res *scheduling.Result, h *hook, namespaces map[string]*Namespace, z sizes) bool {
-	refused := map[*scheduling.NodeClaim]bool{}
-	for range res.NodeClaims {
-		drift := spotDrift(res, h, namespaces, z)
-		if len(drift) == 0 {
-			return true
-		}
-		var best *scheduling.NodeClaim
-		bestCPU := 0.0
-		for _, c := range res.NodeClaims {
-			if c.Offering.CapacityType != karpv1.CapacityTypeSpot || refused[c] {
-				continue
-			}
-			cpu, dedicated := 0.0, true
-			for _, pod := range c.Pods {
-				if _, ok := drift[pod.Namespace]; ok {
-					pc, _ := z.of(pod)
-					cpu += pc
-				} else {
-					dedicated = false
-				}
-			}
-			if dedicated && cpu > 0 && (best == nil || cpu < bestCPU) {
-				best, bestCPU = c, cpu
-			}
-		}
-		if best == nil {
-			return false
-		}
-		if !flip(best, h) {
-			refused[best] = true
-		}
-	}
-	return len(spotDrift(res, h, namespaces, z)) == 0
-}
-
-// flip makes a Spot NodeClaim on-demand: the cheapest on-demand offerings of its instance
-// types in the zones it allows. It refuses when a pod on it must run on Spot or may not run
-// on-demand, or no type has an on-demand offering there.
-func flip(c *scheduling.NodeClaim, h *hook) bool {
-	for _, pod := range c.Pods {
-		if r := scheduling.PodRequirements(pod)[karpv1.CapacityTypeLabelKey]; r != nil && !r.Has(karpv1.CapacityTypeOnDemand) {
-			return false
-		}
-		if cons := h.cons[nsPool{pod.Namespace, c.NodePool}]; cons != nil {
-			if _, no := cons.DeniedCapacityTypes[karpv1.CapacityTypeOnDemand]; no {
-				return false
-			}
-		}
-	}
-	zone := c.Requirements[karpv1.LabelTopologyZone]
-	type option struct {
-		it *cloudprovider.InstanceType
-		o  cloudprovider.Offering
-	}
-	var opts []option
-	for _, it := range c.InstanceTypes {
-		found, best := false, cloudprovider.Offering{}
-		for _, o := range it.Offerings.Available() {
-			if o.CapacityType != karpv1.CapacityTypeOnDemand || (zone != nil && !zone.Has(o.Zone)) {
-				continue
-			}
-			if !found || o.Price < best.Price {
-				found, best = true, o
-			}
-		}
-		if found {
-			opts = append(opts, option{it, best})
-		}
-	}
-	if len(opts) == 0 {
-		return false
-	}
-	sort.SliceStable(opts, func(i, j int) bool { return opts[i].o.Price < opts[j].o.Price })
-	c.InstanceTypes = c.InstanceTypes[:0:0]
-	for _, o := range opts {
-		c.InstanceTypes = append(c.InstanceTypes, o.it)
-	}
-	c.InstanceType, c.Offering = opts[0].it, opts[0].o
-	reqs := c.Requirements.Copy()
-	reqs[karpv1.CapacityTypeLabelKey] = scheduling.NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, karpv1.CapacityTypeOnDemand)
-	c.Requirements = reqs
-	for _, pod := range c.Pods {
-		if _, assigned := h.capacityType[pod]; assigned {
-			h.capacityType[pod] = karpv1.CapacityTypeOnDemand
-		}
-	}
-	return true
 }
 
 // hook is the solver's view of the constraints: a lookup per pod and NodePool.
@@ -782,82 +653,4 @@ func toSolver(c *policies.Constraints, capacityType string) *scheduling.Constrai
 		out.Source += s
 	}
 	return out
-}
-
-// assignCapacityTypes assigns each pod of a namespace with Spot bounds to Spot or on-demand
-// so the namespace's share of vCPU above its on-demand base ends within the bounds,
-// preferring Spot (cheaper) up to the maximum. Pods that can run on one capacity type only
-// (their own requirements, or the NodePools') count where they must.
-func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*scheduling.NodePool, namespaces map[string]*Namespace, z sizes, drift map[string]float64) {
-	offered := map[string]bool{}
-	for _, np := range pools {
-		r := scheduling.NewRequirements(np.NodePool.Spec.Template.Spec.Requirements...)[karpv1.CapacityTypeLabelKey]
-		for _, ct := range []string{karpv1.CapacityTypeSpot, karpv1.CapacityTypeOnDemand} {
-			if r == nil || r.Has(ct) {
-				offered[ct] = true
-			}
-		}
-	}
-	byNS := map[string][]*corev1.Pod{}
-	for _, pod := range pods {
-		byNS[pod.Namespace] = append(byNS[pod.Namespace], pod)
-	}
-	for name, nsPods := range byNS {
-		b := namespaces[name].Budget
-		if b == nil || b.Enforcement != policyv1.EnforcementDeny || (b.Spot.MinPercent <= 0 && b.Spot.MaxPercent >= 100) {
-			continue
-		}
-		before := namespaces[name].Before
-		spot, onDemand := before.SpotCPU, before.OnDemandCPU
-		type flex struct {
-			pod *corev1.Pod
-			cpu float64
-		}
-		var flexible []flex
-		for _, pod := range nsPods {
-			cpu, _ := z.of(pod)
-			r := scheduling.PodRequirements(pod)[karpv1.CapacityTypeLabelKey]
-			canSpot := offered[karpv1.CapacityTypeSpot] && (r == nil || r.Has(karpv1.CapacityTypeSpot))
-			canOD := offered[karpv1.CapacityTypeOnDemand] && (r == nil || r.Has(karpv1.CapacityTypeOnDemand))
-			switch {
-			case canSpot && canOD:
-				flexible = append(flexible, flex{pod, cpu})
-			case canSpot:
-				spot += cpu
-			default:
-				onDemand += cpu
-			}
-		}
-		total := spot + onDemand
-		for _, f := range flexible {
-			total += f.cpu
-		}
-		// Prefer Spot (cheaper) up to the maximum, less a pod's worth of slack and what
-		// kube-scheduler is expected to move onto Spot by itself (see spotDrift), but never
-		// below the minimum.
-		slack := 0.0
-		if b.Spot.MaxPercent < 100 {
-			for _, f := range flexible {
-				slack = max(slack, f.cpu)
-			}
-		}
-		target := 0.0
-		if above := total - b.Spot.OnDemandBaseCPU; above > 0 {
-			target = max(b.Spot.MinPercent/100*above, b.Spot.MaxPercent/100*above-drift[name]-slack)
-		}
-		sort.SliceStable(flexible, func(i, j int) bool {
-			if flexible[i].cpu != flexible[j].cpu {
-				return flexible[i].cpu > flexible[j].cpu
-			}
-			return scheduling.PodKey(flexible[i].pod) < scheduling.PodKey(flexible[j].pod)
-		})
-		for _, f := range flexible {
-			if spot+f.cpu <= target+1e-9 {
-				spot += f.cpu
-				h.capacityType[f.pod] = karpv1.CapacityTypeSpot
-			} else {
-				h.capacityType[f.pod] = karpv1.CapacityTypeOnDemand
-			}
-		}
-	}
 }

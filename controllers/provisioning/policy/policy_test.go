@@ -202,7 +202,7 @@ func TestSpotShareEndsWithinBounds(t *testing.T) {
 				h.capacityType[p] = c.Offering.CapacityType
 			}
 		}
-		if worst := 100 * (spot + spotDrift(out.Result, h, out.Namespaces, sizes{})["team-a"]) / all; tc.max < 100 && worst > float64(tc.max)+0.01 {
+		if worst := 100 * (spot + spotDrift(out.Result, out.Namespaces, sizes{})["team-a"]) / all; tc.max < 100 && worst > float64(tc.max)+0.01 {
 			t.Errorf("[%d, %d]: kube-scheduler filling Spot's spare room would make it %.1f%%", tc.min, tc.max, worst)
 		}
 		if got := out.Namespaces["team-a"].After().SpotPercent(); got != share {
@@ -368,10 +368,10 @@ func TestDriftFlipsDedicatedSpotNodeClaims(t *testing.T) {
 		if pinned {
 			spotPods[0].Spec.NodeSelector = map[string]string{karpv1.CapacityTypeLabelKey: "spot"}
 		}
-		if d := spotDrift(res, h, ns, sizes{}); d["team-a"] != 2 {
+		if d := spotDrift(res, ns, sizes{}); d["team-a"] != 2 {
 			t.Fatalf("drift %v, want the two on-demand vCPU", d)
 		}
-		ok := flipToOnDemand(res, h, ns, sizes{})
+		ok := spotByClaim(res, h, ns, sizes{})
 		c := res.NodeClaims[0]
 		if pinned {
 			if ok || c.Offering.CapacityType != "spot" {

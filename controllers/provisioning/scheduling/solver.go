@@ -32,6 +32,14 @@ type Input struct {
 	VolumeRequirements map[string][]corev1.NodeSelectorRequirement
 	// Policy, when set, adds per-namespace constraints on new NodeClaims.
 	Policy PolicyHook
+	// Seed, when set, are the NodeClaims of an earlier solve of mostly the same pods (the
+	// policy engine solves again after it changes a few pods' constraints). Each pod that
+	// was on one is tried first on that NodeClaim, rebuilt in the same order, with its
+	// strictest placement; only the pods that do not fit there any more, and those not on a
+	// seed, search every node and NodeClaim. Every placement is checked as usual, so the
+	// result is valid whatever the seed: a seed makes the solve faster, not different in
+	// what it honours.
+	Seed []*NodeClaim
 }
 
 // NodePool is a NodePool with what the solver needs to launch from it.
@@ -136,6 +144,17 @@ type NodeClaim struct {
 	// maxAlloc is the largest allocatable cpu and memory among the remaining types, to turn
 	// pods away without looking at every type.
 	maxAlloc res
+	// zoneMask and ctMask are the zones and capacity types the remaining types offer, as
+	// bits of the solver's interner.
+	zoneMask, ctMask uint64
+}
+
+// setTypes narrows the NodeClaim's remaining instance types.
+func (c *NodeClaim) setTypes(types []*instanceType) {
+	c.types, c.zoneMask, c.ctMask = types, 0, 0
+	for _, t := range types {
+		c.zoneMask, c.ctMask = c.zoneMask|t.zoneMask, c.ctMask|t.ctMask
+	}
 }
 
 type pool struct {
@@ -451,9 +470,19 @@ func Solve(in *Input) (*Result, error) {
 		r := toRes(requests[p])
 		s.aheadCPU, s.aheadMem = s.aheadCPU+r.cpu, s.aheadMem+r.mem
 	}
+	seedOf := map[*corev1.Pod]int{}
+	for i, c := range in.Seed {
+		for _, p := range c.Pods {
+			seedOf[p] = i
+		}
+	}
+	rebuilt := make([]*NodeClaim, len(in.Seed))
 	for _, p := range pods {
 		r := toRes(requests[p])
 		s.aheadCPU, s.aheadMem = s.aheadCPU-r.cpu, s.aheadMem-r.mem
+		if i, ok := seedOf[p]; ok && s.placeSeeded(p, requests[p], in.Seed[i].NodePool, &rebuilt[i]) {
+			continue
+		}
 		if reason := s.place(p, requests[p]); reason != "" {
 			res.Unschedulable = append(res.Unschedulable, Unschedulable{Pod: p, Reason: reason})
 		}
@@ -642,6 +671,39 @@ func (s *solver) place(p *corev1.Pod, requests corev1.ResourceList) string {
 	return reason
 }
 
+// placeSeeded tries the pod on the NodeClaim rebuilt from its seed, making it from the
+// NodePool if the pod is its first, with the pod's strictest placement only: a pod that
+// needs a preference relaxed is placed from scratch, where it may find a node that keeps it.
+func (s *solver) placeSeeded(p *corev1.Pod, requests corev1.ResourceList, nodePool string, c **NodeClaim) bool {
+	var pl *pool
+	for _, candidate := range s.pools {
+		if candidate.name == nodePool {
+			pl = candidate
+		}
+	}
+	if pl == nil {
+		return false
+	}
+	first := relaxations(p, s.topo)[0]
+	s.topo.relaxed = first.soft
+	defer func() { s.topo.relaxed = 0 }()
+	reqs := podRequirements(p, 0, first.prefs)
+	for _, v := range s.in.VolumeRequirements[PodKey(p)] {
+		reqs.Add(NewRequirement(v.Key, v.Operator, v.Values...))
+	}
+	s.podPolicyReqs = map[*pool]Requirements{}
+	if *c != nil {
+		return s.tryClaim(*c, p, requests, reqs, first.strict) == nil
+	}
+	nc, err := s.newClaim(pl, p, requests, reqs, first.strict)
+	if err != nil {
+		return false
+	}
+	s.claims = append(s.claims, nc)
+	*c = nc
+	return true
+}
+
 // attempt is one way of placing a pod: the preferred node affinity terms it keeps, how many
 // of its topology preferences it drops, and whether PreferNoSchedule taints still repel it.
 type attempt struct {
@@ -753,9 +815,10 @@ func (s *solver) newClaim(pl *pool, p *corev1.Pod, requests corev1.ResourceList,
 			return nil, fmt.Errorf("limit nodes reached (%s)", limit.String())
 		}
 	}
-	c := &NodeClaim{NodePool: pl.name, pool: pl, Requirements: pl.reqs.Copy(), types: pl.types,
+	c := &NodeClaim{NodePool: pl.name, pool: pl, Requirements: pl.reqs.Copy(),
 		Requests: pl.overhead.DeepCopy(), Hostname: fmt.Sprintf("%s-nodeclaim-%d", pl.name, len(s.claims)), ports: map[string]bool{},
 		req: toRes(pl.overhead), maxAlloc: res{cpu: 1 << 62, mem: 1 << 62, pods: 1 << 62}}
+	c.setTypes(pl.types)
 	if c.Requests == nil {
 		c.Requests = corev1.ResourceList{}
 	}
@@ -855,7 +918,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 		if key == corev1.LabelHostname {
 			return []string{c.Hostname}
 		}
-		return c.domains(key, merged)
+		return c.domains(s.intern, key, merged)
 	})
 	if err != nil {
 		return nil, err
@@ -983,7 +1046,8 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 func (s *solver) commit(pl *claimPlan) {
 	c, p, merged, kept, filters := pl.c, pl.p, pl.merged, pl.kept, pl.filters
 	AddResources(c.Requests, pl.requests)
-	c.Requirements, c.types, c.filters, c.typeFilters, c.applied = merged, kept, filters, pl.typeFilters, pl.applied
+	c.Requirements, c.filters, c.typeFilters, c.applied = merged, filters, pl.typeFilters, pl.applied
+	c.setTypes(kept)
 	c.req, c.maxAlloc, c.price, c.cheapest = pl.total, pl.maxAlloc, pl.price, pl.cheapest
 	for _, hp := range pl.ports {
 		c.ports[hp] = true
@@ -1186,8 +1250,22 @@ func resourcesString(l corev1.ResourceList) string {
 
 // domains are the values key can still take on the NodeClaim: those its requirements and
 // remaining instance types allow.
-func (c *NodeClaim) domains(key string, reqs Requirements) []string {
+func (c *NodeClaim) domains(in *interner, key string, reqs Requirements) []string {
 	r, constrained := reqs[key]
+	if in.exact() && (key == karpv1.LabelTopologyZone || key == karpv1.CapacityTypeLabelKey) {
+		names, mask := in.zones, c.zoneMask
+		if key == karpv1.CapacityTypeLabelKey {
+			names, mask = in.cts, c.ctMask
+		}
+		var out []string
+		for name, b := range names {
+			if mask&b != 0 && (!constrained || r.Has(name)) {
+				out = append(out, name)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
 	out := sets.New[string]()
 	if c.pool.typeKeys.Has(key) {
 		for _, t := range c.types {
