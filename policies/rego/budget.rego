@@ -64,7 +64,9 @@ monthly_candidate(b, now) := {{"limit": monthly_rate(b, now), "why": why}} if {
 } else := set()
 
 # hourly_limit is the lowest hourly limit in force; undefined when the budget has no limits.
-hourly_limit(b, now) := min({c.limit | some c in hourly_limits(b, now)})
+# It leaves the reasons out: the decision points ask for it for every namespace of every
+# NodeClaim, and for the reason only when they refuse.
+hourly_limit(b, now) := min({money(h) | h := limits(b).hourlyCost} | {monthly_rate(b, now) | limits(b).monthlyCost})
 
 # limit_reason says where the hourly limit in force comes from.
 limit_reason(b, now) := r if {
