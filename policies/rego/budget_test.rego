@@ -53,6 +53,12 @@ test_hourly_limit_alone if {
 	budget.limit_reason(b, mid_november) == "hourlyCost 13.00"
 }
 
+test_monthly_limit_alone if {
+	b := json.patch(team_a, [{"op": "remove", "path": "/spec/limits/hourlyCost"}])
+	budget.hourly_limit(b, mid_november) == 10
+	budget.limit_reason(b, mid_november) == "monthlyCost 8000 with 4400.00 spent and 360h left"
+}
+
 test_no_limits_no_hourly_limit if {
 	b := json.patch(team_a, [{"op": "remove", "path": "/spec/limits"}])
 	not budget.hourly_limit(b, mid_november)

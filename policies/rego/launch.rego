@@ -2,6 +2,10 @@
 # created, with the cost it attributes to each namespace. usage includes the NodeClaims still
 # in flight and those this batch already let through, so concurrent launches cannot overrun.
 #
+# Instance families are not checked again here: the provisioning decision point already
+# removed the types a namespace's budget refuses from every NodeClaim its pods are on, which
+# covers each type the cloud provider may launch, where this gate sees only the cheapest.
+#
 # input: {"nodeClaim": {"nodePool", "instanceType", "family", "capacityType", "zone",
 # "pricePerHour"}, "namespaces": [{"name", "labels", "cost", "cpu", "pods", "budget", "usage"}],
 # "now": RFC 3339}
@@ -15,9 +19,4 @@ deny contains {"namespace": ns.name, "msg": msg} if {
 	some ns in input.namespaces
 	budget.exceeds(ns.budget, ns.usage, now, ns.cost)
 	msg := budget.over_message(ns.budget, ns.usage, now, ns.cost)
-}
-
-deny contains {"namespace": ns.name, "msg": msg} if {
-	some ns in input.namespaces
-	msg := budget.type_refusal(ns.budget, {"name": input.nodeClaim.instanceType, "family": input.nodeClaim.family})
 }

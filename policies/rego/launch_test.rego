@@ -25,10 +25,3 @@ test_overrun_counts_in_flight if {
 		],
 	}
 }
-
-test_refused_family if {
-	launch.deny == {{"namespace": "team-a", "msg": "CapacityBudget team-a/default: instance type p4d.24xlarge (family p4d) matches instanceFamilies.deny \"p*\""}} with input as {
-		"nodeClaim": object.union(claim, {"instanceType": "p4d.24xlarge", "family": "p4d"}), "now": "2026-11-16T00:00:00Z",
-		"namespaces": [{"name": "team-a", "cost": 0.01, "budget": budget_of("team-a", "100"), "usage": {}}],
-	}
-}
