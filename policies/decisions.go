@@ -404,14 +404,62 @@ type LaunchInput struct {
 
 // Launch evaluates the launch gate for one NodeClaim.
 func (e *Engine) Launch(ctx context.Context, in LaunchInput) *Decision {
-	claim := map[string]any{"nodeClaim": map[string]any{"nodePool": in.NodePool, "instanceType": in.InstanceType, "family": in.Family,
+	return e.evalNamespaces(ctx, policyv1.DecisionPointLaunch, launchClaim(in), launchParts(in), in.Now, false)
+}
+
+// LaunchPolicies evaluates only the CapacityPolicies at the launch gate for one NodeClaim,
+// for a batch that LaunchBudgetsFit cleared.
+func (e *Engine) LaunchPolicies(ctx context.Context, in LaunchInput) *Decision {
+	d := &Decision{}
+	parts := launchParts(in)
+	e.addBudgets(d, policyv1.DecisionPointLaunch, parts, in.Now)
+	e.evalPolicies(ctx, d, policyv1.DecisionPointLaunch, launchClaim(in), parts, in.Now, false)
+	return d
+}
+
+// LaunchBudgetsFit reports whether the built-in budget rules at the launch gate find nothing
+// (no violation, warning or error) for any of a batch's NodeClaims, given in order, each
+// counting the ones before it in flight. Those rules only refuse a namespace more as the cost
+// it adds grows (launch.rego keeps to that), so one evaluation with each namespace's cost
+// summed over the batch, on its usage before the batch, answers for all of them; the
+// NodeClaim in that input is empty. When it reports false, evaluate NodeClaim by NodeClaim.
+func (e *Engine) LaunchBudgetsFit(ctx context.Context, ins []LaunchInput) bool {
+	if len(ins) == 0 {
+		return true
+	}
+	sum := LaunchInput{Now: ins[0].Now}
+	index := map[string]int{}
+	for _, in := range ins {
+		for _, ns := range in.Namespaces {
+			i, ok := index[ns.Namespace.Name]
+			if !ok {
+				index[ns.Namespace.Name] = len(sum.Namespaces)
+				sum.Namespaces = append(sum.Namespaces, ns)
+				continue
+			}
+			s := &sum.Namespaces[i]
+			s.Cost, s.CPU, s.Pods = s.Cost+ns.Cost, s.CPU+ns.CPU, s.Pods+ns.Pods
+		}
+	}
+	d := &Decision{}
+	parts := launchParts(sum)
+	budgets := e.addBudgets(d, policyv1.DecisionPointLaunch, parts, sum.Now)
+	e.evalBuiltin(ctx, d, policyv1.DecisionPointLaunch, launchClaim(sum), parts, sum.Now, budgets)
+	return len(d.Violations) == 0 && len(d.Warnings) == 0 && len(d.Errors) == 0
+}
+
+func launchClaim(in LaunchInput) map[string]any {
+	return map[string]any{"nodeClaim": map[string]any{"nodePool": in.NodePool, "instanceType": in.InstanceType, "family": in.Family,
 		"capacityType": in.CapacityType, "zone": in.Zone, "pricePerHour": in.PricePerHour}}
+}
+
+func launchParts(in LaunchInput) []namespacePart {
 	parts := make([]namespacePart, len(in.Namespaces))
 	for i, ns := range in.Namespaces {
 		parts[i] = namespacePart{ns: ns.Namespace, budget: ns.Budget, doc: map[string]any{"name": ns.Namespace.Name,
 			"labels": namespaceDoc(ns.Namespace)["labels"], "cost": ns.Cost, "cpu": ns.CPU, "pods": ns.Pods, "usage": usageDoc(ns.Usage)}}
 	}
-	return e.evalNamespaces(ctx, policyv1.DecisionPointLaunch, claim, parts, in.Now, false)
+	return parts
 }
 
 // namespacePart is one namespace's entry in an input that carries several.
@@ -427,6 +475,15 @@ type namespacePart struct {
 // (with none only when evenWithout).
 func (e *Engine) evalNamespaces(ctx context.Context, point string, base map[string]any, parts []namespacePart, now time.Time, evenWithout bool) *Decision {
 	d := &Decision{}
+	budgets := e.addBudgets(d, point, parts, now)
+	e.evalBuiltin(ctx, d, point, base, parts, now, budgets)
+	e.evalPolicies(ctx, d, point, base, parts, now, evenWithout)
+	return d
+}
+
+// addBudgets puts each namespace's budget into its entry and returns the budgets by
+// namespace; a budget that cannot be read is an error in the decision.
+func (e *Engine) addBudgets(d *Decision, point string, parts []namespacePart, now time.Time) map[string]*policyv1.CapacityBudget {
 	budgets := map[string]*policyv1.CapacityBudget{}
 	for _, p := range parts {
 		if p.budget == nil {
@@ -440,25 +497,38 @@ func (e *Engine) evalNamespaces(ctx context.Context, point string, base map[stri
 		p.doc["budget"] = bd
 		budgets[p.ns.Name] = p.budget
 	}
-	input := func(docs []any) map[string]any {
-		in := map[string]any{"namespaces": docs, "now": now.UTC().Format(time.RFC3339)}
-		for k, v := range base {
-			in[k] = v
-		}
-		return in
+	return budgets
+}
+
+func namespacesInput(base map[string]any, docs []any, now time.Time) map[string]any {
+	in := map[string]any{"namespaces": docs, "now": now.UTC().Format(time.RFC3339)}
+	for k, v := range base {
+		in[k] = v
 	}
-	if len(budgets) > 0 {
-		all := make([]any, len(parts))
-		for i, p := range parts {
-			all[i] = p.doc
-		}
-		e.evalInto(ctx, d, e.builtin, point, input(all), func(ns string) (Source, policyv1.EnforcementAction) {
-			if b, ok := budgets[ns]; ok {
-				return budgetSource(b), budgetEnforcement(b)
-			}
-			return Source{Kind: "CapacityBudget", Namespace: ns}, policyv1.EnforcementDeny
-		})
+	return in
+}
+
+// evalBuiltin evaluates the built-in policies once with every namespace, when some have a
+// budget; each budget's enforcement applies to the results naming its namespace.
+func (e *Engine) evalBuiltin(ctx context.Context, d *Decision, point string, base map[string]any, parts []namespacePart, now time.Time, budgets map[string]*policyv1.CapacityBudget) {
+	if len(budgets) == 0 {
+		return
 	}
+	all := make([]any, len(parts))
+	for i, p := range parts {
+		all[i] = p.doc
+	}
+	e.evalInto(ctx, d, e.builtin, point, namespacesInput(base, all, now), func(ns string) (Source, policyv1.EnforcementAction) {
+		if b, ok := budgets[ns]; ok {
+			return budgetSource(b), budgetEnforcement(b)
+		}
+		return Source{Kind: "CapacityBudget", Namespace: ns}, policyv1.EnforcementDeny
+	})
+}
+
+// evalPolicies evaluates each CapacityPolicy that joins the decision point with the
+// namespaces it selects (with none only when evenWithout).
+func (e *Engine) evalPolicies(ctx context.Context, d *Decision, point string, base map[string]any, parts []namespacePart, now time.Time, evenWithout bool) {
 	for _, u := range *e.policies.Load() {
 		if _, joins := u.queries[point]; !joins {
 			continue
@@ -470,10 +540,9 @@ func (e *Engine) evalNamespaces(ctx context.Context, point string, base map[stri
 			}
 		}
 		if len(selected) > 0 || (evenWithout && len(parts) == 0) {
-			e.evalInto(ctx, d, u, point, input(selected), unitEnforcement(u))
+			e.evalInto(ctx, d, u, point, namespacesInput(base, selected, now), unitEnforcement(u))
 		}
 	}
-	return d
 }
 
 func (e *Engine) evalInto(ctx context.Context, d *Decision, u *unit, point string, doc map[string]any, enforcement func(string) (Source, policyv1.EnforcementAction)) {

@@ -234,6 +234,43 @@ func TestLaunchGateCountsInFlight(t *testing.T) {
 	}
 }
 
+// The budgets fit a batch when the namespaces' costs summed over its NodeClaims fit: each
+// NodeClaim alone fitting is not enough, and a Warn budget passing its limit does not fit
+// either (its warnings need the per-NodeClaim evaluation). A CapacityPolicy at the launch gate
+// is evaluated per NodeClaim all the same.
+func TestLaunchBudgetsFitTheBatch(t *testing.T) {
+	e := newEngine(t)
+	claim := func(cost float64, b *policyv1.CapacityBudget) LaunchInput {
+		return LaunchInput{NodePool: "default", InstanceType: "m6i.large", Family: "m6i", CapacityType: "spot", PricePerHour: 0.1, Now: mid,
+			Namespaces: []LaunchNamespace{{Namespace: prd, Cost: cost, Budget: b, Usage: Usage{HourlyCost: 12}}, {Namespace: dev, Cost: 0.1}}}
+	}
+	b := testBudget("team-prod", "13.00")
+	if !e.LaunchBudgetsFit(context.Background(), []LaunchInput{claim(0.4, b), claim(0.5, b)}) {
+		t.Error("12 + 0.4 + 0.5 fits 13")
+	}
+	if e.LaunchBudgetsFit(context.Background(), []LaunchInput{claim(0.6, b), claim(0.6, b)}) {
+		t.Error("12 + 0.6 + 0.6 passes 13 although each NodeClaim alone fits")
+	}
+	warn := testBudget("team-prod", "13.00")
+	warn.Spec.Enforcement = policyv1.EnforcementWarn
+	if e.LaunchBudgetsFit(context.Background(), []LaunchInput{claim(0.6, warn), claim(0.6, warn)}) {
+		t.Error("a Warn budget over its limit must be evaluated per NodeClaim for its warnings")
+	}
+	if probs := e.SetPolicies([]policyv1.CapacityPolicy{testPolicy("no-spot-launch", `package karpenter.launch
+
+deny contains {"namespace": ns.name, "msg": "no Spot in dev"} if {
+	input.nodeClaim.capacityType == "spot"
+	some ns in input.namespaces
+}
+`, policyv1.EnforcementDeny, "")}); len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	d := e.LaunchPolicies(context.Background(), claim(0.1, b))
+	if denied := d.Denied(); len(denied) != 1 || denied[0].Namespace != "team-dev" || denied[0].Message != "no Spot in dev" {
+		t.Errorf("LaunchPolicies: %+v", denied)
+	}
+}
+
 func TestDisruptionAndAdmission(t *testing.T) {
 	e := newEngine(t)
 	d := e.Disruption(context.Background(), DisruptionInput{Reason: "Drifted", Now: mid,

@@ -6,6 +6,10 @@
 # removed the types a namespace's budget refuses from every NodeClaim its pods are on, which
 # covers each type the cloud provider may launch, where this gate sees only the cheapest.
 #
+# Every rule here must refuse a namespace only more as its cost grows: the engine evaluates a
+# batch once with each namespace's cost summed over its NodeClaims, and evaluates NodeClaim by
+# NodeClaim only when that finds something (Engine.LaunchBudgetsFit).
+#
 # input: {"nodeClaim": {"nodePool", "instanceType", "family", "capacityType", "zone",
 # "pricePerHour"}, "namespaces": [{"name", "labels", "cost", "cpu", "pods", "budget", "usage"}],
 # "now": RFC 3339}

@@ -189,25 +189,48 @@ func (p *Planner) evaluate(ctx context.Context, in *scheduling.Input, namespaces
 		}
 		types[np.NodePool.Name] = its
 	}
-	cons := map[nsPool]*policies.Constraints{}
+	keys := make([]nsPool, 0, len(namespaces)*len(in.NodePools))
 	for _, name := range namespaces {
-		ns, ok := p.Namespaces[name]
-		if !ok {
-			ns = policies.Namespace{Name: name}
-		}
 		for _, np := range in.NodePools {
-			c := p.Engine.Provisioning(ctx, policies.ProvisioningInput{Namespace: ns, NodePool: np.NodePool.Name,
-				InstanceTypes: types[np.NodePool.Name], Budget: p.Budgets[name], Usage: before[name], Now: p.Now})
-			cons[nsPool{name, np.NodePool.Name}] = c
-			out.Warnings = append(out.Warnings, c.Warned()...)
-			out.DryRun = append(out.DryRun, c.DryRun()...)
-			out.Errors = append(out.Errors, c.Errors...)
-			if c.Budget != nil && out.Namespaces[name].Budget == nil {
-				out.Namespaces[name].Budget = c.Budget
-			}
+			keys = append(keys, nsPool{name, np.NodePool.Name})
+		}
+	}
+	results := make([]*policies.Constraints, len(keys))
+	parallel(len(keys), func(i int) {
+		k := keys[i]
+		ns, ok := p.Namespaces[k.namespace]
+		if !ok {
+			ns = policies.Namespace{Name: k.namespace}
+		}
+		results[i] = p.Engine.Provisioning(ctx, policies.ProvisioningInput{Namespace: ns, NodePool: k.pool,
+			InstanceTypes: types[k.pool], Budget: p.Budgets[k.namespace], Usage: before[k.namespace], Now: p.Now})
+	})
+	cons := make(map[nsPool]*policies.Constraints, len(keys))
+	for i, k := range keys {
+		c := results[i]
+		cons[k] = c
+		out.Warnings = append(out.Warnings, c.Warned()...)
+		out.DryRun = append(out.DryRun, c.DryRun()...)
+		out.Errors = append(out.Errors, c.Errors...)
+		if c.Budget != nil && out.Namespaces[k.namespace].Budget == nil {
+			out.Namespaces[k.namespace].Budget = c.Budget
 		}
 	}
 	return cons, nil
+}
+
+// parallel runs f(0) to f(n-1) on every core; the engine evaluates concurrently.
+func parallel(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func instanceTypeInfos(its []*cloudprovider.InstanceType) []policies.InstanceTypeInfo {
@@ -411,29 +434,26 @@ func (p *Planner) overBudgetBySpareRoom(res *scheduling.Result, namespaces map[s
 // gate passes each new NodeClaim through the launch decision point, in order, counting the
 // ones let through before it as in flight; a denied NodeClaim is dropped and its pods held.
 // The evaluations run in parallel on the assumption that every NodeClaim passes; from the
-// first denial on, the rest are evaluated again one by one with what was let through.
+// first denial on, the rest are evaluated again one by one with what was let through. When
+// the budgets fit the whole batch (one evaluation, see Engine.LaunchBudgetsFit), only the
+// CapacityPolicies are evaluated per NodeClaim.
 func (p *Planner) gate(ctx context.Context, res *scheduling.Result, out *Outcome, z sizes) {
 	launched := map[string]float64{}
 	inputs := make([]launchInput, len(res.NodeClaims))
+	all := make([]policies.LaunchInput, len(res.NodeClaims))
 	for i, c := range res.NodeClaims {
 		inputs[i] = p.launchInput(c, launched, out, z)
+		all[i] = inputs[i].in
 		for n, s := range inputs[i].shares {
 			launched[n] += s.Cost
 		}
 	}
-	decisions := make([]*policies.Decision, len(inputs))
-	workers := min(runtime.GOMAXPROCS(0), len(inputs))
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < len(inputs); i += workers {
-				decisions[i] = p.Engine.Launch(ctx, inputs[i].in)
-			}
-		}()
+	launch := p.Engine.Launch
+	if p.Engine.LaunchBudgetsFit(ctx, all) {
+		launch = p.Engine.LaunchPolicies
 	}
-	wg.Wait()
+	decisions := make([]*policies.Decision, len(inputs))
+	parallel(len(inputs), func(i int) { decisions[i] = launch(ctx, inputs[i].in) })
 	launched = map[string]float64{}
 	kept := res.NodeClaims[:0:0]
 	redo := false

@@ -350,8 +350,15 @@ func flip(c *scheduling.NodeClaim, h *hook) bool {
 // it allows that the policies of every pod on it accept, cheapest first, and the cheapest
 // such offering.
 func onDemandOptions(c *scheduling.NodeClaim, h *hook) ([]*cloudprovider.InstanceType, cloudprovider.Offering, bool) {
+	// A namespace's type and offering filters are the same whatever capacity type its pods
+	// were assigned, so one pod of each namespace tells them.
 	var filters []*scheduling.Constraints
+	seen := map[string]bool{}
 	for _, pod := range c.Pods {
+		if seen[pod.Namespace] {
+			continue
+		}
+		seen[pod.Namespace] = true
 		if pc := h.Constraints(pod, c.NodePool); pc != nil && !slices.Contains(filters, pc) {
 			filters = append(filters, pc)
 		}
