@@ -134,6 +134,7 @@ func (p *Planner) Solve(ctx context.Context, in *scheduling.Input) (*Outcome, er
 		if res, err = scheduling.Solve(&solveIn); err != nil {
 			return nil, err
 		}
+		z.learn(res.Requests)
 		if !spotByClaim(res, h, out.Namespaces, z) && !perPod {
 			perPod = true
 			if res, err = spotByPod(res, &solveIn, h, out.Namespaces, z); err != nil {

@@ -77,12 +77,12 @@ type shares struct {
 	namespaces map[string]*Namespace
 	// bounded are the namespaces with Spot bounds, sorted.
 	bounded []string
-	// mayDrift caches whether a pod's own requirements let kube-scheduler bind it to Spot.
-	mayDrift map[*corev1.Pod]bool
+	// capacityType caches the pods' own capacity-type requirements (nil: none).
+	capacityType map[*corev1.Pod]*scheduling.Requirement
 }
 
 func newShares(res *scheduling.Result, namespaces map[string]*Namespace, z sizes) *shares {
-	s := &shares{namespaces: namespaces, mayDrift: map[*corev1.Pod]bool{}}
+	s := &shares{namespaces: namespaces, capacityType: map[*corev1.Pod]*scheduling.Requirement{}}
 	for name, ns := range namespaces {
 		if spotBounded(ns) {
 			s.bounded = append(s.bounded, name)
@@ -143,7 +143,7 @@ func (s *shares) drift(spot, all map[string]float64) map[string]float64 {
 				continue
 			}
 			for _, p := range cs.pods {
-				if p.pod.Namespace == name && s.canDrift(p.pod) {
+				if p.pod.Namespace == name && s.allows(p.pod, karpv1.CapacityTypeSpot) {
 					pods = append(pods, p)
 				}
 			}
@@ -167,14 +167,15 @@ func (s *shares) drift(spot, all map[string]float64) map[string]float64 {
 	return drift
 }
 
-func (s *shares) canDrift(pod *corev1.Pod) bool {
-	v, ok := s.mayDrift[pod]
+// allows reports whether the pod's own requirements let it run on the capacity type: what
+// kube-scheduler goes by.
+func (s *shares) allows(pod *corev1.Pod, capacityType string) bool {
+	r, ok := s.capacityType[pod]
 	if !ok {
-		r := scheduling.PodRequirements(pod)[karpv1.CapacityTypeLabelKey]
-		v = r == nil || r.Has(karpv1.CapacityTypeSpot)
-		s.mayDrift[pod] = v
+		r = scheduling.PodRequirements(pod)[karpv1.CapacityTypeLabelKey]
+		s.capacityType[pod] = r
 	}
-	return v
+	return r == nil || r.Has(capacityType)
 }
 
 // excess is the vCPU each namespace must move off the new Spot NodeClaims: what its
@@ -239,8 +240,8 @@ func spotByClaim(res *scheduling.Result, h *hook, namespaces map[string]*Namespa
 		return true
 	}
 	refused := map[*claimShare]bool{}
+	spot, all := s.totals()
 	for {
-		spot, all := s.totals()
 		if s.belowMin(spot, all) {
 			return false
 		}
@@ -280,11 +281,14 @@ func spotByClaim(res *scheduling.Result, h *hook, namespaces map[string]*Namespa
 		if best == nil {
 			return false
 		}
-		if !flip(best.c, h) {
+		if !s.flip(best.c, h) {
 			refused[best] = true
 			continue
 		}
 		best.setSpare()
+		for name, cpu := range best.byNS {
+			spot[name] -= cpu
+		}
 	}
 }
 
@@ -319,9 +323,9 @@ func spotDrift(res *scheduling.Result, namespaces map[string]*Namespace, z sizes
 // flip launches a Spot NodeClaim on-demand: its instance types with an on-demand offering in
 // the zones it allows that every pod's policies accept, cheapest first. It refuses when a
 // pod on it must run on Spot or may not run on-demand, or no type is left.
-func flip(c *scheduling.NodeClaim, h *hook) bool {
+func (s *shares) flip(c *scheduling.NodeClaim, h *hook) bool {
 	for _, pod := range c.Pods {
-		if r := scheduling.PodRequirements(pod)[karpv1.CapacityTypeLabelKey]; r != nil && !r.Has(karpv1.CapacityTypeOnDemand) {
+		if !s.allows(pod, karpv1.CapacityTypeOnDemand) {
 			return false
 		}
 		if cons := h.cons[nsPool{pod.Namespace, c.NodePool}]; cons != nil {

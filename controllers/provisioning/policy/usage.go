@@ -64,6 +64,15 @@ func Family(it *cloudprovider.InstanceType) string {
 // sizes caches pods' cpu (vCPU) and memory (bytes) requests for one batch.
 type sizes map[*corev1.Pod][2]float64
 
+// learn takes the pods' sizes from the requests a solve counted.
+func (z sizes) learn(requests map[*corev1.Pod]corev1.ResourceList) {
+	for p, r := range requests {
+		if _, ok := z[p]; !ok {
+			z[p] = [2]float64{float64(r.Cpu().MilliValue()) / 1000, float64(r.Memory().Value())}
+		}
+	}
+}
+
 func (z sizes) of(p *corev1.Pod) (cpu, mem float64) {
 	if v, ok := z[p]; ok {
 		return v[0], v[1]

@@ -101,6 +101,8 @@ type Result struct {
 	// LowerBoundPerHour is what the pods placed on new NodeClaims would cost at best (see
 	// lowerBound); PricePerHour() over it says how close the decision is.
 	LowerBoundPerHour float64
+	// Requests are the pending pods' requests as the solver counted them (PodRequests).
+	Requests map[*corev1.Pod]corev1.ResourceList
 }
 
 // Unschedulable is a pod the solver could not place.
@@ -448,9 +450,9 @@ func Solve(in *Input) (*Result, error) {
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}
-	res := &Result{Existing: map[string][]*corev1.Pod{}}
 	pods := append([]*corev1.Pod(nil), in.Pods...)
 	requests := make(map[*corev1.Pod]corev1.ResourceList, len(pods))
+	res := &Result{Existing: map[string][]*corev1.Pod{}, Requests: requests}
 	for _, p := range pods {
 		requests[p] = PodRequests(p)
 	}
