@@ -42,8 +42,23 @@ type InstanceTypes struct {
 
 // NewInstanceTypes converts instance types for evaluation.
 func NewInstanceTypes(infos []InstanceTypeInfo) (*InstanceTypes, error) {
+	sorted, key := sortedTypes(infos)
+	return convertTypes(sorted, key)
+}
+
+// sortedTypes orders the types by name and fingerprints them.
+func sortedTypes(infos []InstanceTypeInfo) ([]InstanceTypeInfo, string) {
 	sorted := append([]InstanceTypeInfo(nil), infos...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	h := sha256.New()
+	for _, it := range sorted {
+		fmt.Fprintf(h, "%s|%s|%s|%s|%d|%g|%g|%d|%s|%v|%g\n", it.Name, it.Family, it.Category, it.Architecture, it.Generation, it.CPU, it.MemoryGiB,
+			it.GPUs, it.GPUName, it.CapacityTypes, it.MinPricePerHour)
+	}
+	return sorted, hex.EncodeToString(h.Sum(nil))
+}
+
+func convertTypes(sorted []InstanceTypeInfo, key string) (*InstanceTypes, error) {
 	families := map[string]bool{}
 	for _, it := range sorted {
 		families[it.Family] = true
@@ -61,30 +76,29 @@ func NewInstanceTypes(infos []InstanceTypeInfo) (*InstanceTypes, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := sha256.New()
-	for _, it := range sorted {
-		fmt.Fprintf(h, "%s|%s|%s|%s|%d|%g|%g|%d|%s|%v|%g\n", it.Name, it.Family, it.Category, it.Architecture, it.Generation, it.CPU, it.MemoryGiB,
-			it.GPUs, it.GPUName, it.CapacityTypes, it.MinPricePerHour)
-	}
-	return &InstanceTypes{types: types, families: famValue, key: hex.EncodeToString(h.Sum(nil))}, nil
+	return &InstanceTypes{types: types, families: famValue, key: key}, nil
 }
 
 // InstanceTypes converts instance types for evaluation, reusing the conversion of an equal
 // list: a NodePool's types rarely change between batches.
 func (e *Engine) InstanceTypes(infos []InstanceTypeInfo) (*InstanceTypes, error) {
-	its, err := NewInstanceTypes(infos)
+	sorted, key := sortedTypes(infos)
+	e.cacheMu.Lock()
+	prev, ok := e.typeSets[key]
+	e.cacheMu.Unlock()
+	if ok {
+		return prev, nil
+	}
+	its, err := convertTypes(sorted, key)
 	if err != nil {
 		return nil, err
 	}
 	e.cacheMu.Lock()
 	defer e.cacheMu.Unlock()
-	if prev, ok := e.typeSets[its.key]; ok {
-		return prev, nil
-	}
 	if len(e.typeSets) >= maxCached {
 		e.typeSets = map[string]*InstanceTypes{}
 	}
-	e.typeSets[its.key] = its
+	e.typeSets[key] = its
 	return its, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -240,8 +241,9 @@ func instanceTypeInfos(its []*cloudprovider.InstanceType) []policies.InstanceTyp
 		info := policies.InstanceTypeInfo{Name: it.Name, Family: Family(it), Category: it.Labels[karpv1.LabelInstanceCategory],
 			Architecture: it.Labels[corev1.LabelArchStable], GPUName: it.Labels[karpv1.LabelInstanceGPUName],
 			CPU: float64(it.Capacity.Cpu().MilliValue()) / 1000, MemoryGiB: float64(it.Capacity.Memory().Value()) / (1 << 30)}
-		fmt.Sscan(it.Labels[karpv1.LabelInstanceGeneration], &info.Generation)
-		fmt.Sscan(it.Labels[karpv1.LabelInstanceGPUCount], &info.GPUs)
+		// Absent or malformed labels leave zero.
+		info.Generation, _ = strconv.Atoi(it.Labels[karpv1.LabelInstanceGeneration])
+		info.GPUs, _ = strconv.Atoi(it.Labels[karpv1.LabelInstanceGPUCount])
 		cts := map[string]bool{}
 		first := true
 		for _, o := range it.Offerings.Available() {
@@ -313,14 +315,17 @@ func (p *Planner) overBudgetByPod(res *scheduling.Result, nodes []*scheduling.No
 	type placed struct {
 		pod  *corev1.Pod
 		cost float64
+		key  string
 	}
 	onClaims := map[string][]placed{}
+	added := map[string]float64{}
 	for _, c := range res.NodeClaims {
 		alloc := c.InstanceType.Allocatable()
 		for _, pod := range c.Pods {
 			if _, ok := running[pod.Namespace]; ok {
 				cost, _ := z.cost(pod, c.Offering.Price, alloc)
-				onClaims[pod.Namespace] = append(onClaims[pod.Namespace], placed{pod, cost})
+				onClaims[pod.Namespace] = append(onClaims[pod.Namespace], placed{pod: pod, cost: cost})
+				added[pod.Namespace] += cost
 			}
 		}
 	}
@@ -328,11 +333,17 @@ func (p *Planner) overBudgetByPod(res *scheduling.Result, nodes []*scheduling.No
 	names := slices.Sorted(maps.Keys(onClaims))
 	for _, name := range names {
 		ps, b := onClaims[name], namespaces[name].Budget
+		if running[name]+added[name] <= b.HourlyLimit+budgetTolerance {
+			continue // all of them fit
+		}
+		for i := range ps {
+			ps[i].key = scheduling.PodKey(ps[i].pod)
+		}
 		sort.SliceStable(ps, func(i, j int) bool {
 			if ps[i].cost != ps[j].cost {
 				return ps[i].cost < ps[j].cost
 			}
-			return scheduling.PodKey(ps[i].pod) < scheduling.PodKey(ps[j].pod)
+			return ps[i].key < ps[j].key
 		})
 		total := running[name]
 		for _, x := range ps {
@@ -585,6 +596,10 @@ type hook struct {
 	// capacityType is the capacity type a pod was assigned to keep its namespace's Spot share.
 	capacityType map[*corev1.Pod]string
 	built        map[hookKey]*scheduling.Constraints
+	// byContent shares one Constraints among namespaces whose constraints are the same (a
+	// CapacityPolicy's price ceiling for all of them, say): the solver then applies them to
+	// a NodeClaim once, not once per namespace on it.
+	byContent map[string]*scheduling.Constraints
 }
 
 type hookKey struct {
@@ -593,7 +608,8 @@ type hookKey struct {
 }
 
 func newHook(cons map[nsPool]*policies.Constraints) *hook {
-	return &hook{cons: cons, capacityType: map[*corev1.Pod]string{}, built: map[hookKey]*scheduling.Constraints{}}
+	return &hook{cons: cons, capacityType: map[*corev1.Pod]string{}, built: map[hookKey]*scheduling.Constraints{},
+		byContent: map[string]*scheduling.Constraints{}}
 }
 
 // Constraints implements scheduling.PolicyHook.
@@ -602,9 +618,28 @@ func (h *hook) Constraints(pod *corev1.Pod, pool string) *scheduling.Constraints
 	if c, ok := h.built[k]; ok {
 		return c
 	}
-	c := toSolver(h.cons[k.nsPool], k.capacityType)
+	pc := h.cons[k.nsPool]
+	c := toSolver(pc, k.capacityType)
+	if c != nil {
+		key := contentKey(pc, c, k.capacityType)
+		if same, ok := h.byContent[key]; ok {
+			c = same
+		} else {
+			h.byContent[key] = c
+		}
+	}
 	h.built[k] = c
 	return c
+}
+
+// contentKey identifies what toSolver made of constraints: the capacity type, the reason
+// given, the instance types refused and the offering filter.
+func contentKey(pc *policies.Constraints, c *scheduling.Constraints, capacityType string) string {
+	var types []string
+	if pc != nil {
+		types = slices.Sorted(maps.Keys(pc.DeniedInstanceTypes))
+	}
+	return fmt.Sprintf("%s\x00%s\x00%v\x00%s\x00%t", capacityType, c.Source, types, c.OfferingKey, c.AllowOffering != nil)
 }
 
 // toSolver turns a (namespace, NodePool)'s constraints and a pod's capacity type into the

@@ -383,8 +383,8 @@ func onDemandOptions(c *scheduling.NodeClaim, h *hook) ([]*cloudprovider.Instanc
 	var opts []option
 	for _, it := range c.InstanceTypes {
 		found, best := false, cloudprovider.Offering{}
-		for _, o := range it.Offerings.Available() {
-			if o.CapacityType != karpv1.CapacityTypeOnDemand || (zone != nil && !zone.Has(o.Zone)) || !allowed(it, o) {
+		for _, o := range it.Offerings {
+			if !o.Available || o.CapacityType != karpv1.CapacityTypeOnDemand || (zone != nil && !zone.Has(o.Zone)) || !allowed(it, o) {
 				continue
 			}
 			if !found || o.Price < best.Price {
