@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -382,6 +383,41 @@ func TestDriftFlipsDedicatedSpotNodeClaims(t *testing.T) {
 		if !ok || c.Offering.CapacityType != "on-demand" || !c.Requirements[karpv1.CapacityTypeLabelKey].Has("on-demand") ||
 			c.Requirements[karpv1.CapacityTypeLabelKey].Has("spot") || h.capacityType[spotPods[0]] != "on-demand" {
 			t.Errorf("flip: ok %v, offering %+v, requirements %v", ok, c.Offering, c.Requirements[karpv1.CapacityTypeLabelKey])
+		}
+	}
+}
+
+// Spot shares by NodeClaim: team-a shares one Spot NodeClaim with team-b and has another to
+// itself, of the same type. At most 50% Spot for team-a, the one to itself is launched
+// on-demand: the same relief for the same price, and no team-b pod moves. At most 0%, the
+// shared one must go too, which team-b allows at a minimum of 50% and refuses at 100%: then
+// the planner gives up by NodeClaim (and assigns by pod). The pods' memory keeps
+// kube-scheduler from moving team-a's on-demand pods into the spare Spot room.
+func TestSpotByClaimFlipsTheCheapestRelief(t *testing.T) {
+	it := catalogType(t, "m6i.2xlarge")
+	for _, tc := range []struct {
+		aMax, bMin int32
+		ok         bool
+		flipped    []int
+	}{{50, 50, true, []int{1}}, {50, 100, true, []int{1}}, {0, 50, true, []int{0, 1}}, {0, 100, false, []int{1}}} {
+		res := &scheduling.Result{NodeClaims: []*scheduling.NodeClaim{
+			claimOn(t, it, "spot", append(pods("team-a", "a1", 2, "1", "12Gi"), pods("team-b", "b1", 2, "1", "2Gi")...)),
+			claimOn(t, it, "spot", pods("team-a", "a2", 2, "1", "12Gi")),
+			claimOn(t, it, "spot", pods("team-b", "b2", 4, "1", "6Gi")),
+		}}
+		ns := map[string]*Namespace{
+			"team-a": {Budget: &policies.BudgetInForce{Enforcement: policyv1.EnforcementDeny, Spot: policies.SpotBounds{MaxPercent: float64(tc.aMax)}}},
+			"team-b": {Budget: &policies.BudgetInForce{Enforcement: policyv1.EnforcementDeny, Spot: policies.SpotBounds{MinPercent: float64(tc.bMin), MaxPercent: 100}}},
+		}
+		ok := spotByClaim(res, newHook(nil), ns, sizes{})
+		var flipped []int
+		for i, c := range res.NodeClaims {
+			if c.Offering.CapacityType == "on-demand" {
+				flipped = append(flipped, i)
+			}
+		}
+		if ok != tc.ok || !slices.Equal(flipped, tc.flipped) {
+			t.Errorf("team-a max %d, team-b min %d: ok %v, flipped %v; want %v, %v", tc.aMax, tc.bMin, ok, flipped, tc.ok, tc.flipped)
 		}
 	}
 }

@@ -250,14 +250,16 @@ func spotByClaim(res *scheduling.Result, h *hook, namespaces map[string]*Namespa
 			return true
 		}
 		var best *claimShare
-		bestScore := 0.0
+		bestScore, bestOthers := 0.0, 0.0
 		for _, cs := range s.claims {
 			if !cs.spot() || refused[cs] {
 				continue
 			}
 			relief := 0.0
-			for name, x := range excess {
-				relief += min(cs.byNS[name], x)
+			for _, name := range s.bounded { // in order: the sum decides ties
+				if x, ok := excess[name]; ok {
+					relief += min(cs.byNS[name], x)
+				}
 			}
 			if relief == 0 || !s.keepsMinima(cs, spot, all) {
 				continue
@@ -273,9 +275,16 @@ func spotByClaim(res *scheduling.Result, h *hook, namespaces map[string]*Namespa
 				refused[cs] = true
 				continue
 			}
+			// Relief per extra dollar; on a tie, the NodeClaim moving fewer other pods.
 			score := relief / max(*cs.onDemand-cs.c.Offering.Price, 1e-6)
-			if best == nil || score > bestScore {
-				best, bestScore = cs, score
+			others := 0.0
+			for name, cpu := range cs.byNS {
+				if _, ok := excess[name]; !ok {
+					others += cpu
+				}
+			}
+			if best == nil || score > bestScore*(1+1e-9) || (score >= bestScore*(1-1e-9) && others < bestOthers) {
+				best, bestScore, bestOthers = cs, score, others
 			}
 		}
 		if best == nil {
