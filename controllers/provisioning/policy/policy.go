@@ -4,9 +4,10 @@
 //  1. once per (namespace, NodePool) the engine turns budgets and CapacityPolicies into
 //     constraints: instance types and capacity types refused, a price ceiling, the budget in
 //     force;
-//  2. each namespace's pods are assigned Spot or on-demand so that its Spot share ends within
-//     its bounds above the on-demand base;
-//  3. the solver places the pods with those constraints through its policy hook;
+//  2. the solver places the pods with those constraints through its policy hook;
+//  3. Spot NodeClaims are launched on-demand until every namespace's Spot share ends within
+//     its bounds above the on-demand base, or, when that cannot do it, the pods are assigned
+//     Spot or on-demand and solved again (spot.go);
 //  4. pods that would take a namespace past its hourly limit are held back, cheapest kept
 //     first, and the rest solved again;
 //  5. every new NodeClaim passes the launch gate with the cost it attributes to each
