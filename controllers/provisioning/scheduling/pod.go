@@ -67,9 +67,12 @@ func fits(requests, available corev1.ResourceList) (bool, corev1.ResourceName) {
 	return true, ""
 }
 
-// subtract returns a - b.
+// subtract returns a - b; a may be nil (a node that has not reported its allocatable yet).
 func subtract(a, b corev1.ResourceList) corev1.ResourceList {
 	out := a.DeepCopy()
+	if out == nil {
+		out = corev1.ResourceList{}
+	}
 	for k, v := range b {
 		q := out[k]
 		q.Sub(v)

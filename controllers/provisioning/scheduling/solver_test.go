@@ -267,6 +267,20 @@ func TestExistingThenInFlightThenNew(t *testing.T) {
 	}
 }
 
+// A node that has not reported its allocatable yet, with a pod already bound to it (a
+// DaemonSet pod, say), takes no pod and does not stop the solve.
+func TestNodeWithoutAllocatable(t *testing.T) {
+	bare := node("bare", "z-a", "4", "8Gi", func(n *Node) {
+		n.Allocatable = nil
+		n.Pods = []*corev1.Pod{pod("ds", "100m", "64Mi")}
+	})
+	r := solve(t, &Input{Pods: pods("w", 1, "1", "1Gi"), NodePools: pools(nodePool("default")), Nodes: []*Node{bare}})
+	expectPlaced(t, r)
+	if len(r.Existing) != 0 || len(r.NodeClaims) != 1 {
+		t.Fatalf("want a new NodeClaim, got %v on existing nodes and %d NodeClaims", r.Existing, len(r.NodeClaims))
+	}
+}
+
 func TestNodePoolWeightsAndLimits(t *testing.T) {
 	heavy := nodePool("heavy", func(np *karpv1.NodePool) { np.Spec.Weight = ptr.To[int32](50) })
 	r := solve(t, &Input{Pods: pods("w", 1, "1", "1Gi"), NodePools: pools(nodePool("light"), heavy)})
