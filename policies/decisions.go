@@ -425,6 +425,9 @@ func (e *Engine) Launch(ctx context.Context, in LaunchInput) *Decision {
 // for a batch that LaunchBudgetsFit cleared.
 func (e *Engine) LaunchPolicies(ctx context.Context, in LaunchInput) *Decision {
 	d := &Decision{}
+	if !e.joined(policyv1.DecisionPointLaunch) {
+		return d
+	}
 	parts := launchParts(in)
 	e.addBudgets(d, policyv1.DecisionPointLaunch, parts, in.Now)
 	e.evalPolicies(ctx, d, policyv1.DecisionPointLaunch, launchClaim(in), parts, in.Now, false)
@@ -460,6 +463,16 @@ func (e *Engine) LaunchBudgetsFit(ctx context.Context, ins []LaunchInput) bool {
 	budgets := e.addBudgets(d, policyv1.DecisionPointLaunch, parts, sum.Now)
 	e.evalBuiltin(ctx, d, policyv1.DecisionPointLaunch, launchClaim(sum), parts, sum.Now, budgets)
 	return len(d.Violations) == 0 && len(d.Warnings) == 0 && len(d.Errors) == 0
+}
+
+// joined reports whether a CapacityPolicy joins the decision point.
+func (e *Engine) joined(point string) bool {
+	for _, u := range *e.policies.Load() {
+		if _, ok := u.queries[point]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func launchClaim(in LaunchInput) map[string]any {
