@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/test"
 )
 
 // Per-evaluation latency of the decision points, as the provisioner and the admission
@@ -33,7 +34,7 @@ func benchEngine(b *testing.B, policies bool) *Engine {
 		b.Fatal(err)
 	}
 	if policies {
-		if probs := e.SetPolicies([]policyv1.CapacityPolicy{testPolicy("no-gpu-in-dev", noGPU, "", "")}); len(probs) > 0 {
+		if probs := e.SetPolicies([]policyv1.CapacityPolicy{testPolicy("no-gpu-in-dev", test.NoGPUInDevRego, "", "")}); len(probs) > 0 {
 			b.Fatal(probs)
 		}
 	}

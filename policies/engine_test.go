@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/test"
 )
 
 var (
@@ -34,16 +35,6 @@ func testBudget(ns, hourly string) *policyv1.CapacityBudget {
 		},
 	}
 }
-
-const noGPU = `package karpenter.provisioning
-
-deny_instance_types contains {"name": it.name, "msg": msg} if {
-	some it in input.instanceTypes
-	some pattern in data.parameters.deniedFamilies
-	glob.match(pattern, null, it.family)
-	msg := sprintf("instance family %s is denied in %s", [it.family, input.namespace.name])
-}
-`
 
 func testPolicy(name, rego string, enforcement policyv1.EnforcementAction, failure policyv1.FailurePolicy) policyv1.CapacityPolicy {
 	return policyv1.CapacityPolicy{
@@ -143,7 +134,7 @@ func TestScheduleWindowChangesTheLimit(t *testing.T) {
 
 func TestCapacityPolicySelectsNamespaces(t *testing.T) {
 	e := newEngine(t)
-	if probs := e.SetPolicies([]policyv1.CapacityPolicy{testPolicy("no-gpu-in-dev", noGPU, "", "")}); len(probs) > 0 {
+	if probs := e.SetPolicies([]policyv1.CapacityPolicy{testPolicy("no-gpu-in-dev", test.NoGPUInDevRego, "", "")}); len(probs) > 0 {
 		t.Fatal(probs)
 	}
 	its := testTypes(t)
@@ -168,7 +159,7 @@ func TestWarnAndDryRunDoNotConstrain(t *testing.T) {
 		e := newEngine(t)
 		b := testBudget("team-dev", "1.00")
 		b.Spec.Enforcement = enf
-		e.SetPolicies([]policyv1.CapacityPolicy{testPolicy("gpu", noGPU+"\ndeny contains \"no\" if true\n", enf, "")})
+		e.SetPolicies([]policyv1.CapacityPolicy{testPolicy("gpu", test.NoGPUInDevRego+"\ndeny contains \"no\" if true\n", enf, "")})
 		c := e.Provisioning(context.Background(), ProvisioningInput{Namespace: dev, InstanceTypes: testTypes(t), Budget: b,
 			Usage: Usage{HourlyCost: 2}, Now: mid})
 		if len(c.DeniedInstanceTypes) != 0 || len(c.Denied()) != 0 {
@@ -203,7 +194,7 @@ func TestFailurePolicy(t *testing.T) {
 
 func TestSetPoliciesSwapsAndReportsProblems(t *testing.T) {
 	e := newEngine(t)
-	good := testPolicy("no-gpu-in-dev", noGPU, "", "")
+	good := testPolicy("no-gpu-in-dev", test.NoGPUInDevRego, "", "")
 	bad := testPolicy("bad", "package karpenter.provisioning\n\ndeny contains x if {\n", "", "")
 	probs := e.SetPolicies([]policyv1.CapacityPolicy{good, bad})
 	if len(probs) != 1 || probs[0].Policy != "bad" || probs[0].Problems[0].Line == 0 {
@@ -297,7 +288,7 @@ func TestConcurrentEvaluation(t *testing.T) {
 			defer wg.Done()
 			for range 20 {
 				if i == 0 {
-					e.SetPolicies([]policyv1.CapacityPolicy{testPolicy("no-gpu-in-dev", noGPU, "", "")})
+					e.SetPolicies([]policyv1.CapacityPolicy{testPolicy("no-gpu-in-dev", test.NoGPUInDevRego, "", "")})
 				}
 				c := e.Provisioning(context.Background(), ProvisioningInput{Namespace: dev, InstanceTypes: its, Budget: testBudget("team-dev", "3"), Now: mid})
 				if len(c.Errors) > 0 || c.Budget == nil {

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
@@ -151,6 +152,32 @@ func CapacityPolicy(overrides ...func(*policyv1.CapacityPolicy)) *policyv1.Capac
 				Name: "no-gpu.rego",
 				Rego: "package karpenter.provisioning\n\ndeny contains msg if {\n\tsome f in input.families\n\tstartswith(f, \"g\")\n\tmsg := sprintf(\"family %s is not allowed\", [f])\n}\n",
 			}},
+		},
+	}, overrides)
+}
+
+// NoGPUInDevRego is a karpenter.provisioning module refusing the instance families that
+// data.parameters.deniedFamilies matches, naming the family and the namespace.
+const NoGPUInDevRego = `package karpenter.provisioning
+
+deny_instance_types contains {"name": it.name, "msg": msg} if {
+	some it in input.instanceTypes
+	some pattern in data.parameters.deniedFamilies
+	glob.match(pattern, null, it.family)
+	msg := sprintf("instance family %s is denied in %s", [it.family, input.namespace.name])
+}
+`
+
+// NoGPUInDev returns the CapacityPolicy "no-gpu-in-dev": NoGPUInDevRego refusing the p* and
+// g* families to namespaces labelled tier=dev.
+func NoGPUInDev(overrides ...func(*policyv1.CapacityPolicy)) *policyv1.CapacityPolicy {
+	return apply(&policyv1.CapacityPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-gpu-in-dev", Generation: 1},
+		Spec: policyv1.CapacityPolicySpec{
+			Enforcement:       policyv1.EnforcementDeny,
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "dev"}},
+			Parameters:        &runtime.RawExtension{Raw: []byte(`{"deniedFamilies": ["p*", "g*"]}`)},
+			Modules:           []policyv1.PolicyModule{{Name: "no-gpu.rego", Rego: NoGPUInDevRego}},
 		},
 	}, overrides)
 }

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -234,16 +233,6 @@ func TestBudgetsAndSpotSharesPerNamespace(t *testing.T) {
 	}
 }
 
-const noGPUInDev = `package karpenter.provisioning
-
-deny_instance_types contains {"name": it.name, "msg": msg} if {
-	some it in input.instanceTypes
-	some pattern in data.parameters.deniedFamilies
-	glob.match(pattern, null, it.family)
-	msg := sprintf("instance family %s is denied in %s", [it.family, input.namespace.name])
-}
-`
-
 // A CapacityPolicy with a Rego syntax error is refused at admission with its line and column;
 // one that denies p* and g* GPU families to namespaces labelled tier=dev takes effect there
 // and nowhere else.
@@ -262,13 +251,7 @@ func TestCapacityPolicyAdmissionAndEffect(t *testing.T) {
 		t.Errorf("the refusal must name module, line and column (broken.rego:5:1): %v", err)
 	}
 
-	policy := &policyv1.CapacityPolicy{ObjectMeta: metav1.ObjectMeta{Name: test.Name("no-gpu-in-dev")},
-		Spec: policyv1.CapacityPolicySpec{
-			Enforcement:       policyv1.EnforcementDeny,
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "dev"}},
-			Parameters:        &runtime.RawExtension{Raw: []byte(`{"deniedFamilies": ["p*", "g*"]}`)},
-			Modules:           []policyv1.PolicyModule{{Name: "no-gpu.rego", Rego: noGPUInDev}},
-		}}
+	policy := test.NoGPUInDev(func(p *policyv1.CapacityPolicy) { p.Name, p.Generation = test.Name("no-gpu-in-dev"), 0 })
 	create(t, ctx, policy)
 	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := kube.Get(ctx, client.ObjectKeyFromObject(policy), policy); err != nil {

@@ -13,6 +13,7 @@ import (
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/test"
 	"github.com/karpenter-policy/karpenter/test/bench"
 )
 
@@ -48,17 +49,7 @@ func benchPlanner(b *testing.B) (*Planner, []string) {
 		})
 	}
 	probs := e.SetPolicies([]policyv1.CapacityPolicy{
-		{ObjectMeta: metav1.ObjectMeta{Name: "no-gpu-in-dev"}, Spec: policyv1.CapacityPolicySpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "dev"}},
-			Parameters:        &k8sruntime.RawExtension{Raw: []byte(`{"deniedFamilies": ["p*", "g*"]}`)},
-			Modules: []policyv1.PolicyModule{{Name: "no-gpu.rego", Rego: `package karpenter.provisioning
-
-deny_instance_types contains {"name": it.name, "msg": sprintf("instance family %s is denied in %s", [it.family, input.namespace.name])} if {
-	some it in input.instanceTypes
-	some pattern in data.parameters.deniedFamilies
-	glob.match(pattern, null, it.family)
-}
-`}}}},
+		*test.NoGPUInDev(),
 		{ObjectMeta: metav1.ObjectMeta{Name: "price-ceiling"}, Spec: policyv1.CapacityPolicySpec{
 			Parameters: &k8sruntime.RawExtension{Raw: []byte(`{"maxPricePerHour": 15}`)},
 			Modules: []policyv1.PolicyModule{{Name: "ceiling.rego", Rego: `package karpenter.provisioning

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
@@ -20,6 +19,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/test"
 )
 
 var now = time.Date(2026, 11, 16, 12, 0, 0, 0, time.UTC)
@@ -230,21 +230,7 @@ func TestCapacityPolicyDeniesGPUFamiliesInDev(t *testing.T) {
 	p := planner(t)
 	p.Namespaces["ml-dev"] = policies.Namespace{Name: "ml-dev", Labels: map[string]string{"tier": "dev"}}
 	p.Namespaces["ml-prod"] = policies.Namespace{Name: "ml-prod", Labels: map[string]string{"tier": "prod"}}
-	probs := p.Engine.SetPolicies([]policyv1.CapacityPolicy{{
-		ObjectMeta: metav1.ObjectMeta{Name: "no-gpu-in-dev"},
-		Spec: policyv1.CapacityPolicySpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "dev"}},
-			Parameters:        &runtime.RawExtension{Raw: []byte(`{"deniedFamilies": ["p*", "g*"]}`)},
-			Modules: []policyv1.PolicyModule{{Name: "no-gpu.rego", Rego: `package karpenter.provisioning
-
-deny_instance_types contains {"name": it.name, "msg": sprintf("instance family %s is denied in %s", [it.family, input.namespace.name])} if {
-	some it in input.instanceTypes
-	some pattern in data.parameters.deniedFamilies
-	glob.match(pattern, null, it.family)
-}
-`}},
-		},
-	}})
+	probs := p.Engine.SetPolicies([]policyv1.CapacityPolicy{*test.NoGPUInDev()})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
