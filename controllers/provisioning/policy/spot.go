@@ -45,6 +45,12 @@ func spotPercent(b policies.SpotBounds, spot, onDemand float64) float64 {
 	return 100 * spot / above
 }
 
+// belowMinimum reports whether spot and on-demand vCPU leave a Spot share under the minimum;
+// nothing above the base is never under it.
+func belowMinimum(b policies.SpotBounds, spot, onDemand float64) bool {
+	return b.MinPercent > 0 && spot+max(0, onDemand-b.OnDemandBaseCPU) > 0 && spotPercent(b, spot, onDemand) < b.MinPercent-0.01
+}
+
 // podShare is a pod on a new NodeClaim, as the Spot share sees it.
 type podShare struct {
 	pod      *corev1.Pod
@@ -105,6 +111,13 @@ func newShares(res *scheduling.Result, namespaces map[string]*Namespace, z sizes
 	return s
 }
 
+// split is a namespace's Spot and on-demand vCPU once the batch launches, with moved vCPU
+// taken off Spot (negative: put on Spot, as kube-scheduler's drift does).
+func (s *shares) split(name string, spot, all map[string]float64, moved float64) (sp, od float64) {
+	ns := s.namespaces[name]
+	return ns.Before.SpotCPU + spot[name] - moved, ns.Before.OnDemandCPU + all[name] - spot[name] + moved
+}
+
 // totals are each namespace's vCPU on the new Spot NodeClaims and on all of them.
 func (s *shares) totals() (spot, all map[string]float64) {
 	spot, all = map[string]float64{}, map[string]float64{}
@@ -158,9 +171,7 @@ func (s *shares) drift(spot, all map[string]float64) map[string]float64 {
 				}
 			}
 		}
-		sp := ns.Before.SpotCPU + spot[name] + drift[name]
-		od := ns.Before.OnDemandCPU + all[name] - spot[name] - drift[name]
-		if spotPercent(b, sp, od) <= b.MaxPercent+0.01 {
+		if sp, od := s.split(name, spot, all, -drift[name]); spotPercent(b, sp, od) <= b.MaxPercent+0.01 {
 			delete(drift, name)
 		}
 	}
@@ -183,10 +194,8 @@ func (s *shares) allows(pod *corev1.Pod, capacityType string) bool {
 func (s *shares) excess(spot, all, drift map[string]float64) map[string]float64 {
 	out := map[string]float64{}
 	for _, name := range s.bounded {
-		ns := s.namespaces[name]
-		b := ns.Budget.Spot
-		sp := ns.Before.SpotCPU + spot[name] + drift[name]
-		od := ns.Before.OnDemandCPU + all[name] - spot[name] - drift[name]
+		b := s.namespaces[name].Budget.Spot
+		sp, od := s.split(name, spot, all, -drift[name])
 		x := b.OnDemandBaseCPU - od
 		if b.MaxPercent < 100 && spotPercent(b, sp, od) > b.MaxPercent+0.01 {
 			// Moving x vCPU fills the base first, then lowers the share of what is above it.
@@ -202,10 +211,7 @@ func (s *shares) excess(spot, all, drift map[string]float64) map[string]float64 
 // belowMin reports whether a namespace ends below its Spot minimum.
 func (s *shares) belowMin(spot, all map[string]float64) bool {
 	for _, name := range s.bounded {
-		ns := s.namespaces[name]
-		b := ns.Budget.Spot
-		sp, od := ns.Before.SpotCPU+spot[name], ns.Before.OnDemandCPU+all[name]-spot[name]
-		if b.MinPercent > 0 && sp+max(0, od-b.OnDemandBaseCPU) > 0 && spotPercent(b, sp, od) < b.MinPercent-0.01 {
+		if sp, od := s.split(name, spot, all, 0); belowMinimum(s.namespaces[name].Budget.Spot, sp, od) {
 			return true
 		}
 	}
@@ -216,14 +222,10 @@ func (s *shares) belowMin(spot, all map[string]float64) bool {
 // at or above its Spot minimum.
 func (s *shares) keepsMinima(cs *claimShare, spot, all map[string]float64) bool {
 	for name, cpu := range cs.byNS {
-		ns := s.namespaces[name]
-		if ns == nil || ns.Budget == nil || ns.Budget.Enforcement != policyv1.EnforcementDeny || ns.Budget.Spot.MinPercent <= 0 {
+		if ns := s.namespaces[name]; ns == nil || !spotBounded(ns) {
 			continue
 		}
-		b := ns.Budget.Spot
-		sp := ns.Before.SpotCPU + spot[name] - cpu
-		od := ns.Before.OnDemandCPU + all[name] - spot[name] + cpu
-		if sp+max(0, od-b.OnDemandBaseCPU) > 0 && spotPercent(b, sp, od) < b.MinPercent-0.01 {
+		if sp, od := s.split(name, spot, all, cpu); belowMinimum(s.namespaces[name].Budget.Spot, sp, od) {
 			return false
 		}
 	}
