@@ -93,31 +93,10 @@ func (s *solver) options(pl *pool, p *corev1.Pod, reqs Requirements) []option {
 	return out
 }
 
-// cheapestCover solves min Σ x·price subject to Σ x·cpu ≥ cpu, Σ x·mem ≥ mem, x ≥ 0. With two
-// constraints an optimum uses at most two types, so it tries every type alone and every pair
-// with both constraints tight.
+// cheapestCover solves min Σ x·price subject to Σ x·cpu ≥ cpu, Σ x·mem ≥ mem, x ≥ 0 (0 when
+// no type has both). With two constraints an optimum uses at most two types (coverBasis).
 func cheapestCover(cpu, mem float64, opts []option) float64 {
-	best := math.Inf(1)
-	for _, o := range opts {
-		if o.cpu <= 0 || o.mem <= 0 {
-			continue
-		}
-		best = math.Min(best, o.price*math.Max(cpu/o.cpu, mem/o.mem))
-	}
-	for i := range opts {
-		for j := i + 1; j < len(opts); j++ {
-			a, b := opts[i], opts[j]
-			det := a.cpu*b.mem - b.cpu*a.mem
-			if det == 0 {
-				continue
-			}
-			xa := (cpu*b.mem - b.cpu*mem) / det
-			xb := (a.cpu*mem - cpu*a.mem) / det
-			if xa >= 0 && xb >= 0 {
-				best = math.Min(best, xa*a.price+xb*b.price)
-			}
-		}
-	}
+	best, _, _ := coverBasis(cpu, mem, opts)
 	if math.IsInf(best, 1) {
 		return 0
 	}

@@ -79,9 +79,9 @@ func realisticNodePool() *karpv1.NodePool {
 }
 
 // TestRealisticCostNearLowerBound guards the solver's cost on the realistic workload against
-// the lower bound (a cost property, not a speed one). The goal is 1.05 x; the solver reaches
-// about 1.08 today (single-type NodeClaims cannot mix c and m shapes the way the fractional
-// bound does), so the guard is set at 1.10 until balance-aware packing lands.
+// the lower bound (a cost property, not a speed one): at most 1.05 x, the goal. Packing the
+// pods without topology constraints node by node (pack.go) brought it from 1.074 to about
+// 1.02 at 2000 pods.
 func TestRealisticCostNearLowerBound(t *testing.T) {
 	types := sharedCatalog(t)
 	r, err := Solve(&Input{Pods: realisticPods(2000), NodePools: []*NodePool{{NodePool: realisticNodePool(), InstanceTypes: types}}})
@@ -93,8 +93,8 @@ func TestRealisticCostNearLowerBound(t *testing.T) {
 	}
 	ratio := r.PricePerHour() / r.LowerBoundPerHour
 	t.Logf("%d nodes, $%.2f/hour, lower bound $%.2f/hour, ratio %.3f", len(r.NodeClaims), r.PricePerHour(), r.LowerBoundPerHour, ratio)
-	if r.LowerBoundPerHour <= 0 || ratio > 1.10 {
-		t.Fatalf("cost %.2f is %.3f x the lower bound %.2f; want at most 1.10 (goal 1.05)", r.PricePerHour(), ratio, r.LowerBoundPerHour)
+	if r.LowerBoundPerHour <= 0 || ratio > 1.05 {
+		t.Fatalf("cost %.2f is %.3f x the lower bound %.2f; want at most 1.05", r.PricePerHour(), ratio, r.LowerBoundPerHour)
 	}
 }
 

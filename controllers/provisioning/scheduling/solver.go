@@ -149,6 +149,8 @@ type NodeClaim struct {
 	// zoneMask and ctMask are the zones and capacity types the remaining types offer, as
 	// bits of the solver's interner.
 	zoneMask, ctMask uint64
+	// ownTypes: types is the NodeClaim's own slice (at first it is the NodePool's).
+	ownTypes bool
 }
 
 // setTypes narrows the NodeClaim's remaining instance types.
@@ -440,6 +442,12 @@ type solver struct {
 	// ahead is the cpu and memory the pods not yet placed request: a NodeClaim grows into a
 	// type only if the batch could still fill it.
 	aheadCPU, aheadMem int64
+	// packing: the NodeClaims are being filled for a target type (pack.go), which decides
+	// how far they grow.
+	packing bool
+	// keptBuf holds the types a plan keeps until it is committed or dropped: most plans of a
+	// solve are dropped, so they share one buffer.
+	keptBuf []*instanceType
 }
 
 // Solve places the pods: on existing nodes first, then in-flight ones, then on new NodeClaims
@@ -479,12 +487,24 @@ func Solve(in *Input) (*Result, error) {
 		}
 	}
 	rebuilt := make([]*NodeClaim, len(in.Seed))
+	var free []*corev1.Pod
 	for _, p := range pods {
+		if _, seeded := seedOf[p]; !seeded && s.packable(p) {
+			free = append(free, p)
+			continue
+		}
 		r := toRes(requests[p])
 		s.aheadCPU, s.aheadMem = s.aheadCPU-r.cpu, s.aheadMem-r.mem
 		if i, ok := seedOf[p]; ok && s.placeSeeded(p, requests[p], in.Seed[i].NodePool, &rebuilt[i]) {
 			continue
 		}
+		if reason := s.place(p, requests[p]); reason != "" {
+			res.Unschedulable = append(res.Unschedulable, Unschedulable{Pod: p, Reason: reason})
+		}
+	}
+	for _, p := range s.pack(free, requests) {
+		r := toRes(requests[p])
+		s.aheadCPU, s.aheadMem = s.aheadCPU-r.cpu, s.aheadMem-r.mem
 		if reason := s.place(p, requests[p]); reason != "" {
 			res.Unschedulable = append(res.Unschedulable, Unschedulable{Pod: p, Reason: reason})
 		}
@@ -952,7 +972,8 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 		limit = limit.DeepCopy()
 		AddResources(limit, c.reserved)
 	}
-	var kept []*instanceType
+	kept := s.keptBuf[:0]
+	defer func() { s.keptBuf = kept[:0] }()
 	// The reason reported is the one of the type that got furthest: requirements, resources,
 	// limits, offerings.
 	miss, missStage := "", -1
@@ -1010,7 +1031,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	// its own for the pod would, or when the type covers this mix of cpu and memory about as
 	// cheaply as the best type would. Otherwise premium types are dropped from the NodeClaim,
 	// and if none is left the pod goes to a new NodeClaim instead.
-	if len(c.Pods) > 0 && price > c.price && price-c.price > s.standalonePrice(c, p, reqs, filters, typeFilters, podReq) {
+	if !s.packing && len(c.Pods) > 0 && price > c.price && price-c.price > s.standalonePrice(c, p, reqs, filters, typeFilters, podReq) {
 		efficient := s.efficientTypes(c, merged, kept, total, typeFilters)
 		if len(efficient) == 0 {
 			c.frozen = true
@@ -1049,7 +1070,13 @@ func (s *solver) commit(pl *claimPlan) {
 	c, p, merged, kept, filters := pl.c, pl.p, pl.merged, pl.kept, pl.filters
 	AddResources(c.Requests, pl.requests)
 	c.Requirements, c.filters, c.typeFilters, c.applied = merged, filters, pl.typeFilters, pl.applied
-	c.setTypes(kept)
+	// The plan's kept types are in the solver's buffer; they are a subset of the NodeClaim's.
+	if c.ownTypes {
+		c.setTypes(c.types[:copy(c.types, kept)])
+	} else {
+		c.setTypes(slices.Clone(kept))
+		c.ownTypes = true
+	}
 	c.req, c.maxAlloc, c.price, c.cheapest = pl.total, pl.maxAlloc, pl.price, pl.cheapest
 	for _, hp := range pl.ports {
 		c.ports[hp] = true
