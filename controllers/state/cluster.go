@@ -7,12 +7,14 @@ package state
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -24,10 +26,11 @@ import (
 )
 
 // Nominations hold a pending pod's place on the node the solver chose for it, so that the next
-// batch neither launches again for it nor gives its room away: for a NodeClaim still
-// launching, until it registers (at most LaunchNominationTTL); for a registered node, only
-// for ExistingNominationTTL, after which the scheduler should have bound the pod and a pod
-// still pending is solved again.
+// batch neither launches again for it nor gives its room away: while the NodeClaim launches
+// and its node registers and becomes Ready (at most LaunchNominationTTL from the nomination),
+// then for ExistingNominationTTL more, after which the scheduler should have bound the pod
+// and a pod still pending is solved again. A node that is not Ready yet has no room for
+// kube-scheduler to bind into, so its nominations cannot have failed.
 const (
 	LaunchNominationTTL   = 5 * time.Minute
 	ExistingNominationTTL = 20 * time.Second
@@ -61,21 +64,20 @@ func (c *Cluster) Nominate(pod *corev1.Pod, target string) {
 	c.nominations[pod.UID] = nomination{target: target, at: c.clock.Now()}
 }
 
-// NominatedTo returns where a pod is nominated, if the nomination is younger than ttl.
-func (c *Cluster) NominatedTo(pod *corev1.Pod, ttl time.Duration) (string, bool) {
+// nominatedTo returns where a pod is nominated and since when; nominations older than
+// LaunchNominationTTL are forgotten.
+func (c *Cluster) nominatedTo(pod *corev1.Pod) (string, time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n, ok := c.nominations[pod.UID]
 	if !ok {
-		return "", false
+		return "", time.Time{}, false
 	}
-	if c.clock.Since(n.at) > ttl {
-		if c.clock.Since(n.at) > LaunchNominationTTL {
-			delete(c.nominations, pod.UID)
-		}
-		return "", false
+	if c.clock.Since(n.at) > LaunchNominationTTL {
+		delete(c.nominations, pod.UID)
+		return "", time.Time{}, false
 	}
-	return n.target, true
+	return n.target, n.at, true
 }
 
 // SetPolicyBlocked records, by namespace, how many pods policies kept pending in a batch.
@@ -167,17 +169,24 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 	in := &scheduling.Input{}
 	byNode := map[string][]*corev1.Pod{}
 	byClaim := map[string][]*corev1.Pod{}
-	launching, registeredNodes := map[string]bool{}, map[string]bool{}
+	launching := map[string]bool{}
 	for _, nc := range claims.Items {
 		if nc.DeletionTimestamp == nil {
 			launching[nc.Name] = true
 		}
 	}
-	for _, n := range nodes.Items {
+	// Registered nodes, and since when each is Ready (zero: not Ready yet).
+	readySince := map[string]time.Time{}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
 		if n.DeletionTimestamp == nil {
-			registeredNodes[n.Name] = true
+			readySince[n.Name] = time.Time{}
+			if r := nodeReady(n); r != nil {
+				readySince[n.Name] = r.LastTransitionTime.Time
+			}
 		}
 	}
+	nominatedOn := map[string][]*corev1.Pod{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		switch {
@@ -186,13 +195,44 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 		case Provisionable(p):
 			// A nominated pod keeps its room where the solver put it, for as long as its
 			// nomination holds; then, or if its target is gone, it is solved again.
-			if target, ok := c.NominatedTo(p, ExistingNominationTTL); ok && registeredNodes[target] {
-				byNode[target] = append(byNode[target], p)
-			} else if target, ok := c.NominatedTo(p, LaunchNominationTTL); ok && launching[target] && !registeredNodes[target] {
+			target, at, ok := c.nominatedTo(p)
+			ready, registered := readySince[target]
+			switch {
+			case ok && registered && (ready.IsZero() || c.clock.Since(later(at, ready)) <= ExistingNominationTTL):
+				nominatedOn[target] = append(nominatedOn[target], p)
+			case ok && !registered && launching[target]:
 				byClaim[target] = append(byClaim[target], p)
-			} else {
+			default:
 				in.Pods = append(in.Pods, p)
 			}
+		}
+	}
+	// The NodeClaims whose nodes are not initialized yet, by node name: their startup taints
+	// and the node's not-ready taint will go.
+	initializing := map[string]*karpv1.NodeClaim{}
+	for i := range claims.Items {
+		nc := &claims.Items[i]
+		if nc.Status.NodeName != "" && !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
+			initializing[nc.Status.NodeName] = nc
+		}
+	}
+	// A nomination to a registered node holds only while the node has room for it besides
+	// the pods bound there: kube-scheduler binds pods where it sees fit, and when it filled
+	// the node with others, waiting out the nomination would only delay the pod.
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		free := n.Status.Allocatable.DeepCopy()
+		for _, p := range byNode[n.Name] {
+			free = subtract(free, scheduling.PodRequests(p))
+		}
+		for _, p := range nominatedOn[n.Name] {
+			req := scheduling.PodRequests(p)
+			if !fits(req, free) {
+				in.Pods = append(in.Pods, p)
+				continue
+			}
+			free = subtract(free, req)
+			byNode[n.Name] = append(byNode[n.Name], p)
 		}
 	}
 	registered := map[string]bool{}
@@ -202,7 +242,7 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 			continue
 		}
 		registered[n.Name] = true
-		in.Nodes = append(in.Nodes, &scheduling.Node{Name: n.Name, Labels: n.Labels, Taints: schedulableTaints(n.Spec.Taints),
+		in.Nodes = append(in.Nodes, &scheduling.Node{Name: n.Name, Labels: n.Labels, Taints: schedulableTaints(n, initializing[n.Name]),
 			Allocatable: n.Status.Allocatable, Pods: byNode[n.Name]})
 	}
 	usage := map[string]corev1.ResourceList{}
@@ -291,15 +331,63 @@ func launchOffer(nc *karpv1.NodeClaim, its []*cloudprovider.InstanceType) (float
 }
 
 // schedulableTaints drops the taints Karpenter itself manages while a node registers.
-func schedulableTaints(taints []corev1.Taint) []corev1.Taint {
+// schedulableTaints are the taints that decide what the solver may place on a node: not the
+// unregistered taint, and while its NodeClaim initializes, neither its startup taints nor the
+// node's not-ready taint, which go once it is Ready (pods placed there are bound then).
+func schedulableTaints(n *corev1.Node, initializing *karpv1.NodeClaim) []corev1.Taint {
 	var out []corev1.Taint
-	for _, t := range taints {
+	for _, t := range n.Spec.Taints {
 		if t.Key == karpv1.UnregisteredTaintKey {
+			continue
+		}
+		if initializing != nil && (t.Key == corev1.TaintNodeNotReady || slices.ContainsFunc(initializing.Spec.StartupTaints, func(st corev1.Taint) bool { return st.MatchTaint(&t) })) {
 			continue
 		}
 		out = append(out, t)
 	}
 	return out
+}
+
+// fits reports whether the requests fit in what is free; a resource the node does not
+// list is not there.
+func fits(requests, free corev1.ResourceList) bool {
+	for k, q := range requests {
+		if q.IsZero() {
+			continue
+		}
+		if f, ok := free[k]; !ok || q.Cmp(f) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// subtract is l - r, resource by resource.
+func subtract(l, r corev1.ResourceList) corev1.ResourceList {
+	for k, q := range r {
+		if f, ok := l[k]; ok {
+			f.Sub(q)
+			l[k] = f
+		}
+	}
+	return l
+}
+
+// nodeReady is the node's Ready condition when it is True.
+func nodeReady(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if c := &n.Status.Conditions[i]; c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func resourceOne() *resource.Quantity { return resource.NewQuantity(1, resource.DecimalSI) }

@@ -1,0 +1,103 @@
+package state
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/karpenter-policy/karpenter/api/install"
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+)
+
+var startupTaint = corev1.Taint{Key: "example.com/agent", Effect: corev1.TaintEffectNoSchedule}
+
+func pendingPod(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name)},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}},
+	}
+}
+
+// node is a registered node named as its NodeClaim; readyAt zero means not Ready yet (with
+// the not-ready taint the node lifecycle controller adds, and the claim's startup taint).
+func node(name string, readyAt time.Time) (*corev1.Node, *karpv1.NodeClaim) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourcePods: resource.MustParse("110")}}}
+	nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: karpv1.NodeClaimSpec{StartupTaints: []corev1.Taint{startupTaint}},
+		Status: karpv1.NodeClaimStatus{NodeName: name}}
+	if readyAt.IsZero() {
+		n.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}, startupTaint}
+	} else {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(readyAt)}}
+		nc.Status.Conditions = []metav1.Condition{{Type: karpv1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized", LastTransitionTime: metav1.NewTime(readyAt)}}
+	}
+	return n, nc
+}
+
+// TestNominationsHoldUntilTheNodeIsReady: a pod nominated to a node keeps its place while the
+// node is not Ready (kube-scheduler cannot bind it there yet, however long that takes), and
+// for ExistingNominationTTL after the node became Ready, as long as the node has room for it
+// besides the pods kube-scheduler bound there; a registered node that is still
+// initializing offers its room without its not-ready and startup taints. In a scale-out of
+// 500 nodes whose nodes took over 20 s to become Ready, nominations counted from when they
+// were made ran out first and the next batches launched 300 more nodes.
+func TestNominationsHoldUntilTheNodeIsReady(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	now := clk.Now()
+	slow, slowClaim := node("slow", time.Time{})
+	fresh, freshClaim := node("fresh", now.Add(-5*time.Second))
+	stale, staleClaim := node("stale", now.Add(-time.Minute))
+	// full became Ready as recently as fresh, but kube-scheduler filled it with another pod.
+	full, fullClaim := node("full", now.Add(-5*time.Second))
+	other := pendingPod("other")
+	other.Spec.NodeName, other.Status = "full", corev1.PodStatus{Phase: corev1.PodRunning}
+	other.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1500m")
+	objs := []client.Object{slow, slowClaim, fresh, freshClaim, stale, staleClaim, full, fullClaim, other,
+		pendingPod("on-slow"), pendingPod("on-fresh"), pendingPod("on-stale"), pendingPod("on-full"), pendingPod("free")}
+	c := NewCluster(fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(objs...).Build(), clk)
+	clk.Step(-2 * time.Minute)
+	for _, name := range []string{"slow", "fresh", "stale", "full"} {
+		c.Nominate(pendingPod("on-"+name), name)
+	}
+	clk.Step(2 * time.Minute)
+
+	snap, err := c.Snapshot(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := map[string]bool{}
+	for _, p := range snap.Input.Pods {
+		pending[p.Name] = true
+	}
+	if !pending["free"] || !pending["on-stale"] || !pending["on-full"] || pending["on-slow"] || pending["on-fresh"] || len(pending) != 3 {
+		t.Fatalf("pending for the solver: %v; want free, on-stale (Ready a minute ago) and on-full (no room left), not on-slow (not Ready) nor on-fresh (Ready 5 s ago)", pending)
+	}
+	for _, n := range snap.Input.Nodes {
+		switch n.Name {
+		case "slow":
+			if len(n.Taints) != 0 || len(n.Pods) != 1 {
+				t.Errorf("an initializing node offers its room without its not-ready and startup taints, with its nominated pod: taints %v, pods %d", n.Taints, len(n.Pods))
+			}
+		case "fresh":
+			if len(n.Pods) != 1 {
+				t.Errorf("fresh holds its nominated pod: %d", len(n.Pods))
+			}
+		}
+	}
+	// Once its NodeClaim is initialized, a node's taints all count.
+	if got := schedulableTaints(slow, nil); len(got) != 2 {
+		t.Errorf("an initialized node's taints all count: %v", got)
+	}
+}
