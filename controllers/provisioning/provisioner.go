@@ -5,6 +5,7 @@
 package provisioning
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -105,6 +107,9 @@ func (p *Provisioner) Start(ctx context.Context) error {
 	}
 }
 
+// createParallelism is how many NodeClaims of a batch are created at once.
+const createParallelism = 32
+
 // Provision solves the pending pods once and creates the NodeClaims decided.
 func (p *Provisioner) Provision(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("provisioner")
@@ -128,10 +133,16 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 			p.cluster.Nominate(pod, name)
 		}
 	}
-	for _, c := range res.NodeClaims {
+	// In parallel: a scale-out of hundreds of NodeClaims created one round trip after the
+	// other (each through the validating webhook) took a minute on a busy control plane. A
+	// NodeClaim that fails to be created leaves its pods unnominated, for the next batch.
+	errs := make([]error, len(res.NodeClaims))
+	workqueue.ParallelizeUntil(ctx, createParallelism, len(res.NodeClaims), func(i int) {
+		c := res.NodeClaims[i]
 		nc := nodeClaimFor(snap.NodePools[c.NodePool], c)
 		if err := p.client.Create(ctx, nc); err != nil {
-			return fmt.Errorf("creating nodeclaim for nodepool %s: %w", c.NodePool, err)
+			errs[i] = fmt.Errorf("creating nodeclaim for nodepool %s: %w", c.NodePool, err)
+			return
 		}
 		metrics.NodeClaimsCreated.WithLabelValues("provisioning", c.NodePool).Inc()
 		logger.Info("created nodeclaim", "NodeClaim", nc.Name, "NodePool", c.NodePool, "instanceType", c.InstanceType.Name,
@@ -140,6 +151,17 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 			p.cluster.Nominate(pod, nc.Name)
 			p.recorder.Eventf(pod, nc, corev1.EventTypeNormal, "Nominated", "Provisioning", "Pod should schedule on NodeClaim %s", nc.Name)
 		}
+	})
+	failed := 0
+	var first error
+	for _, err := range errs {
+		if err != nil {
+			failed++
+			first = cmp.Or(first, err)
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d NodeClaims not created, the first: %w", failed, len(errs), first)
 	}
 	blocked := p.reportPolicies(ctx, outcome)
 	for _, u := range res.Unschedulable {
