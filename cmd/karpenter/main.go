@@ -26,6 +26,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
 	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
+	"github.com/karpenter-policy/karpenter/controllers/index"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	podmetrics "github.com/karpenter-policy/karpenter/controllers/metrics/pod"
 	nodetermination "github.com/karpenter-policy/karpenter/controllers/node/termination"
@@ -108,6 +109,9 @@ func newDeps(mgr ctrl.Manager, opts *options.Options) (*deps, error) {
 func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error {
 	cloud, cluster := d.cloud, d.cluster
 	recorder := mgr.GetEventRecorder("karpenter")
+	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("registering the cache indexes: %w", err)
+	}
 	if err := provisioning.NewProvisioner(mgr.GetClient(), cluster, cloud, recorder, clock.RealClock{}, opts.BatchIdleDuration, opts.BatchMaxDuration).
 		WithPolicies(d.engine).Register(mgr); err != nil {
 		return fmt.Errorf("registering the provisioner: %w", err)
@@ -126,16 +130,16 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := policycontrollers.NewBudgetStatus(mgr.GetClient(), cluster, d.usage, d.engine, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the capacitybudget status controller: %w", err)
 	}
-	if err := lifecycle.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(context.Background(), mgr); err != nil {
+	if err := lifecycle.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim lifecycle: %w", err)
 	}
 	if err := nodeclaimtermination.NewController(mgr.GetClient(), cloud).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim termination controller: %w", err)
 	}
-	if err := nodetermination.NewController(mgr.GetClient(), recorder, clock.RealClock{}).Register(context.Background(), mgr); err != nil {
+	if err := nodetermination.NewController(mgr.GetClient(), recorder, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the node termination controller: %w", err)
 	}
-	if err := mgr.Add(garbagecollection.NewController(mgr.GetClient(), cloud, clock.RealClock{})); err != nil {
+	if err := mgr.Add(garbagecollection.NewController(mgr.GetClient(), mgr.GetAPIReader(), cloud, clock.RealClock{})); err != nil {
 		return fmt.Errorf("registering the garbage collector: %w", err)
 	}
 	if err := podmetrics.NewController(mgr.GetClient()).Register(mgr); err != nil {
@@ -175,6 +179,7 @@ func run() error {
 		Scheme:                  install.NewScheme(),
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
 		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
+		PprofBindAddress:        opts.ProfilingBindAddress,
 		LeaderElection:          opts.LeaderElect,
 		LeaderElectionID:        opts.LeaderElectionID,
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,

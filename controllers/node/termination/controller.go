@@ -24,11 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/controllers/index"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 )
-
-// PodNodeNameIndex indexes pods by spec.nodeName.
-const PodNodeNameIndex = "spec.nodeName"
 
 // MaxConcurrentReconciles: launches and drains wait on the cloud and on evictions, so many run
 // at once.
@@ -46,16 +44,8 @@ func NewController(c client.Client, recorder events.EventRecorder, clk clock.Clo
 	return &Controller{client: c, recorder: recorder, clock: clk}
 }
 
-// Register indexes pods by node and watches Nodes.
-func (c *Controller) Register(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, PodNodeNameIndex, func(o client.Object) []string {
-		if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
-			return []string{n}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
+// Register watches Nodes (the manager must have the indexes of package index).
+func (c *Controller) Register(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("node.termination").
 		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentReconciles}).For(&corev1.Node{}).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
@@ -100,12 +90,12 @@ func (c *Controller) taint(ctx context.Context, node *corev1.Node) error {
 
 // deadline is when the NodeClaim's terminationGracePeriod runs out, counted from its deletion.
 func (c *Controller) deadline(ctx context.Context, node *corev1.Node) (time.Time, bool) {
-	var claims karpv1.NodeClaimList
-	if err := c.client.List(ctx, &claims); err != nil {
+	claims, err := index.NodeClaimsByProviderID(ctx, c.client, node.Spec.ProviderID)
+	if err != nil {
 		return time.Time{}, false
 	}
-	for _, nc := range claims.Items {
-		if nc.Status.ProviderID != node.Spec.ProviderID || nc.Spec.TerminationGracePeriod == nil {
+	for _, nc := range claims {
+		if nc.Spec.TerminationGracePeriod == nil {
 			continue
 		}
 		start := node.DeletionTimestamp.Time
@@ -134,7 +124,7 @@ func tier(p *corev1.Pod) int {
 // Past the deadline, pods are deleted instead, PDBs and do-not-disrupt notwithstanding.
 func (c *Controller) drain(ctx context.Context, node *corev1.Node, force bool) (int, error) {
 	var pods corev1.PodList
-	if err := c.client.List(ctx, &pods, client.MatchingFields{PodNodeNameIndex: node.Name}); err != nil {
+	if err := c.client.List(ctx, &pods, client.MatchingFields{index.PodNodeName: node.Name}); err != nil {
 		return 0, err
 	}
 	var active []*corev1.Pod

@@ -21,15 +21,20 @@ const MinAge = 30 * time.Second
 
 // Controller collects garbage every Interval.
 type Controller struct {
-	client   client.Client
+	client client.Client
+	// live reads the API server directly: an instance is terminated only if no NodeClaim
+	// there has its provider ID, not merely none in the cache, which can trail the
+	// NodeClaims' status patches by seconds on a busy control plane.
+	live     client.Reader
 	cloud    cloudprovider.CloudProvider
 	clock    clock.Clock
 	Interval time.Duration
 }
 
-// NewController builds the garbage collector.
-func NewController(c client.Client, cloud cloudprovider.CloudProvider, clk clock.Clock) *Controller {
-	return &Controller{client: c, cloud: cloud, clock: clk, Interval: time.Minute}
+// NewController builds the garbage collector; live reads the API server, not the cache
+// (the manager's APIReader).
+func NewController(c client.Client, live client.Reader, cloud cloudprovider.CloudProvider, clk clock.Clock) *Controller {
+	return &Controller{client: c, live: live, cloud: cloud, clock: clk, Interval: time.Minute}
 }
 
 // NeedLeaderElection: only the leader deletes.
@@ -66,8 +71,25 @@ func (c *Controller) Collect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var orphans []*karpv1.NodeClaim
 	for _, inst := range instances {
-		if known[inst.Status.ProviderID] || c.clock.Since(inst.CreationTimestamp.Time) < MinAge {
+		if !known[inst.Status.ProviderID] && c.clock.Since(inst.CreationTimestamp.Time) >= MinAge {
+			orphans = append(orphans, inst)
+		}
+	}
+	if len(orphans) > 0 {
+		var live karpv1.NodeClaimList
+		if err := c.live.List(ctx, &live); err != nil {
+			return err
+		}
+		for _, nc := range live.Items {
+			if nc.Status.ProviderID != "" {
+				known[nc.Status.ProviderID] = true
+			}
+		}
+	}
+	for _, inst := range orphans {
+		if known[inst.Status.ProviderID] {
 			continue
 		}
 		if err := c.cloud.Delete(ctx, inst); err != nil && !cloudprovider.IsNodeClaimNotFoundError(err) {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,18 +29,18 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/index"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 )
-
-// ProviderIDIndex indexes NodeClaims by status.providerID.
-const ProviderIDIndex = "status.providerID"
 
 // errDeleted stops a reconcile whose NodeClaim a step deleted.
 var errDeleted = errors.New("nodeclaim deleted")
 
-// MaxConcurrentReconciles: launches and drains wait on the cloud and on evictions, so many run
-// at once.
-const MaxConcurrentReconciles = 100
+// MaxConcurrentReconciles: a launch waits on the cloud provider for seconds, and every
+// reconcile of the controller shares its workers, so a scale-out of hundreds of NodeClaims
+// must not queue the registration of launched nodes behind launches still waiting. The
+// client's rate limit, not this, bounds the load on the API server.
+const MaxConcurrentReconciles = 1000
 
 // Controller reconciles NodeClaims.
 type Controller struct {
@@ -47,34 +48,98 @@ type Controller struct {
 	cloud    cloudprovider.CloudProvider
 	recorder events.EventRecorder
 	clock    clock.Clock
+	// launched remembers, by NodeClaim UID, what each launch returned until the NodeClaim's
+	// provider ID is in the cache: a reconcile that reads the NodeClaim before its status
+	// patch arrives (the metadata patch's event can come first) must not launch again.
+	mu       sync.Mutex
+	launched map[types.UID]launchRecord
+	writes   map[types.UID]lastWrite
 }
+
+type launchRecord struct {
+	nc *karpv1.NodeClaim
+	at time.Time
+}
+
+// lastWrite is the resourceVersion of our last write of a NodeClaim.
+type lastWrite struct {
+	rv string
+	at time.Time
+}
+
+// cacheLag bounds how long a reconcile waits for the cache to show our last write of a
+// NodeClaim; past it (another writer changed it since), the reconcile goes ahead, and a
+// stale write fails on its resourceVersion.
+const cacheLag = 5 * time.Second
+
+// launchMemory is how long a launch is remembered; the cache sees the status patch well
+// within it.
+const launchMemory = 5 * time.Minute
 
 // NewController builds the lifecycle controller.
 func NewController(c client.Client, cloud cloudprovider.CloudProvider, recorder events.EventRecorder, clk clock.Clock) *Controller {
-	return &Controller{client: c, cloud: cloud, recorder: recorder, clock: clk}
+	return &Controller{client: c, cloud: cloud, recorder: recorder, clock: clk, launched: map[types.UID]launchRecord{}, writes: map[types.UID]lastWrite{}}
 }
 
-// Register indexes NodeClaims by provider ID and watches NodeClaims and the Nodes they become.
-func (c *Controller) Register(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &karpv1.NodeClaim{}, ProviderIDIndex, func(o client.Object) []string {
-		if id := o.(*karpv1.NodeClaim).Status.ProviderID; id != "" {
-			return []string{id}
+// remembered is what an earlier launch of the NodeClaim returned, if any.
+func (c *Controller) remembered(nc *karpv1.NodeClaim) *karpv1.NodeClaim {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.launched[nc.UID].nc
+}
+
+// wrote records the resourceVersion a write of the NodeClaim returned.
+func (c *Controller) wrote(nc *karpv1.NodeClaim) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	for uid, w := range c.writes {
+		if now.Sub(w.at) > cacheLag {
+			delete(c.writes, uid)
 		}
-		return nil
-	}); err != nil {
-		return err
 	}
+	c.writes[nc.UID] = lastWrite{rv: nc.ResourceVersion, at: now}
+}
+
+// behind reports whether the cache's copy of the NodeClaim is not the one our last write
+// returned, within cacheLag of that write.
+func (c *Controller) behind(nc *karpv1.NodeClaim) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.writes[nc.UID]
+	return ok && w.rv != nc.ResourceVersion && c.clock.Since(w.at) < cacheLag
+}
+
+// remember records a launch and forgets the ones older than launchMemory.
+func (c *Controller) remember(nc, launched *karpv1.NodeClaim) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	for uid, r := range c.launched {
+		if now.Sub(r.at) > launchMemory {
+			delete(c.launched, uid)
+		}
+	}
+	c.launched[nc.UID] = launchRecord{nc: launched, at: now}
+}
+
+// Register watches NodeClaims and the Nodes they become (the manager must have the indexes of
+// package index).
+func (c *Controller) Register(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("nodeclaim.lifecycle").
 		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentReconciles}).
 		For(&karpv1.NodeClaim{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			node := o.(*corev1.Node)
-			var claims karpv1.NodeClaimList
-			if node.Spec.ProviderID == "" || c.client.List(ctx, &claims, client.MatchingFields{ProviderIDIndex: node.Spec.ProviderID}) != nil {
+			if node.Spec.ProviderID == "" {
+				return nil
+			}
+			claims, err := index.NodeClaimsByProviderID(ctx, c.client, node.Spec.ProviderID)
+			if err != nil {
 				return nil
 			}
 			var out []reconcile.Request
-			for _, nc := range claims.Items {
+			for _, nc := range claims {
 				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: nc.Name}})
 			}
 			return out
@@ -86,6 +151,11 @@ func (c *Controller) Register(ctx context.Context, mgr ctrl.Manager) error {
 func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
 	if nc.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
+	}
+	if c.behind(nc) {
+		// The cache has not caught up with our last write: what this copy lacks we wrote
+		// already, and writing from it would conflict. Its update brings us back.
+		return reconcile.Result{RequeueAfter: cacheLag / 10}, nil
 	}
 	before := nc.DeepCopy()
 	// The finalizer is there before any instance exists, so none can outlive its NodeClaim.
@@ -100,6 +170,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (recon
 	if errors.Is(err, errDeleted) {
 		return reconcile.Result{}, nil
 	}
+
 	nc.Status.ObservedGeneration = nc.Generation
 	setReady(nc)
 	if !equality.Semantic.DeepEqual(before.Labels, nc.Labels) || !equality.Semantic.DeepEqual(before.Annotations, nc.Annotations) ||
@@ -108,12 +179,19 @@ func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (recon
 		if perr := c.client.Patch(ctx, patched, client.MergeFrom(before)); perr != nil {
 			return reconcile.Result{}, perr
 		}
-		nc.ResourceVersion = patched.ResourceVersion
+		nc.ResourceVersion, before.ResourceVersion = patched.ResourceVersion, patched.ResourceVersion
+		c.wrote(nc)
 	}
 	if !equality.Semantic.DeepEqual(before.Status, nc.Status) {
-		if perr := c.client.Status().Patch(ctx, nc, client.MergeFrom(before)); perr != nil {
+		// With the resourceVersion read: a status written from a stale copy would replace the
+		// conditions with older ones.
+		if perr := c.client.Status().Patch(ctx, nc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); perr != nil {
+			if apierrors.IsConflict(perr) {
+				return reconcile.Result{RequeueAfter: time.Second}, nil
+			}
 			return reconcile.Result{}, perr
 		}
+		c.wrote(nc)
 	}
 	return result, err
 }
@@ -160,7 +238,12 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	if nc.Status.ProviderID != "" {
 		return reconcile.Result{}, nil
 	}
-	launched, err := c.cloud.Create(ctx, nc)
+	launched := c.remembered(nc)
+	fresh := launched == nil
+	var err error
+	if fresh {
+		launched, err = c.cloud.Create(ctx, nc)
+	}
 	switch {
 	case cloudprovider.IsInsufficientCapacityError(err):
 		// The pods go back to the provisioner, which will pick other offerings.
@@ -188,26 +271,20 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 		}
 		nc.Annotations[k] = v
 	}
+	c.remember(nc, launched)
 	nc.Status.ProviderID, nc.Status.ImageID = launched.Status.ProviderID, launched.Status.ImageID
 	nc.Status.Capacity, nc.Status.Allocatable = launched.Status.Capacity, launched.Status.Allocatable
 	c.setCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched", "")
-	log.FromContext(ctx).Info("launched nodeclaim", "NodeClaim", nc.Name, "providerID", nc.Status.ProviderID,
-		"instanceType", nc.Labels[karpv1.LabelInstanceType], "zone", nc.Labels[karpv1.LabelTopologyZone], "capacityType", nc.Labels[karpv1.CapacityTypeLabelKey])
+	if fresh {
+		log.FromContext(ctx).Info("launched nodeclaim", "NodeClaim", nc.Name, "providerID", nc.Status.ProviderID,
+			"instanceType", nc.Labels[karpv1.LabelInstanceType], "zone", nc.Labels[karpv1.LabelTopologyZone], "capacityType", nc.Labels[karpv1.CapacityTypeLabelKey])
+	}
 	return reconcile.Result{}, nil
 }
 
 // node finds the Node with the NodeClaim's provider ID.
 func (c *Controller) node(ctx context.Context, nc *karpv1.NodeClaim) (*corev1.Node, error) {
-	var nodes corev1.NodeList
-	if err := c.client.List(ctx, &nodes); err != nil {
-		return nil, err
-	}
-	for i := range nodes.Items {
-		if nodes.Items[i].Spec.ProviderID == nc.Status.ProviderID {
-			return &nodes.Items[i], nil
-		}
-	}
-	return nil, nil
+	return index.NodeByProviderID(ctx, c.client, nc.Status.ProviderID)
 }
 
 // register links the Node: it gets the NodeClaim's labels and loses the unregistered taint.
@@ -223,7 +300,8 @@ func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 		c.setCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, "AwaitingNode", "the node has not registered")
 		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 	}
-	patch := client.MergeFrom(node.DeepCopy())
+	original := node.DeepCopy()
+	patch := client.MergeFrom(original)
 	if node.Labels == nil {
 		node.Labels = map[string]string{}
 	}
@@ -239,8 +317,11 @@ func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 		}
 	}
 	node.Spec.Taints = taints
-	if err := c.client.Patch(ctx, node, patch); err != nil {
-		return reconcile.Result{}, fmt.Errorf("registering node %s: %w", node.Name, err)
+	if !equality.Semantic.DeepEqual(original.Labels, node.Labels) || !equality.Semantic.DeepEqual(original.Finalizers, node.Finalizers) ||
+		len(original.Spec.Taints) != len(node.Spec.Taints) {
+		if err := c.client.Patch(ctx, node, patch); err != nil {
+			return reconcile.Result{}, fmt.Errorf("registering node %s: %w", node.Name, err)
+		}
 	}
 	nc.Status.NodeName = node.Name
 	for k, q := range node.Status.Allocatable {

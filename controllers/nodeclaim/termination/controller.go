@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -18,6 +17,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/index"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 )
 
@@ -49,15 +49,11 @@ func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (recon
 		return reconcile.Result{}, nil
 	}
 	if nc.Status.ProviderID != "" {
-		var nodes corev1.NodeList
-		if err := c.client.List(ctx, &nodes); err != nil {
+		n, err := index.NodeByProviderID(ctx, c.client, nc.Status.ProviderID)
+		if err != nil {
 			return reconcile.Result{}, err
 		}
-		for i := range nodes.Items {
-			n := &nodes.Items[i]
-			if n.Spec.ProviderID != nc.Status.ProviderID {
-				continue
-			}
+		if n != nil {
 			if n.DeletionTimestamp == nil {
 				if err := c.client.Delete(ctx, n); client.IgnoreNotFound(err) != nil {
 					return reconcile.Result{}, fmt.Errorf("deleting node %s: %w", n.Name, err)
