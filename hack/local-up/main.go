@@ -34,7 +34,7 @@ func run() error {
 	dir := flag.String("dir", ".local", "state directory: kubeconfig, certificates, etcd data, logs")
 	samples := flag.String("samples", "config/samples", "objects to apply once the manager runs; empty applies none")
 	apiPort := flag.Int("apiserver-port", 6443, "kube-apiserver port on 127.0.0.1")
-	basePort := flag.Int("port-base", 17000, "first of the other ports: etcd +379/+380, kwok +10, manager metrics +80, probes +81, webhooks +443")
+	basePort := flag.Int("port-base", 17000, "first of the other ports: etcd +379/+380, kwok +10, manager metrics +80, probes +81, pprof +82, webhooks +443")
 	manager := flag.String("manager", "bin/karpenter", "manager binary; empty starts none")
 	flag.Parse()
 
@@ -53,13 +53,14 @@ func run() error {
 		Dir: *dir, BinDir: bins, RepoRoot: root, Log: logf,
 		APIServerPort: *apiPort, EtcdPort: *basePort + 379, EtcdPeerPort: *basePort + 380, KwokPort: *basePort + 10,
 	}
-	metrics, probes, webhooks := *basePort+80, *basePort+81, *basePort+443
+	metrics, probes, pprof, webhooks := *basePort+80, *basePort+81, *basePort+82, *basePort+443
 	if *manager != "" {
 		opts.WebhookPort = webhooks
 		opts.Manager = &cluster.Process{Name: "karpenter", Path: *manager, Args: []string{
 			"--leader-elect=false",
 			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics),
 			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probes),
+			"--profiling-bind-address=127.0.0.1:" + strconv.Itoa(pprof),
 			"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(webhooks),
 			// Self-signed mode: the CA is kept in a Secret and injected into the webhook
 			// configuration and the CRDs, which point at this port (see cluster.InstallWebhooks).
@@ -82,7 +83,7 @@ func run() error {
 		err := c.Stop()
 		ports := []int{opts.APIServerPort, opts.EtcdPort, opts.EtcdPeerPort, opts.KwokPort}
 		if *manager != "" {
-			ports = append(ports, metrics, probes)
+			ports = append(ports, metrics, probes, pprof)
 		}
 		for _, p := range ports {
 			if l, lerr := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); lerr != nil {

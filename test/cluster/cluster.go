@@ -198,7 +198,7 @@ func (c *Cluster) boot(ctx context.Context, o *Options) (err error) {
 			"serviceaccount-controller,node-lifecycle-controller,disruption-controller",
 		"--use-service-account-credentials=false",
 		"--service-cluster-ip-range=" + ServiceCIDR,
-		"--kube-api-qps=200", "--kube-api-burst=400",
+		"--kube-api-qps=" + controlPlaneQPS, "--kube-api-burst=" + controlPlaneQPS,
 		"--concurrent-deployment-syncs=20", "--concurrent-replicaset-syncs=20",
 	}}); err != nil {
 		return err
@@ -207,13 +207,18 @@ func (c *Cluster) boot(ctx context.Context, o *Options) (err error) {
 	// here, and the default backoff (up to 10s) would dominate every scale-up. MostAllocated
 	// scoring packs pods as the provisioner planned, instead of spreading them over the nodes
 	// launched for others.
+	//
+	// The scheduler's and the controller manager's clients are not rate limited (kwokctl's
+	// --disable-qps-limits does the same): with a few hundred queries per second, marking a
+	// thousand new pods unschedulable took the scheduler seconds, which every scale-out here
+	// waited for before its batch could close.
 	schedulerConfig := filepath.Join(o.Dir, "kube-scheduler.yaml")
 	if err := os.WriteFile(schedulerConfig, []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: %q
-  qps: 200
-  burst: 400
+  qps: %s
+  burst: %s
 leaderElection:
   leaderElect: false
 podInitialBackoffSeconds: 1
@@ -226,7 +231,7 @@ profiles:
       scoringStrategy:
         type: MostAllocated
         resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}]
-`, c.Kubeconfig)), 0o600); err != nil {
+`, c.Kubeconfig, controlPlaneQPS, controlPlaneQPS)), 0o600); err != nil {
 		return err
 	}
 	if err := c.start(&Process{Name: "kube-scheduler", Path: c.bin("kube-scheduler"), Args: []string{
@@ -234,8 +239,21 @@ profiles:
 	}}); err != nil {
 		return err
 	}
+	// kwok plays every node's kubelet, four nodes and four pods at a time by default; real
+	// kubelets work side by side, one per node, so a scale-out of hundreds of nodes would
+	// measure kwok's queue rather than the cluster.
+	kwokConfig := filepath.Join(o.Dir, "kwok.yaml")
+	if err := os.WriteFile(kwokConfig, []byte(`apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: 16
+  nodePlayStageParallelism: 16
+  nodeLeaseParallelism: 16
+`), 0o600); err != nil {
+		return err
+	}
 	if err := c.start(&Process{Name: "kwok", Path: c.bin("kwok"), Args: []string{
-		kubeconfig, "-c", filepath.Join(o.RepoRoot, "config", "kwok", "stages.yaml"),
+		kubeconfig, "-c", filepath.Join(o.RepoRoot, "config", "kwok", "stages.yaml"), "-c", kwokConfig,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=fake",
 		"--cidr=" + PodCIDR, "--node-ip=127.0.0.1", "--node-lease-duration-seconds=40",
@@ -267,6 +285,9 @@ profiles:
 	}
 	return nil
 }
+
+// controlPlaneQPS is the client rate limit of kube-scheduler and kube-controller-manager.
+const controlPlaneQPS = "5000"
 
 func (c *Cluster) bin(name string) string { return filepath.Join(c.opts.BinDir, name) }
 

@@ -17,6 +17,7 @@ import (
 type Options struct {
 	MetricsBindAddress      string
 	HealthProbeBindAddress  string
+	ProfilingBindAddress    string
 	LeaderElect             bool
 	LeaderElectionID        string
 	LeaderElectionNamespace string
@@ -100,6 +101,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 
 	str(&o.MetricsBindAddress, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
 	str(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address the /healthz and /readyz probes bind to")
+	str(&o.ProfilingBindAddress, "profiling-bind-address", "", "address Go's pprof handlers (/debug/pprof/) bind to; empty disables them")
 	boolean(&o.LeaderElect, "leader-elect", true, "elect a leader so that only one replica acts")
 	str(&o.LeaderElectionID, "leader-election-id", "karpenter-leader-election", "name of the leader election Lease")
 	str(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; empty means the pod's namespace")
