@@ -101,3 +101,49 @@ func TestNominationsHoldUntilTheNodeIsReady(t *testing.T) {
 		t.Errorf("an initialized node's taints all count: %v", got)
 	}
 }
+
+func TestProvisionable(t *testing.T) {
+	withCondition := func(reason string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: reason}}
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		f    func(*corev1.Pod)
+		want bool
+	}{
+		{"marked unschedulable", withCondition(corev1.PodReasonUnschedulable), true},
+		{"not looked at yet", func(p *corev1.Pod) { p.Status.Conditions = nil }, true},
+		{"gated", func(p *corev1.Pod) {
+			p.Status.Conditions = nil
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}}
+		}, false},
+		{"marked gated", withCondition(corev1.PodReasonSchedulingGated), false},
+		{"another scheduler's, not looked at yet", func(p *corev1.Pod) {
+			p.Status.Conditions = nil
+			p.Spec.SchedulerName = "batch-scheduler"
+		}, false},
+		{"another scheduler's, marked unschedulable", func(p *corev1.Pod) {
+			withCondition(corev1.PodReasonUnschedulable)(p)
+			p.Spec.SchedulerName = "batch-scheduler"
+		}, true},
+		{"preemption nominated it", func(p *corev1.Pod) {
+			p.Status.Conditions = nil
+			p.Status.NominatedNodeName = "node-1"
+		}, false},
+		{"bound", func(p *corev1.Pod) { p.Spec.NodeName = "node-1" }, false},
+		{"a DaemonSet's", func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "agent"}}
+		}, false},
+		{"terminating", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pendingPod("p")
+			tc.f(p)
+			if got := Provisionable(p); got != tc.want {
+				t.Fatalf("Provisionable = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
