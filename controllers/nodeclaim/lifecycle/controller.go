@@ -48,23 +48,48 @@ type Controller struct {
 	cloud    cloudprovider.CloudProvider
 	recorder events.EventRecorder
 	clock    clock.Clock
-	// launched remembers, by NodeClaim UID, what each launch returned until the NodeClaim's
-	// provider ID is in the cache: a reconcile that reads the NodeClaim before its status
-	// patch arrives (the metadata patch's event can come first) must not launch again.
+	// launched remembers, by NodeClaim UID, what each launch returned: a reconcile that reads
+	// the NodeClaim before its status patch arrives (the metadata patch's event can come
+	// first) must not launch again. writes are the resourceVersions our last writes returned.
 	mu       sync.Mutex
-	launched map[types.UID]launchRecord
-	writes   map[types.UID]lastWrite
+	launched recent[*karpv1.NodeClaim]
+	writes   recent[string]
 }
 
-type launchRecord struct {
-	nc *karpv1.NodeClaim
+// recent keeps a value per NodeClaim UID for ttl after it was put; the controller's mutex
+// guards it.
+type recent[T any] struct {
+	ttl     time.Duration
+	entries map[types.UID]recentEntry[T]
+}
+
+type recentEntry[T any] struct {
+	v  T
 	at time.Time
 }
 
-// lastWrite is the resourceVersion of our last write of a NodeClaim.
-type lastWrite struct {
-	rv string
-	at time.Time
+func newRecent[T any](ttl time.Duration) recent[T] {
+	return recent[T]{ttl: ttl, entries: map[types.UID]recentEntry[T]{}}
+}
+
+// put records v now and forgets the entries older than ttl.
+func (r recent[T]) put(uid types.UID, v T, now time.Time) {
+	for k, e := range r.entries {
+		if now.Sub(e.at) > r.ttl {
+			delete(r.entries, k)
+		}
+	}
+	r.entries[uid] = recentEntry[T]{v: v, at: now}
+}
+
+// get returns the value put for uid within ttl of now.
+func (r recent[T]) get(uid types.UID, now time.Time) (T, bool) {
+	e, ok := r.entries[uid]
+	if !ok || now.Sub(e.at) > r.ttl {
+		var zero T
+		return zero, false
+	}
+	return e.v, true
 }
 
 // cacheLag bounds how long a reconcile waits for the cache to show our last write of a
@@ -78,27 +103,30 @@ const launchMemory = 5 * time.Minute
 
 // NewController builds the lifecycle controller.
 func NewController(c client.Client, cloud cloudprovider.CloudProvider, recorder events.EventRecorder, clk clock.Clock) *Controller {
-	return &Controller{client: c, cloud: cloud, recorder: recorder, clock: clk, launched: map[types.UID]launchRecord{}, writes: map[types.UID]lastWrite{}}
+	return &Controller{client: c, cloud: cloud, recorder: recorder, clock: clk,
+		launched: newRecent[*karpv1.NodeClaim](launchMemory), writes: newRecent[string](cacheLag)}
 }
 
 // remembered is what an earlier launch of the NodeClaim returned, if any.
 func (c *Controller) remembered(nc *karpv1.NodeClaim) *karpv1.NodeClaim {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.launched[nc.UID].nc
+	launched, _ := c.launched.get(nc.UID, c.clock.Now())
+	return launched
+}
+
+// remember records a launch.
+func (c *Controller) remember(nc, launched *karpv1.NodeClaim) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.launched.put(nc.UID, launched, c.clock.Now())
 }
 
 // wrote records the resourceVersion a write of the NodeClaim returned.
 func (c *Controller) wrote(nc *karpv1.NodeClaim) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.clock.Now()
-	for uid, w := range c.writes {
-		if now.Sub(w.at) > cacheLag {
-			delete(c.writes, uid)
-		}
-	}
-	c.writes[nc.UID] = lastWrite{rv: nc.ResourceVersion, at: now}
+	c.writes.put(nc.UID, nc.ResourceVersion, c.clock.Now())
 }
 
 // behind reports whether the cache's copy of the NodeClaim is not the one our last write
@@ -106,21 +134,8 @@ func (c *Controller) wrote(nc *karpv1.NodeClaim) {
 func (c *Controller) behind(nc *karpv1.NodeClaim) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w, ok := c.writes[nc.UID]
-	return ok && w.rv != nc.ResourceVersion && c.clock.Since(w.at) < cacheLag
-}
-
-// remember records a launch and forgets the ones older than launchMemory.
-func (c *Controller) remember(nc, launched *karpv1.NodeClaim) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.clock.Now()
-	for uid, r := range c.launched {
-		if now.Sub(r.at) > launchMemory {
-			delete(c.launched, uid)
-		}
-	}
-	c.launched[nc.UID] = launchRecord{nc: launched, at: now}
+	rv, ok := c.writes.get(nc.UID, c.clock.Now())
+	return ok && rv != nc.ResourceVersion
 }
 
 // Register watches NodeClaims and the Nodes they become (the manager must have the indexes of

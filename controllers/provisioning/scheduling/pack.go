@@ -326,19 +326,13 @@ func (pk *packer) dryFill(c *NodeClaim, target *instanceType, group string) (flo
 		roomCPU, roomMem, roomPods := target.alloc.cpu-cpu, target.alloc.mem-mem, target.alloc.pods-pods
 		gap := float64(mem)/capMem - float64(cpu)/capCPU // < 0: it needs memory
 		best := -1
-		bestRatio := 0.0
 		for i, d := range left {
 			r := d.b.req
 			if d.n == 0 || r.cpu > roomCPU || r.mem > roomMem || r.pods > roomPods {
 				continue
 			}
-			ratio := math.Inf(1)
-			if r.cpu > 0 {
-				ratio = float64(r.mem) / float64(r.cpu)
-			}
-			if best < 0 || (gap < 0 && ratio > bestRatio) || (gap >= 0 && ratio < bestRatio) ||
-				(ratio == bestRatio && r.cpu+r.mem/(4<<20) > left[best].b.req.cpu+left[best].b.req.mem/(4<<20)) {
-				best, bestRatio = i, ratio
+			if best < 0 || steers(gap < 0, r, left[best].b.req) {
+				best = i
 			}
 		}
 		if best < 0 {
@@ -396,18 +390,12 @@ func (pk *packer) fill(c *NodeClaim, target *instanceType, grow bool) {
 		// with the least; larger pods first among equals.
 		needMem := float64(c.req.mem)/capMem < float64(c.req.cpu)/capCPU
 		var best *bucket
-		bestRatio := 0.0
 		for _, b := range pk.buckets {
 			if b.left() == 0 || b.failed == pk.seq || b.req.cpu > roomCPU || b.req.mem > roomMem || b.req.pods > roomPods {
 				continue
 			}
-			ratio := math.Inf(1)
-			if b.req.cpu > 0 {
-				ratio = float64(b.req.mem) / float64(b.req.cpu)
-			}
-			if best == nil || (needMem && ratio > bestRatio) || (!needMem && ratio < bestRatio) ||
-				(ratio == bestRatio && b.req.cpu+b.req.mem/(4<<20) > best.req.cpu+best.req.mem/(4<<20)) {
-				best, bestRatio = b, ratio
+			if best == nil || steers(needMem, b.req, best.req) {
+				best = b
 			}
 		}
 		if best == nil {
@@ -429,6 +417,24 @@ func (pk *packer) fill(c *NodeClaim, target *instanceType, grow bool) {
 }
 
 var errTooCostly = fmt.Errorf("the NodeClaim would become costlier than its target")
+
+// steers reports whether a pod requesting r brings a NodeClaim closer to its target's shape
+// than one requesting than: more memory per cpu when it needs memory, less otherwise, and
+// the larger of two equal ones (a vCPU weighing as much as 4 GiB, as in the solver's order).
+func steers(needMem bool, r, than res) bool {
+	a, b := memPerCPU(r), memPerCPU(than)
+	if a != b {
+		return needMem == (a > b)
+	}
+	return r.cpu+r.mem/(4<<20) > than.cpu+than.mem/(4<<20)
+}
+
+func memPerCPU(r res) float64 {
+	if r.cpu <= 0 {
+		return math.Inf(1)
+	}
+	return float64(r.mem) / float64(r.cpu)
+}
 
 // coverBasis is cheapestCover that also returns the types of the optimum (b is -1 when one
 // type alone is optimal, a too when there is none). Among optima of equal price it prefers
