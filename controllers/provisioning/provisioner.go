@@ -64,22 +64,12 @@ func (p *Provisioner) Register(mgr ctrl.Manager) error {
 	if err := mgr.Add(p); err != nil {
 		return err
 	}
-	provisionable := func(o client.Object) bool {
+	provisionable := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		pod, ok := o.(*corev1.Pod)
 		return ok && state.Provisionable(pod)
-	}
-	// Only new demand opens or extends a batch: a pod created provisionable, or one that
-	// becomes so. kube-scheduler marking pods unschedulable that the batch has already would
-	// otherwise restart the idle window with each, and keep a scale-out's batch open while it
-	// works through a thousand of them.
-	trigger := predicate.Funcs{
-		CreateFunc:  func(e event.CreateEvent) bool { return provisionable(e.Object) },
-		UpdateFunc:  func(e event.UpdateEvent) bool { return !provisionable(e.ObjectOld) && provisionable(e.ObjectNew) },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(e event.GenericEvent) bool { return provisionable(e.Object) },
-	}
+	})
 	return ctrl.NewControllerManagedBy(mgr).Named("provisioning.trigger").
-		For(&corev1.Pod{}, builder.WithPredicates(trigger)).
+		For(&corev1.Pod{}, builder.WithPredicates(provisionable, predicate.Funcs{DeleteFunc: func(event.DeleteEvent) bool { return false }})).
 		Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
 			p.batcher.Trigger()
 			return reconcile.Result{}, nil

@@ -95,13 +95,7 @@ func (c *Cluster) PolicyBlocked(namespace string) int {
 }
 
 // Provisionable reports whether the provisioner should find a node for a pod: pending, not
-// bound, not owned by a DaemonSet, not terminating, and either marked unschedulable by its
-// scheduler or not yet looked at by kube-scheduler (no PodScheduled condition: not gated,
-// not nominated by a preemption, for the default scheduler). The second kind matters in a
-// scale-out: kube-scheduler marks a thousand new pods unschedulable over seconds, and waiting
-// for its verdict on each kept the batch open that long. The solver places such pods on
-// existing nodes with room first, as kube-scheduler would, so they launch capacity only
-// where there is none.
+// bound, marked unschedulable by the scheduler, not owned by a DaemonSet and not terminating.
 func Provisionable(p *corev1.Pod) bool {
 	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return false
@@ -112,12 +106,11 @@ func Provisionable(p *corev1.Pod) bool {
 		}
 	}
 	for _, cond := range p.Status.Conditions {
-		if cond.Type == corev1.PodScheduled {
-			return cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+			return true
 		}
 	}
-	return len(p.Spec.SchedulingGates) == 0 && p.Status.NominatedNodeName == "" &&
-		(p.Spec.SchedulerName == "" || p.Spec.SchedulerName == corev1.DefaultSchedulerName)
+	return false
 }
 
 // Snapshot is the solver's input as the cluster stands now, with the pods to place.
