@@ -101,3 +101,29 @@ func TestNominationsHoldUntilTheNodeIsReady(t *testing.T) {
 		t.Errorf("an initialized node's taints all count: %v", got)
 	}
 }
+
+func TestProvisionable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    func(*corev1.Pod)
+		want bool
+	}{
+		{"marked unschedulable", func(*corev1.Pod) {}, true},
+		{"not looked at by the scheduler yet", func(p *corev1.Pod) { p.Status.Conditions = nil }, false},
+		{"gated", func(p *corev1.Pod) { p.Status.Conditions[0].Reason = corev1.PodReasonSchedulingGated }, false},
+		{"bound", func(p *corev1.Pod) { p.Spec.NodeName = "node-1" }, false},
+		{"a DaemonSet's", func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "agent"}}
+		}, false},
+		{"terminating", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} }, false},
+		{"succeeded", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pendingPod("p")
+			tc.f(p)
+			if got := Provisionable(p); got != tc.want {
+				t.Fatalf("Provisionable = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
