@@ -221,17 +221,17 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 	// the node with others, waiting out the nomination would only delay the pod.
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		free := n.Status.Allocatable.DeepCopy()
+		free := n.Status.Allocatable
 		for _, p := range byNode[n.Name] {
-			free = subtract(free, scheduling.PodRequests(p))
+			free = scheduling.Subtract(free, scheduling.PodRequests(p))
 		}
 		for _, p := range nominatedOn[n.Name] {
 			req := scheduling.PodRequests(p)
-			if !fits(req, free) {
+			if ok, _ := scheduling.Fits(req, free); !ok {
 				in.Pods = append(in.Pods, p)
 				continue
 			}
-			free = subtract(free, req)
+			free = scheduling.Subtract(free, req)
 			byNode[n.Name] = append(byNode[n.Name], p)
 		}
 	}
@@ -346,31 +346,6 @@ func schedulableTaints(n *corev1.Node, initializing *karpv1.NodeClaim) []corev1.
 		out = append(out, t)
 	}
 	return out
-}
-
-// fits reports whether the requests fit in what is free; a resource the node does not
-// list is not there.
-func fits(requests, free corev1.ResourceList) bool {
-	for k, q := range requests {
-		if q.IsZero() {
-			continue
-		}
-		if f, ok := free[k]; !ok || q.Cmp(f) > 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// subtract is l - r, resource by resource.
-func subtract(l, r corev1.ResourceList) corev1.ResourceList {
-	for k, q := range r {
-		if f, ok := l[k]; ok {
-			f.Sub(q)
-			l[k] = f
-		}
-	}
-	return l
 }
 
 // nodeReady is the node's Ready condition when it is True.

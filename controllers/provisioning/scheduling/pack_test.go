@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
@@ -131,7 +132,7 @@ func TestPackingSizesTheLastNodes(t *testing.T) {
 // affinity are placed first fit so that the affinity can find them.
 func TestPackingKeepsConstraints(t *testing.T) {
 	tainted := nodePool("gpu", func(np *karpv1.NodePool) {
-		np.Spec.Weight = ptrTo(int32(10))
+		np.Spec.Weight = ptr.To(int32(10))
 		np.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}}
 	})
 	arm := func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{corev1.LabelArchStable: "arm64"} }
@@ -180,5 +181,3 @@ func TestPackingKeepsConstraints(t *testing.T) {
 		}
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -53,8 +53,8 @@ func maxInto(dst, src corev1.ResourceList) {
 	}
 }
 
-// fits reports whether requests fit in available, and names the first resource that does not.
-func fits(requests, available corev1.ResourceList) (bool, corev1.ResourceName) {
+// Fits reports whether requests fit in available, and names the first resource that does not.
+func Fits(requests, available corev1.ResourceList) (bool, corev1.ResourceName) {
 	for k, v := range requests {
 		if v.IsZero() {
 			continue
@@ -67,8 +67,8 @@ func fits(requests, available corev1.ResourceList) (bool, corev1.ResourceName) {
 	return true, ""
 }
 
-// subtract returns a - b; a may be nil (a node that has not reported its allocatable yet).
-func subtract(a, b corev1.ResourceList) corev1.ResourceList {
+// Subtract returns a - b; a may be nil (a node that has not reported its allocatable yet).
+func Subtract(a, b corev1.ResourceList) corev1.ResourceList {
 	out := a.DeepCopy()
 	if out == nil {
 		out = corev1.ResourceList{}

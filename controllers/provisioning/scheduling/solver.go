@@ -629,7 +629,7 @@ func (s *solver) prepare() error {
 			s.topo.addDomain(k, v, n.Taints, nodeTaints)
 		}
 		for _, p := range n.Pods {
-			e.available = subtract(e.available, PodRequests(p))
+			e.available = Subtract(e.available, PodRequests(p))
 			for _, hp := range hostPorts(p) {
 				e.ports[hp] = true
 			}
@@ -803,7 +803,7 @@ func (s *solver) tryExisting(e *existing, p *corev1.Pod, requests corev1.Resourc
 	if err := e.reqs.Compatible(reqs); err != nil {
 		return err
 	}
-	if ok, r := fits(requests, e.available); !ok {
+	if ok, r := Fits(requests, e.available); !ok {
 		return notEnough(r)
 	}
 	ports := hostPorts(p)
@@ -818,7 +818,7 @@ func (s *solver) tryExisting(e *existing, p *corev1.Pod, requests corev1.Resourc
 	}); err != nil {
 		return err
 	}
-	e.available = subtract(e.available, requests)
+	e.available = Subtract(e.available, requests)
 	for _, hp := range ports {
 		e.ports[hp] = true
 	}
@@ -1093,7 +1093,7 @@ func (s *solver) commit(pl *claimPlan) {
 		if c.reserved != nil {
 			AddResources(c.pool.remaining, c.reserved)
 		}
-		c.pool.remaining = subtract(c.pool.remaining, reserve)
+		c.pool.remaining = Subtract(c.pool.remaining, reserve)
 		c.reserved = reserve
 	}
 	s.topo.count(p, func(key string) (string, bool) {
