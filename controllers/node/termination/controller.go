@@ -57,6 +57,9 @@ func (c *Controller) Reconcile(ctx context.Context, node *corev1.Node) (reconcil
 		return reconcile.Result{}, nil
 	}
 	if err := c.taint(ctx, node); err != nil {
+		if apierrors.IsConflict(err) {
+			return reconcile.Result{RequeueAfter: time.Second}, nil
+		}
 		return reconcile.Result{}, err
 	}
 	deadline, hasDeadline := c.deadline(ctx, node)
@@ -67,9 +70,14 @@ func (c *Controller) Reconcile(ctx context.Context, node *corev1.Node) (reconcil
 	if remaining > 0 {
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
-	patch := client.MergeFrom(node.DeepCopy())
+	// Both patches replace a list whole (finalizers, taints): the resourceVersion keeps a copy
+	// older than another writer's change from undoing it; the Node's update brings us back.
+	patch := client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(node, karpv1.TerminationFinalizer)
 	if err := c.client.Patch(ctx, node, patch); err != nil {
+		if apierrors.IsConflict(err) {
+			return reconcile.Result{RequeueAfter: time.Second}, nil
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	metrics.NodesAllocatable.DeletePartialMatch(map[string]string{"node_name": node.Name})
@@ -83,7 +91,7 @@ func (c *Controller) taint(ctx context.Context, node *corev1.Node) error {
 			return nil
 		}
 	}
-	patch := client.MergeFrom(node.DeepCopy())
+	patch := client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	node.Spec.Taints = append(node.Spec.Taints, karpv1.DisruptedNoScheduleTaint)
 	return client.IgnoreNotFound(c.client.Patch(ctx, node, patch))
 }

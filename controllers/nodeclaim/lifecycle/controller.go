@@ -117,9 +117,24 @@ func (c *Controller) remembered(nc *karpv1.NodeClaim) *karpv1.NodeClaim {
 
 // remember records a launch.
 func (c *Controller) remember(nc, launched *karpv1.NodeClaim) {
+	launched = launched.DeepCopy()
+	launched.Name = nc.Name
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.launched.put(nc.UID, launched, c.clock.Now())
+}
+
+// launchedAs names the NodeClaim a remembered launch gave the provider ID.
+func (c *Controller) launchedAs(providerID string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	for uid := range c.launched.entries {
+		if launched, ok := c.launched.get(uid, now); ok && launched.Status.ProviderID == providerID {
+			return launched.Name, true
+		}
+	}
+	return "", false
 }
 
 // wrote records the resourceVersion a write of the NodeClaim returned.
@@ -157,6 +172,12 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 			for _, nc := range claims {
 				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: nc.Name}})
 			}
+			if len(out) == 0 {
+				// The Node can appear before the cache shows the NodeClaim's provider ID.
+				if name, ok := c.launchedAs(node.Spec.ProviderID); ok {
+					out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+				}
+			}
 			return out
 		})).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
@@ -169,7 +190,16 @@ func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (recon
 	}
 	if c.behind(nc) {
 		// The cache has not caught up with our last write: what this copy lacks we wrote
-		// already, and writing from it would conflict. Its update brings us back.
+		// already, and writing from it would conflict. Its update brings us back. The Node
+		// need not wait for that: its pods are waiting for it, and registering it takes only
+		// what the launch returned.
+		if launched := c.remembered(nc); launched != nil && !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeRegistered) {
+			claim := nc.DeepCopy()
+			mergeLaunch(claim, launched)
+			if _, err := c.registerNode(ctx, claim); err != nil && !apierrors.IsConflict(err) {
+				return reconcile.Result{}, err
+			}
+		}
 		return reconcile.Result{RequeueAfter: cacheLag / 10}, nil
 	}
 	before := nc.DeepCopy()
@@ -274,6 +304,18 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 		c.setCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionFalse, "LaunchFailed", err.Error())
 		return reconcile.Result{}, fmt.Errorf("launching nodeclaim %s: %w", nc.Name, err)
 	}
+	mergeLaunch(nc, launched)
+	c.remember(nc, launched)
+	c.setCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched", "")
+	if fresh {
+		log.FromContext(ctx).Info("launched nodeclaim", "NodeClaim", nc.Name, "providerID", nc.Status.ProviderID,
+			"instanceType", nc.Labels[karpv1.LabelInstanceType], "zone", nc.Labels[karpv1.LabelTopologyZone], "capacityType", nc.Labels[karpv1.CapacityTypeLabelKey])
+	}
+	return reconcile.Result{}, nil
+}
+
+// mergeLaunch copies what the cloud provider's launch returned onto the NodeClaim.
+func mergeLaunch(nc, launched *karpv1.NodeClaim) {
 	for k, v := range launched.Labels {
 		if nc.Labels == nil {
 			nc.Labels = map[string]string{}
@@ -286,15 +328,8 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 		}
 		nc.Annotations[k] = v
 	}
-	c.remember(nc, launched)
 	nc.Status.ProviderID, nc.Status.ImageID = launched.Status.ProviderID, launched.Status.ImageID
 	nc.Status.Capacity, nc.Status.Allocatable = launched.Status.Capacity, launched.Status.Allocatable
-	c.setCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched", "")
-	if fresh {
-		log.FromContext(ctx).Info("launched nodeclaim", "NodeClaim", nc.Name, "providerID", nc.Status.ProviderID,
-			"instanceType", nc.Labels[karpv1.LabelInstanceType], "zone", nc.Labels[karpv1.LabelTopologyZone], "capacityType", nc.Labels[karpv1.CapacityTypeLabelKey])
-	}
-	return reconcile.Result{}, nil
 }
 
 // node finds the Node with the NodeClaim's provider ID.
@@ -307,7 +342,11 @@ func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 	if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeRegistered) {
 		return reconcile.Result{}, nil
 	}
-	node, err := c.node(ctx, nc)
+	node, err := c.registerNode(ctx, nc)
+	if apierrors.IsConflict(err) {
+		// The Node's update that made our copy stale brings us back; this is a fallback.
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -315,8 +354,27 @@ func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 		c.setCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, "AwaitingNode", "the node has not registered")
 		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 	}
+	nc.Status.NodeName = node.Name
+	for k, q := range node.Status.Allocatable {
+		metrics.NodesAllocatable.WithLabelValues(node.Name, nc.Labels[karpv1.NodePoolLabelKey], string(k)).Set(q.AsApproximateFloat64())
+	}
+	c.setCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered", "")
+	return reconcile.Result{}, nil
+}
+
+// registerNode gives the Node with the NodeClaim's provider ID the NodeClaim's labels and the
+// termination finalizer, and lifts the unregistered taint; it returns nil if there is no such
+// Node yet.
+func (c *Controller) registerNode(ctx context.Context, nc *karpv1.NodeClaim) (*corev1.Node, error) {
+	node, err := c.node(ctx, nc)
+	if err != nil || node == nil {
+		return nil, err
+	}
 	original := node.DeepCopy()
-	patch := client.MergeFrom(original)
+	// A merge patch replaces the taint and finalizer lists whole: written from a copy older than
+	// another writer's change (kube-controller-manager lifting not-ready, an agent's taint), it
+	// would undo that change. The resourceVersion makes such a write fail instead.
+	patch := client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})
 	if node.Labels == nil {
 		node.Labels = map[string]string{}
 	}
@@ -335,15 +393,10 @@ func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 	if !equality.Semantic.DeepEqual(original.Labels, node.Labels) || !equality.Semantic.DeepEqual(original.Finalizers, node.Finalizers) ||
 		len(original.Spec.Taints) != len(node.Spec.Taints) {
 		if err := c.client.Patch(ctx, node, patch); err != nil {
-			return reconcile.Result{}, fmt.Errorf("registering node %s: %w", node.Name, err)
+			return nil, fmt.Errorf("registering node %s: %w", node.Name, err)
 		}
 	}
-	nc.Status.NodeName = node.Name
-	for k, q := range node.Status.Allocatable {
-		metrics.NodesAllocatable.WithLabelValues(node.Name, nc.Labels[karpv1.NodePoolLabelKey], string(k)).Set(q.AsApproximateFloat64())
-	}
-	c.setCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered", "")
-	return reconcile.Result{}, nil
+	return node, nil
 }
 
 // initialize waits for the Node to be Ready with its startup taints gone.

@@ -5,6 +5,7 @@ package nodeclaim_test
 import (
 	"context"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -201,6 +202,125 @@ func TestLaunchOnceWithAStaleRead(t *testing.T) {
 	}
 	if !meta.IsStatusConditionTrue(got.Status.Conditions, karpv1.ConditionTypeLaunched) || got.Status.ProviderID == "" {
 		t.Fatalf("the stale reconcile keeps the launch: %+v", got.Status)
+	}
+}
+
+// racingNodeReader returns Nodes as they were, then lets another writer change them (once),
+// as a cache a moment behind the API server.
+type racingNodeReader struct {
+	client.Client
+	once sync.Once
+	race func()
+}
+
+func (r *racingNodeReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	err := r.Client.List(ctx, list, opts...)
+	if _, ok := list.(*corev1.NodeList); ok && err == nil {
+		r.once.Do(r.race)
+	}
+	return err
+}
+
+// Registration written from a stale copy of the Node must not undo what another writer did
+// meanwhile: in a scale-out, registering from a copy older than kube-controller-manager lifting
+// the not-ready taint put that taint back, and pods waited seconds more for the node.
+func TestRegistrationKeepsOtherWritersTaints(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now())
+	class := test.KWOKNodeClass()
+	if err := testEnv.Client.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	nc := test.NodeClaim(func(nc *karpv1.NodeClaim) { nc.Spec.NodeClassRef.Name = class.Name })
+	if err := testEnv.Client.Create(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	agent := corev1.Taint{Key: "example.com/agent", Effect: corev1.TaintEffectNoSchedule}
+	reader := &racingNodeReader{Client: testEnv.Client}
+	reader.race = func() {
+		node := &corev1.Node{}
+		if err := testEnv.Client.Get(ctx, client.ObjectKey{Name: nc.Name}, node); err != nil {
+			t.Error(err)
+			return
+		}
+		node.Spec.Taints = append(node.Spec.Taints, agent)
+		if err := testEnv.Client.Update(ctx, node); err != nil {
+			t.Error(err)
+		}
+	}
+	c := lifecycle.NewController(reader, kwok.New(testEnv.Client, clk, 1), events.NewFakeRecorder(100), clk)
+	first := reconcileOnce(t, c, nc.Name)
+	got := reconcileOnce(t, c, nc.Name)
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, karpv1.ConditionTypeRegistered) {
+		t.Fatalf("registered on a fresh read: first %+v, then %+v", first.Status.Conditions, got.Status.Conditions)
+	}
+	node := &corev1.Node{}
+	if err := testEnv.Client.Get(ctx, client.ObjectKey{Name: got.Status.NodeName}, node); err != nil {
+		t.Fatal(err)
+	}
+	kept := false
+	for _, taint := range node.Spec.Taints {
+		if taint.Key == karpv1.UnregisteredTaintKey {
+			t.Error("registration removes the unregistered taint")
+		}
+		kept = kept || taint.MatchTaint(&agent)
+	}
+	if !kept {
+		t.Errorf("the taint another writer added after our read is gone: %v", node.Spec.Taints)
+	}
+}
+
+// lateNodeReader lists no Nodes until shown is set, as a cache that has not seen a new Node.
+type lateNodeReader struct {
+	client.Client
+	shown bool
+}
+
+func (r *lateNodeReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*corev1.NodeList); ok && !r.shown {
+		return nil
+	}
+	return r.Client.List(ctx, list, opts...)
+}
+
+// The Node registers as soon as it is seen, even while the cache still shows the NodeClaim
+// from before its launch: pods wait for the node, and waiting for the NodeClaim's launch to
+// come back through the cache cost seconds per node in a scale-out.
+func TestNodeRegistersBeforeTheLaunchReachesTheCache(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now())
+	class := test.KWOKNodeClass()
+	if err := testEnv.Client.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	nc := test.NodeClaim(func(nc *karpv1.NodeClaim) {
+		nc.Spec.NodeClassRef.Name = class.Name
+		nc.Labels = map[string]string{karpv1.NodePoolLabelKey: "general"}
+	})
+	if err := testEnv.Client.Create(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	beforeLaunch := nc.DeepCopy()
+	reader := &lateNodeReader{Client: testEnv.Client}
+	c := lifecycle.NewController(reader, kwok.New(testEnv.Client, clk, 1), events.NewFakeRecorder(100), clk)
+	if got := reconcileOnce(t, c, nc.Name); got.Status.ProviderID == "" || meta.IsStatusConditionTrue(got.Status.Conditions, karpv1.ConditionTypeRegistered) {
+		t.Fatalf("want launched, not registered (the cache has no Node yet): %+v", got.Status)
+	}
+	reader.shown = true
+	if _, err := c.Reconcile(ctx, beforeLaunch); err != nil {
+		t.Fatal(err)
+	}
+	node := &corev1.Node{}
+	if err := testEnv.Client.Get(ctx, client.ObjectKey{Name: nc.Name}, node); err != nil {
+		t.Fatal(err)
+	}
+	for _, taint := range node.Spec.Taints {
+		if taint.Key == karpv1.UnregisteredTaintKey {
+			t.Errorf("the node is still unregistered: %v", node.Spec.Taints)
+		}
+	}
+	if node.Labels[karpv1.NodePoolLabelKey] != "general" || node.Labels[karpv1.NodeRegisteredLabelKey] != "true" || node.Labels[karpv1.LabelInstanceType] == "" {
+		t.Errorf("want the NodeClaim's labels, the launch's instance type and the registered label: %v", node.Labels)
 	}
 }
 
