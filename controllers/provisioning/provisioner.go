@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,6 +45,10 @@ type Provisioner struct {
 	recorder events.EventRecorder
 	clock    clock.Clock
 	batcher  *Batcher
+	// nominationEvents limits the Nominated events, one per pod: a scale-out of a thousand pods
+	// would write a thousand Events to an API server busy binding those pods. Upstream Karpenter
+	// limits them the same way (5 per second, bursts of 10); the nomination itself is not limited.
+	nominationEvents flowcontrol.RateLimiter
 	// engine, when set, applies CapacityBudgets and CapacityPolicies to every batch.
 	engine *policies.Engine
 }
@@ -56,7 +61,23 @@ func (p *Provisioner) WithPolicies(e *policies.Engine) *Provisioner {
 
 // NewProvisioner builds the provisioner; idle and max are the batch windows.
 func NewProvisioner(c client.Client, cluster *state.Cluster, cloud cloudprovider.CloudProvider, recorder events.EventRecorder, clk clock.Clock, idle, max time.Duration) *Provisioner {
-	return &Provisioner{client: c, cluster: cluster, cloud: cloud, recorder: recorder, clock: clk, batcher: NewBatcher(clk, idle, max)}
+	return &Provisioner{client: c, cluster: cluster, cloud: cloud, recorder: recorder, clock: clk, batcher: NewBatcher(clk, idle, max),
+		nominationEvents: flowcontrol.NewTokenBucketRateLimiterWithClock(NominationEventsPerSecond, NominationEventsBurst, clk)}
+}
+
+// The rate and burst of Nominated events.
+const (
+	NominationEventsPerSecond = 5
+	NominationEventsBurst     = 10
+)
+
+// nominate records that the pod should schedule on the NodeClaim, and says so in an Event while
+// the event rate allows.
+func (p *Provisioner) nominate(pod *corev1.Pod, nc *karpv1.NodeClaim) {
+	p.cluster.Nominate(pod, nc.Name)
+	if p.nominationEvents.TryAccept() {
+		p.recorder.Eventf(pod, nc, corev1.EventTypeNormal, "Nominated", "Provisioning", "Pod should schedule on NodeClaim %s", nc.Name)
+	}
 }
 
 // Register adds the pod trigger and the provisioning loop to the manager.
@@ -70,8 +91,21 @@ func (p *Provisioner) Register(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("provisioning.trigger").
 		For(&corev1.Pod{}, builder.WithPredicates(provisionable, predicate.Funcs{DeleteFunc: func(event.DeleteEvent) bool { return false }})).
-		Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
-			p.batcher.Trigger()
+		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			pod := &corev1.Pod{}
+			if err := p.client.Get(ctx, req.NamespacedName, pod); err != nil {
+				return reconcile.Result{}, client.IgnoreNotFound(err)
+			}
+			// A pod already nominated is waiting for its node: kube-scheduler marking it again as
+			// nodes come up is no new work and must not hold a batch of new pods open, but it
+			// opens one, in which the nomination is checked (it lapses when others took the room).
+			switch {
+			case !state.Provisionable(pod):
+			case p.cluster.Nominated(pod):
+				p.batcher.Nudge()
+			default:
+				p.batcher.TriggerFor(pod.UID)
+			}
 			return reconcile.Result{}, nil
 		}))
 }
@@ -91,7 +125,7 @@ func (p *Provisioner) Start(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-p.clock.After(RetryInterval):
-				p.batcher.Trigger()
+				p.batcher.Nudge()
 			}
 		}
 	}()
@@ -148,8 +182,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		logger.Info("created nodeclaim", "NodeClaim", nc.Name, "NodePool", c.NodePool, "instanceType", c.InstanceType.Name,
 			"instanceTypes", len(c.InstanceTypes), "pods", len(c.Pods))
 		for _, pod := range c.Pods {
-			p.cluster.Nominate(pod, nc.Name)
-			p.recorder.Eventf(pod, nc, corev1.EventTypeNormal, "Nominated", "Provisioning", "Pod should schedule on NodeClaim %s", nc.Name)
+			p.nominate(pod, nc)
 		}
 	})
 	failed := 0

@@ -1,0 +1,44 @@
+package provisioning
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/controllers/state"
+)
+
+// Every pod of a scale-out is nominated, but Nominated events are written at most
+// NominationEventsBurst at once and NominationEventsPerSecond after that.
+func TestNominationEventsAreRateLimited(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	recorder := events.NewFakeRecorder(1000)
+	p := NewProvisioner(nil, state.NewCluster(nil, clk), nil, recorder, clk, time.Second, 10*time.Second)
+	nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "general-abcde"}}
+	pod := func(i int) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Namespace: "default", UID: types.UID(fmt.Sprint(i))}}
+	}
+	for i := range 100 {
+		p.nominate(pod(i), nc)
+	}
+	if got := len(recorder.Events); got != NominationEventsBurst {
+		t.Fatalf("100 nominations at once wrote %d events, want the burst of %d", got, NominationEventsBurst)
+	}
+	if e := <-recorder.Events; e != "Normal Nominated Pod should schedule on NodeClaim general-abcde" {
+		t.Errorf("event %q", e)
+	}
+	clk.Step(time.Second)
+	for i := range 100 {
+		p.nominate(pod(100+i), nc)
+	}
+	if got := len(recorder.Events); got != NominationEventsBurst-1+NominationEventsPerSecond {
+		t.Fatalf("a second later %d more events, want %d", got-(NominationEventsBurst-1), NominationEventsPerSecond)
+	}
+}
