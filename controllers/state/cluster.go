@@ -64,6 +64,12 @@ func (c *Cluster) Nominate(pod *corev1.Pod, target string) {
 	c.nominations[pod.UID] = nomination{target: target, at: c.clock.Now()}
 }
 
+// Nominated reports whether the pod has a nomination not yet forgotten.
+func (c *Cluster) Nominated(pod *corev1.Pod) bool {
+	_, _, ok := c.nominatedTo(pod)
+	return ok
+}
+
 // nominatedTo returns where a pod is nominated and since when; nominations older than
 // LaunchNominationTTL are forgotten.
 func (c *Cluster) nominatedTo(pod *corev1.Pod) (string, time.Time, bool) {
