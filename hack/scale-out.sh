@@ -2,7 +2,8 @@
 # Measures a scale-out on the cluster of `make run`: three Deployments of 0.5, 0.75 and 1 CPU
 # (1000 pods in all) are applied at once; it prints the time until all run, the node count
 # and the manager's peak RSS, then deletes the Deployments. With --capped, pods go to a
-# NodePool limited to instance types of at most 8 vCPU.
+# NodePool like the sample "general" one (on-demand, c/m/r families of generation 5 and up)
+# limited to instance types of at most 8 vCPU.
 #   hack/scale-out.sh [--capped]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,10 @@ spec:
       requirements:
       - {key: karpenter.k8s.aws/instance-cpu, operator: Lte, values: ["8"]}
       - {key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}
+      - {key: karpenter.k8s.aws/instance-category, operator: In, values: ["c", "m", "r"]}
+      - {key: karpenter.k8s.aws/instance-generation, operator: Gt, values: ["4"]}
   disruption: {consolidateAfter: 30s}
+  limits: {cpu: "1000"}
 YAML
   selector='nodeSelector: {karpenter.sh/nodepool: capped}'
 fi
