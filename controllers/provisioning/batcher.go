@@ -59,8 +59,10 @@ func (b *Batcher) Nudge() {
 	}
 }
 
-// Wait blocks until a batch closes, and reports false when ctx ended first.
-func (b *Batcher) Wait(ctx context.Context) bool {
+// Wait blocks until a batch closes, and reports false when ctx ended first. When the idle
+// duration passes while more() reports that pods are still being created, the batch waits on
+// for them (up to the max duration).
+func (b *Batcher) Wait(ctx context.Context, more func() bool) bool {
 	select {
 	case <-ctx.Done():
 		return false
@@ -81,7 +83,10 @@ func (b *Batcher) Wait(ctx context.Context) bool {
 		case <-deadline:
 			return true
 		case <-idle:
-			return true
+			if more == nil || !more() {
+				return true
+			}
+			idle = b.clock.After(b.idle)
 		case <-b.trigger:
 			// More pods arrived: wait for them to settle.
 			idle = b.clock.After(b.idle)
