@@ -59,10 +59,8 @@ func (b *Batcher) Nudge() {
 	}
 }
 
-// Wait blocks until a batch closes, and reports false when ctx ended first. When the idle
-// duration passes while more() reports that pods are still being created, the batch waits on
-// for them (up to the max duration).
-func (b *Batcher) Wait(ctx context.Context, more func() bool) bool {
+// Wait blocks until a batch closes, and reports false when ctx ended first.
+func (b *Batcher) Wait(ctx context.Context) bool {
 	select {
 	case <-ctx.Done():
 		return false
@@ -83,10 +81,7 @@ func (b *Batcher) Wait(ctx context.Context, more func() bool) bool {
 		case <-deadline:
 			return true
 		case <-idle:
-			if more == nil || !more() {
-				return true
-			}
-			idle = b.clock.After(b.idle)
+			return true
 		case <-b.trigger:
 			// More pods arrived: wait for them to settle.
 			idle = b.clock.After(b.idle)

@@ -2,7 +2,6 @@ package provisioning
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,12 +9,12 @@ import (
 )
 
 // waitBatch starts gathering a batch and returns a channel that receives when it closes.
-func waitBatch(t *testing.T, b *Batcher, clk *clocktesting.FakeClock, more func() bool, open func()) chan bool {
+func waitBatch(t *testing.T, b *Batcher, clk *clocktesting.FakeClock, open func()) chan bool {
 	t.Helper()
 	// Fire the timers a previous batch left, so that waiters mean this batch's.
 	clk.Step(time.Hour)
 	done := make(chan bool, 1)
-	go func() { done <- b.Wait(context.Background(), more) }()
+	go func() { done <- b.Wait(context.Background()) }()
 	open()
 	// The batch is open once its timers are set.
 	for i := 0; !clk.HasWaiters(); i++ {
@@ -42,7 +41,7 @@ func closed(done chan bool) bool {
 func TestBatchIgnoresRepeatedTriggersOfAPod(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	b := NewBatcher(clk, time.Second, 10*time.Second)
-	done := waitBatch(t, b, clk, nil, func() { b.TriggerFor("a") })
+	done := waitBatch(t, b, clk, func() { b.TriggerFor("a") })
 	for range 3 {
 		time.Sleep(20 * time.Millisecond)
 		clk.Step(600 * time.Millisecond)
@@ -57,7 +56,7 @@ func TestBatchIgnoresRepeatedTriggersOfAPod(t *testing.T) {
 func TestBatchIsHeldOpenByNewPodsOnly(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	b := NewBatcher(clk, time.Second, 10*time.Second)
-	done := waitBatch(t, b, clk, nil, func() { b.TriggerFor("a") })
+	done := waitBatch(t, b, clk, func() { b.TriggerFor("a") })
 	time.Sleep(20 * time.Millisecond)
 	clk.Step(600 * time.Millisecond)
 	b.TriggerFor("b")
@@ -74,45 +73,14 @@ func TestBatchIsHeldOpenByNewPodsOnly(t *testing.T) {
 	}
 
 	// After a batch, the same pod triggers the next one; a nudge alone opens one too.
-	done = waitBatch(t, b, clk, nil, func() { b.TriggerFor("a") })
+	done = waitBatch(t, b, clk, func() { b.TriggerFor("a") })
 	clk.Step(time.Second)
 	if !closed(done) {
 		t.Fatal("pod a opened a new batch, which closes after 1s")
 	}
-	done = waitBatch(t, b, clk, nil, b.Nudge)
+	done = waitBatch(t, b, clk, b.Nudge)
 	clk.Step(time.Second)
 	if !closed(done) {
 		t.Fatal("a nudge opened a batch, which closes after 1s")
-	}
-}
-
-// While pods are still being created, the idle window does not close the batch; the max
-// window does.
-func TestBatchWaitsForPodsStillComing(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Now())
-	b := NewBatcher(clk, time.Second, 10*time.Second)
-	var coming atomic.Bool
-	coming.Store(true)
-	done := waitBatch(t, b, clk, coming.Load, func() { b.TriggerFor("a") })
-	for range 3 {
-		time.Sleep(20 * time.Millisecond)
-		clk.Step(1100 * time.Millisecond)
-	}
-	if closed(done) {
-		t.Fatal("3.3s without a new pod, but pods are still coming: the batch waits")
-	}
-	coming.Store(false)
-	clk.Step(1100 * time.Millisecond)
-	if !closed(done) {
-		t.Fatal("no pod is coming any more: the batch closes at the next idle window")
-	}
-	coming.Store(true)
-	done = waitBatch(t, b, clk, coming.Load, func() { b.TriggerFor("b") })
-	for range 10 {
-		time.Sleep(20 * time.Millisecond)
-		clk.Step(1100 * time.Millisecond)
-	}
-	if !closed(done) {
-		t.Fatal("the max window closes the batch even while pods are coming")
 	}
 }

@@ -130,7 +130,7 @@ func (p *Provisioner) Start(ctx context.Context) error {
 		}
 	}()
 	for {
-		if !p.batcher.Wait(ctx, func() bool { return p.cluster.PodsComing(ctx) }) {
+		if !p.batcher.Wait(ctx) {
 			return nil
 		}
 		if err := p.Provision(ctx); err != nil {

@@ -101,13 +101,7 @@ func (c *Cluster) PolicyBlocked(namespace string) int {
 }
 
 // Provisionable reports whether the provisioner should find a node for a pod: pending, not
-// bound, not owned by a DaemonSet, not terminating, and either marked unschedulable by its
-// scheduler or not yet looked at by kube-scheduler (no PodScheduled condition: not gated, not
-// nominated by a preemption, for the default scheduler). The second kind matters in a
-// scale-out: kube-scheduler marks new pods unschedulable at about a hundred a second, and
-// waiting for its verdict on a thousand kept the batch open ten seconds. The solver places
-// such pods on existing nodes with room first, as kube-scheduler would, so they launch
-// capacity only where there is none.
+// bound, marked unschedulable by the scheduler, not owned by a DaemonSet and not terminating.
 func Provisionable(p *corev1.Pod) bool {
 	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return false
@@ -118,26 +112,7 @@ func Provisionable(p *corev1.Pod) bool {
 		}
 	}
 	for _, cond := range p.Status.Conditions {
-		if cond.Type == corev1.PodScheduled {
-			return cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable
-		}
-	}
-	return len(p.Spec.SchedulingGates) == 0 && p.Status.NominatedNodeName == "" &&
-		(p.Spec.SchedulerName == "" || p.Spec.SchedulerName == corev1.DefaultSchedulerName)
-}
-
-// PodsComing reports whether a ReplicaSet has fewer pods than it wants: it is creating them
-// (a thousand take it a few seconds, in waves), and a batch closed before the last wave would
-// plan nodes for part of them, the rest in another batch. A ReplicaSet that cannot create its
-// pods (a quota, an admission webhook) keeps batches open to their maximum window.
-func (c *Cluster) PodsComing(ctx context.Context) bool {
-	var sets appsv1.ReplicaSetList
-	if err := c.client.List(ctx, &sets); err != nil {
-		return false
-	}
-	for i := range sets.Items {
-		rs := &sets.Items[i]
-		if rs.DeletionTimestamp == nil && rs.Spec.Replicas != nil && rs.Status.Replicas < *rs.Spec.Replicas {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
 			return true
 		}
 	}

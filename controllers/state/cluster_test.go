@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,21 +109,8 @@ func TestProvisionable(t *testing.T) {
 		want bool
 	}{
 		{"marked unschedulable", func(*corev1.Pod) {}, true},
-		{"not looked at by the scheduler yet", func(p *corev1.Pod) { p.Status.Conditions = nil }, true},
+		{"not looked at by the scheduler yet", func(p *corev1.Pod) { p.Status.Conditions = nil }, false},
 		{"gated", func(p *corev1.Pod) { p.Status.Conditions[0].Reason = corev1.PodReasonSchedulingGated }, false},
-		{"gated, not looked at yet", func(p *corev1.Pod) {
-			p.Status.Conditions = nil
-			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}}
-		}, false},
-		{"another scheduler's, not looked at yet", func(p *corev1.Pod) {
-			p.Status.Conditions = nil
-			p.Spec.SchedulerName = "batch-scheduler"
-		}, false},
-		{"another scheduler's, marked unschedulable", func(p *corev1.Pod) { p.Spec.SchedulerName = "batch-scheduler" }, true},
-		{"nominated by a preemption", func(p *corev1.Pod) {
-			p.Status.Conditions = nil
-			p.Status.NominatedNodeName = "node-1"
-		}, false},
 		{"bound", func(p *corev1.Pod) { p.Spec.NodeName = "node-1" }, false},
 		{"a DaemonSet's", func(p *corev1.Pod) {
 			p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "agent"}}
@@ -137,37 +123,6 @@ func TestProvisionable(t *testing.T) {
 			tc.f(p)
 			if got := Provisionable(p); got != tc.want {
 				t.Fatalf("Provisionable = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-// A ReplicaSet with fewer pods than it wants is still creating them.
-func TestPodsComing(t *testing.T) {
-	rs := func(name string, want, have int32, deleting bool) *appsv1.ReplicaSet {
-		r := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-			Spec: appsv1.ReplicaSetSpec{Replicas: &want}, Status: appsv1.ReplicaSetStatus{Replicas: have}}
-		if deleting {
-			r.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-			r.Finalizers = []string{"example.com/keep"}
-		}
-		return r
-	}
-	for _, tc := range []struct {
-		name string
-		sets []client.Object
-		want bool
-	}{
-		{"none", nil, false},
-		{"all created", []client.Object{rs("a", 3, 3, false)}, false},
-		{"scaling down", []client.Object{rs("a", 1, 3, false)}, false},
-		{"one creating", []client.Object{rs("a", 3, 3, false), rs("b", 334, 120, false)}, true},
-		{"being deleted", []client.Object{rs("a", 3, 0, true)}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := NewCluster(fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(tc.sets...).Build(), clocktesting.NewFakeClock(time.Now()))
-			if got := c.PodsComing(context.Background()); got != tc.want {
-				t.Fatalf("PodsComing = %v, want %v", got, tc.want)
 			}
 		})
 	}
