@@ -27,6 +27,8 @@ func waitBatch(t *testing.T, b *Batcher, clk *clocktesting.FakeClock, open func(
 }
 
 // closed reports whether the batch closed, giving its goroutine a moment to notice the clock.
+// (The tests also sleep a moment after each trigger, for the goroutine to re-arm its timer
+// before the fake clock moves on.)
 func closed(done chan bool) bool {
 	select {
 	case <-done:
@@ -43,7 +45,7 @@ func TestBatchIgnoresRepeatedTriggersOfAPod(t *testing.T) {
 	b := NewBatcher(clk, time.Second, 10*time.Second)
 	done := waitBatch(t, b, clk, func() { b.TriggerFor("a") })
 	for range 3 {
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 		clk.Step(600 * time.Millisecond)
 		b.TriggerFor("a")
 	}
@@ -57,16 +59,16 @@ func TestBatchIsHeldOpenByNewPodsOnly(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	b := NewBatcher(clk, time.Second, 10*time.Second)
 	done := waitBatch(t, b, clk, func() { b.TriggerFor("a") })
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
 	clk.Step(600 * time.Millisecond)
 	b.TriggerFor("b")
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
 	clk.Step(600 * time.Millisecond)
 	if closed(done) {
 		t.Fatal("pod b arrived 0.6s ago: the batch waits 1s for more")
 	}
 	b.Nudge()
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
 	clk.Step(500 * time.Millisecond)
 	if !closed(done) {
 		t.Fatal("1.1s after pod b the batch closes; a nudge does not hold it open")

@@ -52,6 +52,21 @@ func reconcileOnce(t *testing.T, c *lifecycle.Controller, name string) *karpv1.N
 	return out
 }
 
+// launchable creates a KWOKNodeClass and a NodeClaim of it (changed by opts) on the API server.
+func launchable(t *testing.T, opts ...func(*karpv1.NodeClaim)) *karpv1.NodeClaim {
+	t.Helper()
+	ctx := context.Background()
+	class := test.KWOKNodeClass()
+	if err := testEnv.Client.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	nc := test.NodeClaim(append([]func(*karpv1.NodeClaim){func(nc *karpv1.NodeClaim) { nc.Spec.NodeClassRef.Name = class.Name }}, opts...)...)
+	if err := testEnv.Client.Create(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	return nc
+}
+
 func TestLaunchRegisterInitializeAndLiveness(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Now())
@@ -178,14 +193,7 @@ func TestLaunchOnceWithAStaleRead(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	cloud := &countingCloud{Provider: kwok.New(testEnv.Client, clk, 1)}
 	c := lifecycle.NewController(testEnv.Client, cloud, events.NewFakeRecorder(100), clk)
-	class := test.KWOKNodeClass()
-	if err := testEnv.Client.Create(ctx, class); err != nil {
-		t.Fatal(err)
-	}
-	nc := test.NodeClaim(func(nc *karpv1.NodeClaim) { nc.Spec.NodeClassRef.Name = class.Name })
-	if err := testEnv.Client.Create(ctx, nc); err != nil {
-		t.Fatal(err)
-	}
+	nc := launchable(t)
 	stale := nc.DeepCopy()
 	if got := reconcileOnce(t, c, nc.Name); got.Status.ProviderID == "" {
 		t.Fatalf("want it launched: %+v", got.Status)
@@ -227,14 +235,7 @@ func (r *racingNodeReader) List(ctx context.Context, list client.ObjectList, opt
 func TestRegistrationKeepsOtherWritersTaints(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Now())
-	class := test.KWOKNodeClass()
-	if err := testEnv.Client.Create(ctx, class); err != nil {
-		t.Fatal(err)
-	}
-	nc := test.NodeClaim(func(nc *karpv1.NodeClaim) { nc.Spec.NodeClassRef.Name = class.Name })
-	if err := testEnv.Client.Create(ctx, nc); err != nil {
-		t.Fatal(err)
-	}
+	nc := launchable(t)
 	agent := corev1.Taint{Key: "example.com/agent", Effect: corev1.TaintEffectNoSchedule}
 	reader := &racingNodeReader{Client: testEnv.Client}
 	reader.race = func() {
@@ -289,17 +290,7 @@ func (r *lateNodeReader) List(ctx context.Context, list client.ObjectList, opts 
 func TestNodeRegistersBeforeTheLaunchReachesTheCache(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Now())
-	class := test.KWOKNodeClass()
-	if err := testEnv.Client.Create(ctx, class); err != nil {
-		t.Fatal(err)
-	}
-	nc := test.NodeClaim(func(nc *karpv1.NodeClaim) {
-		nc.Spec.NodeClassRef.Name = class.Name
-		nc.Labels = map[string]string{karpv1.NodePoolLabelKey: "general"}
-	})
-	if err := testEnv.Client.Create(ctx, nc); err != nil {
-		t.Fatal(err)
-	}
+	nc := launchable(t, func(nc *karpv1.NodeClaim) { nc.Labels = map[string]string{karpv1.NodePoolLabelKey: "general"} })
 	beforeLaunch := nc.DeepCopy()
 	reader := &lateNodeReader{Client: testEnv.Client}
 	c := lifecycle.NewController(reader, kwok.New(testEnv.Client, clk, 1), events.NewFakeRecorder(100), clk)
