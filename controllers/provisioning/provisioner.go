@@ -178,6 +178,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 			errs[i] = fmt.Errorf("creating nodeclaim for nodepool %s: %w", c.NodePool, err)
 			return
 		}
+		p.cluster.Created(nc)
 		metrics.NodeClaimsCreated.WithLabelValues("provisioning", c.NodePool).Inc()
 		logger.Info("created nodeclaim", "NodeClaim", nc.Name, "NodePool", c.NodePool, "instanceType", c.InstanceType.Name,
 			"instanceTypes", len(c.InstanceTypes), "pods", len(c.Pods))

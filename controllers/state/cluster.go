@@ -43,6 +43,10 @@ type Cluster struct {
 
 	mu          sync.Mutex
 	nominations map[types.UID]nomination
+	// created are the NodeClaims the provisioner created that the cache has not shown yet: a
+	// batch right after the one that created them must see them launching, or it would solve
+	// the pods nominated to them again and launch for them twice.
+	created map[string]createdClaim
 	// blocked is how many pods policies kept pending in the last batch, by namespace.
 	blocked map[string]int
 }
@@ -52,9 +56,49 @@ type nomination struct {
 	at     time.Time
 }
 
+type createdClaim struct {
+	nc *karpv1.NodeClaim
+	at time.Time
+}
+
+// CreatedClaimTTL bounds how long a created NodeClaim the cache has not shown counts as
+// launching; the cache shows one within a second or two, and one deleted before the cache
+// showed it (a launch that failed at once) must not hold its pods for long.
+const CreatedClaimTTL = 10 * time.Second
+
 // NewCluster returns the state over a cached client.
 func NewCluster(c client.Client, clk clock.Clock) *Cluster {
-	return &Cluster{client: c, clock: clk, nominations: map[types.UID]nomination{}}
+	return &Cluster{client: c, clock: clk, nominations: map[types.UID]nomination{}, created: map[string]createdClaim{}}
+}
+
+// Created records a NodeClaim the provisioner has just created.
+func (c *Cluster) Created(nc *karpv1.NodeClaim) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.created[nc.Name] = createdClaim{nc: nc.DeepCopy(), at: c.clock.Now()}
+}
+
+// withCreated adds to the cache's NodeClaims those created lately that it does not show yet,
+// and forgets those it shows and those past CreatedClaimTTL.
+func (c *Cluster) withCreated(claims []karpv1.NodeClaim) []karpv1.NodeClaim {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.created) == 0 {
+		return claims
+	}
+	shown := map[string]bool{}
+	for i := range claims {
+		shown[claims[i].Name] = true
+	}
+	for name, cc := range c.created {
+		switch {
+		case shown[name] || c.clock.Since(cc.at) > CreatedClaimTTL:
+			delete(c.created, name)
+		default:
+			claims = append(claims, *cc.nc.DeepCopy())
+		}
+	}
+	return claims
 }
 
 // Nominate records that a pod should run on a node, or on a NodeClaim being launched.
@@ -155,6 +199,7 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 	if err := c.client.List(ctx, &claims); err != nil {
 		return nil, fmt.Errorf("listing nodeclaims: %w", err)
 	}
+	claims.Items = c.withCreated(claims.Items)
 	var pools karpv1.NodePoolList
 	if err := c.client.List(ctx, &pools); err != nil {
 		return nil, fmt.Errorf("listing nodepools: %w", err)

@@ -127,3 +127,42 @@ func TestProvisionable(t *testing.T) {
 		})
 	}
 }
+
+// A NodeClaim the provisioner created holds the pods nominated to it even before the cache
+// shows it: a batch right after the one that created it would otherwise solve those pods again
+// and launch for them twice.
+func TestCreatedClaimsCountBeforeTheCacheShowsThem(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	pod := pendingPod("web")
+	c := NewCluster(fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(pod).Build(), clk)
+	claim := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "general-abcde", Labels: map[string]string{karpv1.NodePoolLabelKey: "general"}}}
+	c.Created(claim)
+	c.Nominate(pod, claim.Name)
+
+	held := func() bool {
+		snap, err := c.Snapshot(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range snap.Input.Pods {
+			if p.Name == pod.Name {
+				return false
+			}
+		}
+		for _, n := range snap.Input.Nodes {
+			if n.Name == claim.Name && n.InFlight && len(n.Pods) == 1 {
+				return true
+			}
+		}
+		t.Fatalf("the pod is neither pending nor on the created NodeClaim: %+v", snap.Input.Nodes)
+		return false
+	}
+	if !held() {
+		t.Fatal("the NodeClaim was created a moment ago: its pod waits for it")
+	}
+	clk.Step(CreatedClaimTTL + time.Second)
+	if held() {
+		t.Fatal("a NodeClaim the cache never showed in 10 s is gone: its pod is solved again")
+	}
+}
