@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
@@ -105,7 +104,7 @@ func (p *Provisioner) Register(mgr ctrl.Manager) error {
 			case p.cluster.Nominated(pod):
 				p.batcher.Nudge()
 			default:
-				p.batcher.TriggerFor(pod.UID, state.ReplicaSetOf(pod))
+				p.batcher.TriggerFor(pod.UID)
 			}
 			return reconcile.Result{}, nil
 		}))
@@ -131,7 +130,7 @@ func (p *Provisioner) Start(ctx context.Context) error {
 		}
 	}()
 	for {
-		if !p.batcher.Wait(ctx, func(replicaSets []types.NamespacedName) bool { return p.cluster.PodsComing(ctx, replicaSets) }) {
+		if !p.batcher.Wait(ctx) {
 			return nil
 		}
 		if err := p.Provision(ctx); err != nil {
