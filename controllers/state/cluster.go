@@ -381,7 +381,6 @@ func launchOffer(nc *karpv1.NodeClaim, its []*cloudprovider.InstanceType) (float
 	return best, alloc
 }
 
-// schedulableTaints drops the taints Karpenter itself manages while a node registers.
 // schedulableTaints are the taints that decide what the solver may place on a node: not the
 // unregistered taint, and while its NodeClaim initializes, neither its startup taints nor the
 // node's not-ready taint, which go once it is Ready (pods placed there are bound then).

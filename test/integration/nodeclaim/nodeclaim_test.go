@@ -145,16 +145,24 @@ func TestLaunchRegisterInitializeAndLiveness(t *testing.T) {
 	}
 }
 
+// kwokNode creates a Node of the kwok provider, as its instance would register, with no
+// NodeClaim behind it.
+func kwokNode(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{kwok.NodeAnnotation: "fake"}},
+		Spec: corev1.NodeSpec{ProviderID: kwok.ProviderIDPrefix + name}}
+	if err := testEnv.Client.Create(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func TestGarbageCollection(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Now().Add(time.Hour))
 	cloud := kwok.New(testEnv.Client, clk, 1)
 	gc := garbagecollection.NewController(testEnv.Client, testEnv.Client, cloud, clk)
-	orphan := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Annotations: map[string]string{kwok.NodeAnnotation: "fake"}},
-		Spec: corev1.NodeSpec{ProviderID: kwok.ProviderIDPrefix + "orphan"}}
-	if err := testEnv.Client.Create(ctx, orphan); err != nil {
-		t.Fatal(err)
-	}
+	orphan := kwokNode(t, "orphan")
 	gone := test.NodeClaim()
 	if err := testEnv.Client.Create(ctx, gone); err != nil {
 		t.Fatal(err)
@@ -332,11 +340,7 @@ func TestGarbageCollectionChecksTheAPIServer(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now().Add(time.Hour))
 	cloud := kwok.New(testEnv.Client, clk, 1)
 	gc := garbagecollection.NewController(staleReader{testEnv.Client}, testEnv.Client, cloud, clk)
-	owned := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "owned", Annotations: map[string]string{kwok.NodeAnnotation: "fake"}},
-		Spec: corev1.NodeSpec{ProviderID: kwok.ProviderIDPrefix + "owned"}}
-	if err := testEnv.Client.Create(ctx, owned); err != nil {
-		t.Fatal(err)
-	}
+	owned := kwokNode(t, "owned")
 	nc := test.NodeClaim()
 	if err := testEnv.Client.Create(ctx, nc); err != nil {
 		t.Fatal(err)
