@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,6 +52,8 @@ type Provisioner struct {
 	nominationEvents flowcontrol.RateLimiter
 	// engine, when set, applies CapacityBudgets and CapacityPolicies to every batch.
 	engine *policies.Engine
+	// retrying is set while a batch is due for displaced pods (see state.DisplacedGrace).
+	retrying atomic.Bool
 }
 
 // WithPolicies makes the provisioner consult the policy engine.
@@ -141,6 +144,21 @@ func (p *Provisioner) Start(ctx context.Context) error {
 	}
 }
 
+// retryIn opens a batch after d, unless a retry is already waiting.
+func (p *Provisioner) retryIn(ctx context.Context, d time.Duration) {
+	if !p.retrying.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer p.retrying.Store(false)
+		select {
+		case <-ctx.Done():
+		case <-p.clock.After(d):
+			p.batcher.Nudge()
+		}
+	}()
+}
+
 // createParallelism is how many NodeClaims of a batch are created at once.
 const createParallelism = 32
 
@@ -150,6 +168,10 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	snap, err := p.cluster.Snapshot(ctx, p.cloud)
 	if err != nil {
 		return err
+	}
+	if snap.Displaced > 0 {
+		logger.V(1).Info("pods displaced from their nominated nodes wait for kube-scheduler", "pods", snap.Displaced, "retryAfter", snap.RetryAfter.String())
+		p.retryIn(ctx, snap.RetryAfter)
 	}
 	if len(snap.Input.Pods) == 0 {
 		return nil

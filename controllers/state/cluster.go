@@ -31,9 +31,16 @@ import (
 // then for ExistingNominationTTL more, after which the scheduler should have bound the pod
 // and a pod still pending is solved again. A node that is not Ready yet has no room for
 // kube-scheduler to bind into, so its nominations cannot have failed.
+//
+// When kube-scheduler filled a nominated pod's node with other pods, the pod is displaced:
+// kube-scheduler binds pods where it sees fit, not where the plan put them, and the room the
+// pod needs is then often where the plan put one of those others. Once its node has been Ready
+// for DisplacedGrace (kube-scheduler has tried the pending pods on it), a displaced pod is
+// solved again, and capacity is launched for it only if no node has room for it then.
 const (
 	LaunchNominationTTL   = 5 * time.Minute
 	ExistingNominationTTL = 20 * time.Second
+	DisplacedGrace        = 5 * time.Second
 )
 
 // Cluster reads the informer caches and remembers nominations.
@@ -168,6 +175,10 @@ type Snapshot struct {
 	Input *scheduling.Input
 	// NodePools by name, for the NodeClaims created from the decision.
 	NodePools map[string]*karpv1.NodePool
+	// Displaced counts the pods left out for DisplacedGrace, and RetryAfter says when the
+	// first of them is solved again.
+	Displaced  int
+	RetryAfter time.Duration
 }
 
 // Snapshot lists the pending pods and builds the solver's input: existing nodes (with the pods
@@ -220,21 +231,44 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 	in := &scheduling.Input{}
 	byNode := map[string][]*corev1.Pod{}
 	byClaim := map[string][]*corev1.Pod{}
-	launching := map[string]bool{}
-	for _, nc := range claims.Items {
-		if nc.DeletionTimestamp == nil {
-			launching[nc.Name] = true
-		}
-	}
-	// Registered nodes, and since when each is Ready (zero: not Ready yet).
-	readySince := map[string]time.Time{}
+	// In flight: NodeClaims not being deleted whose Node is not there yet. Once it is, even
+	// before registration, and reports what it can allocate (a node's status comes after the
+	// node, and the cache may show the NodeClaim's launch between the two), the Node stands for
+	// its NodeClaim; a cordoned or deleted one offers no room. usable are the nodes that offer
+	// room, with since when each is Ready (zero: not Ready yet).
+	nodeByName, nodeByID := map[string]*corev1.Node{}, map[string]*corev1.Node{}
+	usable := map[string]time.Time{}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		if n.DeletionTimestamp == nil {
-			readySince[n.Name] = time.Time{}
+		if len(n.Status.Allocatable) == 0 && n.DeletionTimestamp == nil && !n.Spec.Unschedulable {
+			continue
+		}
+		nodeByName[n.Name] = n
+		if n.Spec.ProviderID != "" {
+			nodeByID[n.Spec.ProviderID] = n
+		}
+		if n.DeletionTimestamp == nil && !n.Spec.Unschedulable {
+			usable[n.Name] = time.Time{}
 			if r := nodeReady(n); r != nil {
-				readySince[n.Name] = r.LastTransitionTime.Time
+				usable[n.Name] = r.LastTransitionTime.Time
 			}
+		}
+	}
+	inFlight := map[string]bool{}
+	// nodeOf names the Node of each NodeClaim whose Node is there: a nomination names the
+	// NodeClaim it launched for, and holds on its Node once that is there.
+	nodeOf := map[string]string{}
+	for i := range claims.Items {
+		nc := &claims.Items[i]
+		n := nodeByName[nc.Status.NodeName]
+		if n == nil {
+			n = nodeByID[nc.Status.ProviderID]
+		}
+		switch {
+		case n != nil:
+			nodeOf[nc.Name] = n.Name
+		case nc.DeletionTimestamp == nil:
+			inFlight[nc.Name] = true
 		}
 	}
 	nominatedOn := map[string][]*corev1.Pod{}
@@ -247,53 +281,76 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 			// A nominated pod keeps its room where the solver put it, for as long as its
 			// nomination holds; then, or if its target is gone, it is solved again.
 			target, at, ok := c.nominatedTo(p)
-			ready, registered := readySince[target]
+			if name, launched := nodeOf[target]; launched {
+				target = name
+			}
+			ready, onNode := usable[target]
 			switch {
-			case ok && registered && (ready.IsZero() || c.clock.Since(later(at, ready)) <= ExistingNominationTTL):
-				nominatedOn[target] = append(nominatedOn[target], p)
-			case ok && !registered && launching[target]:
+			case ok && inFlight[target]:
 				byClaim[target] = append(byClaim[target], p)
+			case ok && onNode && (ready.IsZero() || c.clock.Since(later(at, ready)) <= ExistingNominationTTL):
+				nominatedOn[target] = append(nominatedOn[target], p)
 			default:
 				in.Pods = append(in.Pods, p)
 			}
 		}
 	}
-	// The NodeClaims whose nodes are not initialized yet, by node name: their startup taints
-	// and the node's not-ready taint will go.
-	initializing := map[string]*karpv1.NodeClaim{}
-	for i := range claims.Items {
-		nc := &claims.Items[i]
-		if nc.Status.NodeName != "" && !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
-			initializing[nc.Status.NodeName] = nc
-		}
-	}
 	// A nomination to a registered node holds only while the node has room for it besides
-	// the pods bound there: kube-scheduler binds pods where it sees fit, and when it filled
-	// the node with others, waiting out the nomination would only delay the pod.
+	// the pods bound there; a displaced pod waits out DisplacedGrace, then is solved again.
+	displaced, retryAfter := 0, time.Duration(0)
 	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		free := n.Status.Allocatable
-		for _, p := range byNode[n.Name] {
+		name := nodes.Items[i].Name
+		free := nodes.Items[i].Status.Allocatable
+		for _, p := range byNode[name] {
 			free = scheduling.Subtract(free, scheduling.PodRequests(p))
 		}
-		for _, p := range nominatedOn[n.Name] {
+		for _, p := range nominatedOn[name] {
 			req := scheduling.PodRequests(p)
 			if ok, _ := scheduling.Fits(req, free); !ok {
+				wait := DisplacedGrace
+				if ready := usable[name]; !ready.IsZero() {
+					wait -= c.clock.Since(ready)
+				}
+				if wait > 0 {
+					displaced++
+					if retryAfter == 0 || wait < retryAfter {
+						retryAfter = wait
+					}
+					continue
+				}
 				in.Pods = append(in.Pods, p)
 				continue
 			}
 			free = scheduling.Subtract(free, req)
-			byNode[n.Name] = append(byNode[n.Name], p)
+			byNode[name] = append(byNode[name], p)
 		}
 	}
-	registered := map[string]bool{}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if n.DeletionTimestamp != nil || n.Spec.Unschedulable {
+	// The NodeClaims whose nodes are not initialized yet, by node name and by provider ID (a
+	// node not registered yet is known to its NodeClaim by provider ID only): their startup
+	// taints and the node's not-ready taint will go.
+	initializing, initializingID := map[string]*karpv1.NodeClaim{}, map[string]*karpv1.NodeClaim{}
+	for i := range claims.Items {
+		nc := &claims.Items[i]
+		if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
 			continue
 		}
-		registered[n.Name] = true
-		in.Nodes = append(in.Nodes, &scheduling.Node{Name: n.Name, Labels: n.Labels, Taints: schedulableTaints(n, initializing[n.Name]),
+		if nc.Status.NodeName != "" {
+			initializing[nc.Status.NodeName] = nc
+		}
+		if nc.Status.ProviderID != "" {
+			initializingID[nc.Status.ProviderID] = nc
+		}
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if _, ok := usable[n.Name]; !ok {
+			continue
+		}
+		claim := initializing[n.Name]
+		if claim == nil && n.Spec.ProviderID != "" {
+			claim = initializingID[n.Spec.ProviderID]
+		}
+		in.Nodes = append(in.Nodes, &scheduling.Node{Name: n.Name, Labels: n.Labels, Taints: schedulableTaints(n, claim),
 			Allocatable: n.Status.Allocatable, Pods: byNode[n.Name]})
 	}
 	usage := map[string]corev1.ResourceList{}
@@ -307,10 +364,10 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 		}
 		scheduling.AddResources(u, nc.Status.Capacity)
 		scheduling.AddResources(u, corev1.ResourceList{"nodes": *resourceOne()})
-		if nc.DeletionTimestamp != nil || (nc.Status.NodeName != "" && registered[nc.Status.NodeName]) {
+		if !inFlight[nc.Name] {
 			continue
 		}
-		// In flight: not registered yet. Its pods are the ones nominated to it.
+		// Its pods are the ones nominated to it.
 		price, launchAlloc := launchOffer(nc, typesOf[nc.Labels[karpv1.NodePoolLabelKey]])
 		alloc := nc.Status.Allocatable
 		if len(alloc) == 0 {
@@ -330,7 +387,7 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 	for _, ds := range daemonSets.Items {
 		templates = append(templates, ds.Spec.Template)
 	}
-	snap := &Snapshot{Input: in, NodePools: map[string]*karpv1.NodePool{}}
+	snap := &Snapshot{Input: in, NodePools: map[string]*karpv1.NodePool{}, Displaced: displaced, RetryAfter: retryAfter}
 	sort.Slice(pools.Items, func(i, j int) bool { return pools.Items[i].Name < pools.Items[j].Name })
 	for i := range pools.Items {
 		np := &pools.Items[i]

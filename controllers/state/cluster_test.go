@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 )
 
 var startupTaint = corev1.Taint{Key: "example.com/agent", Effect: corev1.TaintEffectNoSchedule}
@@ -45,6 +47,82 @@ func node(name string, readyAt time.Time) (*corev1.Node, *karpv1.NodeClaim) {
 	return n, nc
 }
 
+// A NodeClaim is in flight until its Node is there and reports what it can allocate; then the
+// Node stands for it, found by name or, before registration, by provider ID, holds the pods
+// nominated to the NodeClaim, and offers its room without its not-ready, startup and
+// unregistered taints while it initializes. A cordoned node offers no room, and its NodeClaim
+// does not count as in flight.
+func TestTheNodeStandsForItsNodeClaimOnceItReportsCapacity(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	slow, slowClaim := node("slow", time.Time{})
+	ready, readyClaim := node("ready", clk.Now().Add(-5*time.Second))
+	// early's Node is there, not yet registered: its NodeClaim knows it by provider ID only.
+	early, earlyClaim := node("early", time.Time{})
+	early.Spec.ProviderID, earlyClaim.Status.ProviderID, earlyClaim.Status.NodeName = "kwok://early", "kwok://early", ""
+	early.Spec.Taints = append(early.Spec.Taints, corev1.Taint{Key: karpv1.UnregisteredTaintKey, Effect: corev1.TaintEffectNoExecute})
+	cordoned, cordonedClaim := node("cordoned", clk.Now().Add(-time.Minute))
+	cordoned.Spec.Unschedulable = true
+	// bare's Node is there, but not its status yet (it is written after the Node): its
+	// NodeClaim, launched, is still what offers the room.
+	bare, bareClaim := node("bare", time.Time{})
+	bare.Spec.ProviderID, bareClaim.Status.ProviderID, bareClaim.Status.NodeName = "kwok://bare", "kwok://bare", ""
+	bareClaim.Status.Allocatable, bare.Status.Allocatable = bare.Status.Allocatable, nil
+	launching := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "launching"},
+		Spec: karpv1.NodeClaimSpec{Resources: karpv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}
+	objs := []client.Object{slow, slowClaim, ready, readyClaim, early, earlyClaim, cordoned, cordonedClaim, bare, bareClaim, launching, pendingPod("free")}
+	for _, name := range []string{"slow", "ready", "early", "cordoned", "bare", "launching"} {
+		objs = append(objs, pendingPod("on-"+name))
+	}
+	c := NewCluster(fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(objs...).Build(), clk)
+	for _, name := range []string{"slow", "ready", "early", "cordoned", "bare", "launching"} {
+		c.Nominate(pendingPod("on-"+name), name)
+	}
+
+	snap, err := c.Snapshot(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := map[string]bool{}
+	for _, p := range snap.Input.Pods {
+		pending[p.Name] = true
+	}
+	if !pending["free"] || !pending["on-cordoned"] || len(pending) != 2 {
+		t.Errorf("pending for the solver: %v; want free and on-cordoned only", pending)
+	}
+	nodes := map[string]*scheduling.Node{}
+	for _, n := range snap.Input.Nodes {
+		nodes[n.Name] = n
+	}
+	for _, name := range []string{"launching", "bare"} {
+		if n := nodes[name]; n == nil || !n.InFlight || len(n.Pods) != 1 || n.Allocatable.Cpu().IsZero() {
+			t.Errorf("%s: the NodeClaim in flight holds its nominated pod: %s", name, describe(n))
+		}
+	}
+	for _, name := range []string{"slow", "early"} {
+		if n := nodes[name]; n == nil || n.InFlight || len(n.Taints) != 0 || len(n.Pods) != 1 {
+			t.Errorf("%s: an initializing node offers its room without its not-ready, startup and unregistered taints, once: %s", name, describe(n))
+		}
+	}
+	if n := nodes["cordoned"]; n != nil {
+		t.Errorf("a cordoned node offers no room, nor does its NodeClaim as if in flight: %s", describe(n))
+	}
+	if len(snap.Input.Nodes) != 5 {
+		t.Errorf("%d nodes for the solver; want slow, ready, early, launching and bare (as the NodeClaim)", len(snap.Input.Nodes))
+	}
+	// Once its NodeClaim is initialized, a node's taints all count.
+	if got := schedulableTaints(slow, nil); len(got) != 2 {
+		t.Errorf("an initialized node's taints all count: %v", got)
+	}
+}
+
+func describe(n *scheduling.Node) string {
+	if n == nil {
+		return "absent"
+	}
+	return fmt.Sprintf("inFlight=%v taints=%v pods=%d", n.InFlight, n.Taints, len(n.Pods))
+}
+
 // TestNominationsHoldUntilTheNodeIsReady: a pod nominated to a node keeps its place while the
 // node is not Ready (kube-scheduler cannot bind it there yet, however long that takes), and
 // for ExistingNominationTTL after the node became Ready, as long as the node has room for it
@@ -59,8 +137,8 @@ func TestNominationsHoldUntilTheNodeIsReady(t *testing.T) {
 	slow, slowClaim := node("slow", time.Time{})
 	fresh, freshClaim := node("fresh", now.Add(-5*time.Second))
 	stale, staleClaim := node("stale", now.Add(-time.Minute))
-	// full became Ready as recently as fresh, but kube-scheduler filled it with another pod.
-	full, fullClaim := node("full", now.Add(-5*time.Second))
+	// full became Ready 10 s ago, and kube-scheduler filled it with another pod.
+	full, fullClaim := node("full", now.Add(-10*time.Second))
 	other := pendingPod("other")
 	other.Spec.NodeName, other.Status = "full", corev1.PodStatus{Phase: corev1.PodRunning}
 	other.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1500m")
@@ -99,6 +177,47 @@ func TestNominationsHoldUntilTheNodeIsReady(t *testing.T) {
 	// Once its NodeClaim is initialized, a node's taints all count.
 	if got := schedulableTaints(slow, nil); len(got) != 2 {
 		t.Errorf("an initialized node's taints all count: %v", got)
+	}
+}
+
+// A pod whose nominated node kube-scheduler filled with others waits DisplacedGrace after the
+// node became Ready (kube-scheduler is placing the pending pods, and the room it needs is
+// likely where the plan put one of the others), then is solved again; the snapshot says when.
+func TestDisplacedPodsWaitForKubeScheduler(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	a, aClaim := node("a", clk.Now().Add(-2*time.Second))
+	b, bClaim := node("b", clk.Now().Add(-2*time.Second))
+	onA, onB := pendingPod("on-a"), pendingPod("on-b")
+	// kube-scheduler put on-b on a, and two 1-cpu pods fill a.
+	other := pendingPod("other")
+	for _, p := range []*corev1.Pod{onB, other} {
+		p.Spec.NodeName, p.Status = "a", corev1.PodStatus{Phase: corev1.PodRunning}
+	}
+	c := NewCluster(fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(a, aClaim, b, bClaim, onA, onB, other).Build(), clk)
+	c.Nominate(onA, "a")
+	c.Nominate(onB, "b")
+
+	snap, err := c.Snapshot(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Input.Pods) != 0 || snap.Displaced != 1 || snap.RetryAfter != 3*time.Second {
+		t.Fatalf("pending %d, displaced %d, retry after %s; want on-a displaced, solved again in 3s", len(snap.Input.Pods), snap.Displaced, snap.RetryAfter)
+	}
+	clk.Step(3 * time.Second)
+	if snap, err = c.Snapshot(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Input.Pods) != 1 || snap.Input.Pods[0].Name != "on-a" || snap.Displaced != 0 {
+		t.Fatalf("pending %d, displaced %d; want on-a solved again", len(snap.Input.Pods), snap.Displaced)
+	}
+	res, err := scheduling.Solve(snap.Input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Existing["b"]; len(got) != 1 || got[0].Name != "on-a" || len(res.NodeClaims) != 0 {
+		t.Errorf("on b: %v, %d NodeClaims; want on-a on b, where on-b's room is free", got, len(res.NodeClaims))
 	}
 }
 
