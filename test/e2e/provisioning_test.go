@@ -212,6 +212,18 @@ func TestScaleUpRunsEveryPod(t *testing.T) {
 		}
 	}
 	t.Logf("%d NodeClaims for %d pods", len(claims.Items), replicas)
+	if t.Failed() {
+		// Where the pods went and when each NodeClaim was made tell an off-plan binding from
+		// a batch that launched twice.
+		perNode := map[string]int{}
+		for _, p := range pods.Items {
+			perNode[p.Spec.NodeName]++
+		}
+		for _, nc := range claims.Items {
+			t.Logf("NodeClaim %s: %s, created %s, %d pods", nc.Name, nc.Labels[karpv1.LabelInstanceType],
+				nc.CreationTimestamp.Format(time.TimeOnly), perNode[nc.Status.NodeName])
+		}
+	}
 
 	// NodePool and node class status, as kubectl shows them.
 	perPool := map[string]int64{}

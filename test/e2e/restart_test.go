@@ -53,6 +53,12 @@ func TestControllerCrashDuringScaleUp(t *testing.T) {
 			t.Errorf("NodeClaim %s (%s) runs none of the pods: capacity launched twice", nc.Name, nc.Labels[karpv1.LabelInstanceType])
 		}
 	}
+	if t.Failed() {
+		for _, nc := range after.Items {
+			t.Logf("NodeClaim %s: created %s, node %q", nc.Name, nc.CreationTimestamp.Format(time.TimeOnly), nc.Status.NodeName)
+		}
+		t.Logf("the restarted manager's log:\n%s", local.LogTail("karpenter", 300))
+	}
 	// Every kwok node belongs to a NodeClaim: nothing leaked.
 	var nodes corev1.NodeList
 	if err := kube.List(ctx, &nodes); err != nil {
