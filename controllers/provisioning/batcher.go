@@ -22,19 +22,25 @@ type Batcher struct {
 	// the batch open as if new pods kept arriving.
 	mu   sync.Mutex
 	seen sets.Set[types.UID]
+	// replicaSets own the pods that triggered the batch being gathered.
+	replicaSets sets.Set[types.NamespacedName]
 }
 
 // NewBatcher returns a batcher with the given windows.
 func NewBatcher(clk clock.Clock, idle, max time.Duration) *Batcher {
-	return &Batcher{clock: clk, idle: idle, max: max, trigger: make(chan struct{}, 1), nudge: make(chan struct{}, 1), seen: sets.New[types.UID]()}
+	return &Batcher{clock: clk, idle: idle, max: max, trigger: make(chan struct{}, 1), nudge: make(chan struct{}, 1),
+		seen: sets.New[types.UID](), replicaSets: sets.New[types.NamespacedName]()}
 }
 
-// TriggerFor asks for a batch for a pod; a pod that triggered the batch being gathered does
-// not again.
-func (b *Batcher) TriggerFor(uid types.UID) {
+// TriggerFor asks for a batch for a pod, owned by replicaSet if that is not empty; a pod that
+// triggered the batch being gathered does not again.
+func (b *Batcher) TriggerFor(uid types.UID, replicaSet types.NamespacedName) {
 	b.mu.Lock()
 	seen := b.seen.Has(uid)
 	b.seen.Insert(uid)
+	if replicaSet.Name != "" {
+		b.replicaSets.Insert(replicaSet)
+	}
 	b.mu.Unlock()
 	if !seen {
 		b.Trigger()
@@ -59,8 +65,10 @@ func (b *Batcher) Nudge() {
 	}
 }
 
-// Wait blocks until a batch closes, and reports false when ctx ended first.
-func (b *Batcher) Wait(ctx context.Context) bool {
+// Wait blocks until a batch closes, and reports false when ctx ended first. When the idle
+// duration passes while more reports that the ReplicaSets of the batch's pods are still
+// creating pods, the batch waits on for them (up to the max duration).
+func (b *Batcher) Wait(ctx context.Context, more func([]types.NamespacedName) bool) bool {
 	select {
 	case <-ctx.Done():
 		return false
@@ -70,6 +78,7 @@ func (b *Batcher) Wait(ctx context.Context) bool {
 	defer func() {
 		b.mu.Lock()
 		b.seen = sets.New[types.UID]()
+		b.replicaSets = sets.New[types.NamespacedName]()
 		b.mu.Unlock()
 	}()
 	deadline := b.clock.After(b.max)
@@ -81,7 +90,13 @@ func (b *Batcher) Wait(ctx context.Context) bool {
 		case <-deadline:
 			return true
 		case <-idle:
-			return true
+			b.mu.Lock()
+			owners := b.replicaSets.UnsortedList()
+			b.mu.Unlock()
+			if more == nil || !more(owners) {
+				return true
+			}
+			idle = b.clock.After(b.idle)
 		case <-b.trigger:
 			// More pods arrived: wait for them to settle.
 			idle = b.clock.After(b.idle)

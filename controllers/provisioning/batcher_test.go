@@ -2,19 +2,21 @@ package provisioning
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // waitBatch starts gathering a batch and returns a channel that receives when it closes.
-func waitBatch(t *testing.T, b *Batcher, clk *clocktesting.FakeClock, open func()) chan bool {
+func waitBatch(t *testing.T, b *Batcher, clk *clocktesting.FakeClock, more func([]types.NamespacedName) bool, open func()) chan bool {
 	t.Helper()
 	// Fire the timers a previous batch left, so that waiters mean this batch's.
 	clk.Step(time.Hour)
 	done := make(chan bool, 1)
-	go func() { done <- b.Wait(context.Background()) }()
+	go func() { done <- b.Wait(context.Background(), more) }()
 	open()
 	// The batch is open once its timers are set.
 	for i := 0; !clk.HasWaiters(); i++ {
@@ -27,8 +29,6 @@ func waitBatch(t *testing.T, b *Batcher, clk *clocktesting.FakeClock, open func(
 }
 
 // closed reports whether the batch closed, giving its goroutine a moment to notice the clock.
-// (The tests also sleep a moment after each trigger, for the goroutine to re-arm its timer
-// before the fake clock moves on.)
 func closed(done chan bool) bool {
 	select {
 	case <-done:
@@ -43,11 +43,11 @@ func closed(done chan bool) bool {
 func TestBatchIgnoresRepeatedTriggersOfAPod(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	b := NewBatcher(clk, time.Second, 10*time.Second)
-	done := waitBatch(t, b, clk, func() { b.TriggerFor("a") })
+	done := waitBatch(t, b, clk, nil, func() { b.TriggerFor("a", types.NamespacedName{}) })
 	for range 3 {
 		time.Sleep(100 * time.Millisecond)
 		clk.Step(600 * time.Millisecond)
-		b.TriggerFor("a")
+		b.TriggerFor("a", types.NamespacedName{})
 	}
 	if !closed(done) {
 		t.Fatal("the batch is still open 1.8s in, 1s after its only pod")
@@ -58,10 +58,10 @@ func TestBatchIgnoresRepeatedTriggersOfAPod(t *testing.T) {
 func TestBatchIsHeldOpenByNewPodsOnly(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	b := NewBatcher(clk, time.Second, 10*time.Second)
-	done := waitBatch(t, b, clk, func() { b.TriggerFor("a") })
+	done := waitBatch(t, b, clk, nil, func() { b.TriggerFor("a", types.NamespacedName{}) })
 	time.Sleep(100 * time.Millisecond)
 	clk.Step(600 * time.Millisecond)
-	b.TriggerFor("b")
+	b.TriggerFor("b", types.NamespacedName{})
 	time.Sleep(100 * time.Millisecond)
 	clk.Step(600 * time.Millisecond)
 	if closed(done) {
@@ -75,14 +75,62 @@ func TestBatchIsHeldOpenByNewPodsOnly(t *testing.T) {
 	}
 
 	// After a batch, the same pod triggers the next one; a nudge alone opens one too.
-	done = waitBatch(t, b, clk, func() { b.TriggerFor("a") })
+	done = waitBatch(t, b, clk, nil, func() { b.TriggerFor("a", types.NamespacedName{}) })
 	clk.Step(time.Second)
 	if !closed(done) {
 		t.Fatal("pod a opened a new batch, which closes after 1s")
 	}
-	done = waitBatch(t, b, clk, b.Nudge)
+	done = waitBatch(t, b, clk, nil, b.Nudge)
 	clk.Step(time.Second)
 	if !closed(done) {
 		t.Fatal("a nudge opened a batch, which closes after 1s")
+	}
+}
+
+// While the ReplicaSets of the batch's pods are still creating pods, the idle window does not
+// close the batch; the max window does.
+func TestBatchWaitsForPodsStillComing(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	b := NewBatcher(clk, time.Second, 10*time.Second)
+	web := types.NamespacedName{Namespace: "default", Name: "web-5d8f"}
+	var coming atomic.Bool
+	coming.Store(true)
+	var asked []types.NamespacedName
+	more := func(sets []types.NamespacedName) bool {
+		asked = sets
+		return coming.Load() && len(sets) > 0
+	}
+	done := waitBatch(t, b, clk, more, func() { b.TriggerFor("a", web) })
+	for range 3 {
+		time.Sleep(100 * time.Millisecond)
+		clk.Step(1100 * time.Millisecond)
+	}
+	if closed(done) {
+		t.Fatal("3.3s without a new pod, but its ReplicaSet is still creating pods: the batch waits")
+	}
+	if len(asked) != 1 || asked[0] != web {
+		t.Errorf("asked about %v, want the pod's ReplicaSet %v", asked, web)
+	}
+	coming.Store(false)
+	clk.Step(1100 * time.Millisecond)
+	if !closed(done) {
+		t.Fatal("no pod is coming any more: the batch closes at the next idle window")
+	}
+
+	// A pod no ReplicaSet owns does not wait for anyone's.
+	coming.Store(true)
+	done = waitBatch(t, b, clk, more, func() { b.TriggerFor("b", types.NamespacedName{}) })
+	clk.Step(1100 * time.Millisecond)
+	if !closed(done) {
+		t.Fatal("the last batch's ReplicaSet is not this batch's: it closes after 1s")
+	}
+
+	done = waitBatch(t, b, clk, more, func() { b.TriggerFor("c", web) })
+	for range 10 {
+		time.Sleep(100 * time.Millisecond)
+		clk.Step(1100 * time.Millisecond)
+	}
+	if !closed(done) {
+		t.Fatal("the max window closes the batch even while pods are coming")
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
@@ -107,7 +108,7 @@ func (p *Provisioner) Register(mgr ctrl.Manager) error {
 			case p.cluster.Nominated(pod):
 				p.batcher.Nudge()
 			default:
-				p.batcher.TriggerFor(pod.UID)
+				p.batcher.TriggerFor(pod.UID, state.ReplicaSetOf(pod))
 			}
 			return reconcile.Result{}, nil
 		}))
@@ -133,7 +134,7 @@ func (p *Provisioner) Start(ctx context.Context) error {
 		}
 	}()
 	for {
-		if !p.batcher.Wait(ctx) {
+		if !p.batcher.Wait(ctx, func(replicaSets []types.NamespacedName) bool { return p.cluster.PodsComing(ctx, replicaSets) }) {
 			return nil
 		}
 		if err := p.Provision(ctx); err != nil {

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -152,7 +153,13 @@ func (c *Cluster) PolicyBlocked(namespace string) int {
 }
 
 // Provisionable reports whether the provisioner should find a node for a pod: pending, not
-// bound, marked unschedulable by the scheduler, not owned by a DaemonSet and not terminating.
+// bound, not owned by a DaemonSet, not terminating, and either marked unschedulable by its
+// scheduler or not yet looked at by kube-scheduler (no PodScheduled condition: not gated, not
+// nominated by a preemption, for the default scheduler). The second kind matters in a
+// scale-out: kube-scheduler marks new pods unschedulable at about a hundred a second, and
+// waiting for its verdict on a thousand kept the batch open ten seconds. The solver places
+// such pods on existing nodes with room first, as kube-scheduler would, so they launch
+// capacity only where there is none.
 func Provisionable(p *corev1.Pod) bool {
 	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return false
@@ -163,11 +170,38 @@ func Provisionable(p *corev1.Pod) bool {
 		}
 	}
 	for _, cond := range p.Status.Conditions {
-		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+		if cond.Type == corev1.PodScheduled {
+			return cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return len(p.Spec.SchedulingGates) == 0 && p.Status.NominatedNodeName == "" &&
+		(p.Spec.SchedulerName == "" || p.Spec.SchedulerName == corev1.DefaultSchedulerName)
+}
+
+// PodsComing reports whether one of the ReplicaSets has fewer pods than it wants: it is
+// creating them (a thousand take it a few seconds, in waves), and a batch closed before the
+// last wave would plan nodes for part of them, the rest in another batch. A ReplicaSet that
+// cannot create its pods (a quota, an admission webhook) holds the batches its pods trigger to
+// their maximum window.
+func (c *Cluster) PodsComing(ctx context.Context, replicaSets []types.NamespacedName) bool {
+	for _, key := range replicaSets {
+		rs := &appsv1.ReplicaSet{}
+		if err := c.client.Get(ctx, key, rs); err != nil {
+			continue
+		}
+		if rs.DeletionTimestamp == nil && rs.Spec.Replicas != nil && rs.Status.Replicas < *rs.Spec.Replicas {
 			return true
 		}
 	}
 	return false
+}
+
+// ReplicaSetOf names the ReplicaSet that controls the pod, if one does.
+func ReplicaSetOf(pod *corev1.Pod) types.NamespacedName {
+	if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "ReplicaSet" {
+		return types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}
+	}
+	return types.NamespacedName{}
 }
 
 // Snapshot is the solver's input as the cluster stands now, with the pods to place.

@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -228,8 +230,21 @@ func TestProvisionable(t *testing.T) {
 		want bool
 	}{
 		{"marked unschedulable", func(*corev1.Pod) {}, true},
-		{"not looked at by the scheduler yet", func(p *corev1.Pod) { p.Status.Conditions = nil }, false},
+		{"not looked at by the scheduler yet", func(p *corev1.Pod) { p.Status.Conditions = nil }, true},
 		{"gated", func(p *corev1.Pod) { p.Status.Conditions[0].Reason = corev1.PodReasonSchedulingGated }, false},
+		{"gated, not looked at yet", func(p *corev1.Pod) {
+			p.Status.Conditions = nil
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}}
+		}, false},
+		{"another scheduler's, not looked at yet", func(p *corev1.Pod) {
+			p.Status.Conditions = nil
+			p.Spec.SchedulerName = "batch-scheduler"
+		}, false},
+		{"another scheduler's, marked unschedulable", func(p *corev1.Pod) { p.Spec.SchedulerName = "batch-scheduler" }, true},
+		{"nominated by a preemption", func(p *corev1.Pod) {
+			p.Status.Conditions = nil
+			p.Status.NominatedNodeName = "node-1"
+		}, false},
 		{"bound", func(p *corev1.Pod) { p.Spec.NodeName = "node-1" }, false},
 		{"a DaemonSet's", func(p *corev1.Pod) {
 			p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "agent"}}
@@ -244,6 +259,52 @@ func TestProvisionable(t *testing.T) {
 				t.Fatalf("Provisionable = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A ReplicaSet with fewer pods than it wants is still creating them; only the ReplicaSets
+// asked about count.
+func TestPodsComing(t *testing.T) {
+	rs := func(name string, want, have int32, deleting bool) *appsv1.ReplicaSet {
+		r := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: appsv1.ReplicaSetSpec{Replicas: &want}, Status: appsv1.ReplicaSetStatus{Replicas: have}}
+		if deleting {
+			r.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+			r.Finalizers = []string{"example.com/keep"}
+		}
+		return r
+	}
+	c := NewCluster(fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(
+		rs("done", 3, 3, false), rs("shrinking", 1, 3, false), rs("creating", 334, 120, false),
+		rs("deleting", 3, 0, true), rs("quota", 5, 2, false),
+	).Build(), clocktesting.NewFakeClock(time.Now()))
+	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "default", Name: name} }
+	for _, tc := range []struct {
+		name  string
+		asked []types.NamespacedName
+		want  bool
+	}{
+		{"none", nil, false},
+		{"all created", []types.NamespacedName{key("done")}, false},
+		{"scaling down", []types.NamespacedName{key("shrinking")}, false},
+		{"one creating", []types.NamespacedName{key("done"), key("creating")}, true},
+		{"being deleted", []types.NamespacedName{key("deleting")}, false},
+		{"gone", []types.NamespacedName{key("missing")}, false},
+		{"another batch's short ReplicaSet", []types.NamespacedName{key("done")}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := c.PodsComing(context.Background(), tc.asked); got != tc.want {
+				t.Fatalf("PodsComing = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	pod := pendingPod("web-5d8f-abcde")
+	pod.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-5d8f", Controller: ptr.To(true)}}
+	if got := ReplicaSetOf(pod); got != key("web-5d8f") {
+		t.Errorf("ReplicaSetOf = %v", got)
+	}
+	if got := ReplicaSetOf(pendingPod("bare")); got.Name != "" {
+		t.Errorf("a bare pod has no ReplicaSet, got %v", got)
 	}
 }
 
