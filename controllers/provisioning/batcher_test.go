@@ -95,9 +95,10 @@ func TestBatchWaitsForPodsStillComing(t *testing.T) {
 	web := types.NamespacedName{Namespace: "default", Name: "web-5d8f"}
 	var coming atomic.Bool
 	coming.Store(true)
-	var asked []types.NamespacedName
+	// asked is what the batch's goroutine asked about last.
+	var asked atomic.Pointer[[]types.NamespacedName]
 	more := func(sets []types.NamespacedName) bool {
-		asked = sets
+		asked.Store(&sets)
 		return coming.Load() && len(sets) > 0
 	}
 	done := waitBatch(t, b, clk, more, func() { b.TriggerFor("a", web) })
@@ -108,8 +109,8 @@ func TestBatchWaitsForPodsStillComing(t *testing.T) {
 	if closed(done) {
 		t.Fatal("3.3s without a new pod, but its ReplicaSet is still creating pods: the batch waits")
 	}
-	if len(asked) != 1 || asked[0] != web {
-		t.Errorf("asked about %v, want the pod's ReplicaSet %v", asked, web)
+	if got := asked.Load(); got == nil || len(*got) != 1 || (*got)[0] != web {
+		t.Errorf("asked about %v, want the pod's ReplicaSet %v", got, web)
 	}
 	coming.Store(false)
 	clk.Step(1100 * time.Millisecond)

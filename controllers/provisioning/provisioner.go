@@ -151,12 +151,12 @@ func (p *Provisioner) retryIn(ctx context.Context, d time.Duration) {
 		return
 	}
 	go func() {
-		defer p.retrying.Store(false)
 		select {
 		case <-ctx.Done():
 		case <-p.clock.After(d):
-			p.batcher.Nudge()
 		}
+		p.retrying.Store(false)
+		p.batcher.Nudge()
 	}()
 }
 

@@ -1,6 +1,7 @@
 package provisioning
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -40,5 +41,35 @@ func TestNominationEventsAreRateLimited(t *testing.T) {
 	}
 	if got := len(recorder.Events); got != NominationEventsBurst-1+NominationEventsPerSecond {
 		t.Fatalf("a second later %d more events, want %d", got-(NominationEventsBurst-1), NominationEventsPerSecond)
+	}
+}
+
+// Pods displaced from their nominated nodes are solved again when their grace ends: the
+// provisioner opens a batch then, once however many batches asked for it meanwhile.
+func TestDisplacedPodsOpenABatchWhenTheirGraceEnds(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := NewProvisioner(nil, state.NewCluster(nil, clk), nil, events.NewFakeRecorder(1), clk, time.Second, 10*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p.retryIn(ctx, 3*time.Second)
+	p.retryIn(ctx, time.Second)
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(2 * time.Second)
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-p.batcher.nudge:
+		t.Fatal("a batch opened 2s in; the first retry asked for 3s, and the second waits on it")
+	default:
+	}
+	clk.Step(time.Second)
+	select {
+	case <-p.batcher.nudge:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no batch opened when the grace ended")
+	}
+	if p.retrying.Load() {
+		t.Error("the retry is done; the next displaced pods may ask for another")
 	}
 }

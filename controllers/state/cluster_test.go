@@ -55,7 +55,6 @@ func node(name string, readyAt time.Time) (*corev1.Node, *karpv1.NodeClaim) {
 // unregistered taints while it initializes. A cordoned node offers no room, and its NodeClaim
 // does not count as in flight.
 func TestTheNodeStandsForItsNodeClaimOnceItReportsCapacity(t *testing.T) {
-	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
 	slow, slowClaim := node("slow", time.Time{})
 	ready, readyClaim := node("ready", clk.Now().Add(-5*time.Second))
@@ -81,14 +80,7 @@ func TestTheNodeStandsForItsNodeClaimOnceItReportsCapacity(t *testing.T) {
 		c.Nominate(pendingPod("on-"+name), name)
 	}
 
-	snap, err := c.Snapshot(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pending := map[string]bool{}
-	for _, p := range snap.Input.Pods {
-		pending[p.Name] = true
-	}
+	snap, pending := snapshotPending(t, c)
 	if !pending["free"] || !pending["on-cordoned"] || len(pending) != 2 {
 		t.Errorf("pending for the solver: %v; want free and on-cordoned only", pending)
 	}
@@ -118,6 +110,20 @@ func TestTheNodeStandsForItsNodeClaimOnceItReportsCapacity(t *testing.T) {
 	}
 }
 
+// snapshotPending takes a snapshot and names the pods it leaves to the solver.
+func snapshotPending(t *testing.T, c *Cluster) (*Snapshot, map[string]bool) {
+	t.Helper()
+	snap, err := c.Snapshot(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := map[string]bool{}
+	for _, p := range snap.Input.Pods {
+		pending[p.Name] = true
+	}
+	return snap, pending
+}
+
 func describe(n *scheduling.Node) string {
 	if n == nil {
 		return "absent"
@@ -133,7 +139,6 @@ func describe(n *scheduling.Node) string {
 // 500 nodes whose nodes took over 20 s to become Ready, nominations counted from when they
 // were made ran out first and the next batches launched 300 more nodes.
 func TestNominationsHoldUntilTheNodeIsReady(t *testing.T) {
-	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
 	now := clk.Now()
 	slow, slowClaim := node("slow", time.Time{})
@@ -153,14 +158,7 @@ func TestNominationsHoldUntilTheNodeIsReady(t *testing.T) {
 	}
 	clk.Step(2 * time.Minute)
 
-	snap, err := c.Snapshot(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pending := map[string]bool{}
-	for _, p := range snap.Input.Pods {
-		pending[p.Name] = true
-	}
+	snap, pending := snapshotPending(t, c)
 	if !pending["free"] || !pending["on-stale"] || !pending["on-full"] || pending["on-slow"] || pending["on-fresh"] || len(pending) != 3 {
 		t.Fatalf("pending for the solver: %v; want free, on-stale (Ready a minute ago) and on-full (no room left), not on-slow (not Ready) nor on-fresh (Ready 5 s ago)", pending)
 	}
