@@ -101,7 +101,7 @@ func newDeps(mgr ctrl.Manager, opts *options.Options) (*deps, error) {
 		return nil, err
 	}
 	engine.Observer = metrics.PolicyObserver{}
-	cluster := state.NewCluster(mgr.GetClient(), clock.RealClock{})
+	cluster := state.NewCluster(mgr.GetClient(), clock.RealClock{}).WithDisplacedGrace(opts.DisplacedPodGrace)
 	return &deps{cloud: cloud, cluster: cluster, engine: engine, usage: policycontrollers.NewUsage(cluster, cloud, clock.RealClock{})}, nil
 }
 

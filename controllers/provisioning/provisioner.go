@@ -53,7 +53,7 @@ type Provisioner struct {
 	nominationEvents flowcontrol.RateLimiter
 	// engine, when set, applies CapacityBudgets and CapacityPolicies to every batch.
 	engine *policies.Engine
-	// retrying is set while a batch is due for displaced pods (see state.DisplacedGrace).
+	// retrying is set while a batch is due for displaced pods (see state.DefaultDisplacedGrace).
 	retrying atomic.Bool
 }
 

@@ -36,12 +36,13 @@ import (
 // When kube-scheduler filled a nominated pod's node with other pods, the pod is displaced:
 // kube-scheduler binds pods where it sees fit, not where the plan put them, and the room the
 // pod needs is then often where the plan put one of those others. Once its node has been Ready
-// for DisplacedGrace (kube-scheduler has tried the pending pods on it), a displaced pod is
-// solved again, and capacity is launched for it only if no node has room for it then.
+// for the displaced grace (DefaultDisplacedGrace, --displaced-pod-grace; kube-scheduler has
+// tried the pending pods on it by then), a displaced pod is solved again, and capacity is
+// launched for it only if no node has room for it then.
 const (
 	LaunchNominationTTL   = 5 * time.Minute
 	ExistingNominationTTL = 20 * time.Second
-	DisplacedGrace        = 5 * time.Second
+	DefaultDisplacedGrace = 5 * time.Second
 )
 
 // Cluster reads the informer caches and remembers nominations.
@@ -57,6 +58,8 @@ type Cluster struct {
 	created map[string]createdClaim
 	// blocked is how many pods policies kept pending in the last batch, by namespace.
 	blocked map[string]int
+	// displacedGrace is how long a displaced pod waits after its node became Ready.
+	displacedGrace time.Duration
 }
 
 type nomination struct {
@@ -76,7 +79,13 @@ const CreatedClaimTTL = 10 * time.Second
 
 // NewCluster returns the state over a cached client.
 func NewCluster(c client.Client, clk clock.Clock) *Cluster {
-	return &Cluster{client: c, clock: clk, nominations: map[types.UID]nomination{}, created: map[string]createdClaim{}}
+	return &Cluster{client: c, clock: clk, nominations: map[types.UID]nomination{}, created: map[string]createdClaim{}, displacedGrace: DefaultDisplacedGrace}
+}
+
+// WithDisplacedGrace sets how long a displaced pod waits after its node became Ready.
+func (c *Cluster) WithDisplacedGrace(d time.Duration) *Cluster {
+	c.displacedGrace = d
+	return c
 }
 
 // Created records a NodeClaim the provisioner has just created.
@@ -209,8 +218,8 @@ type Snapshot struct {
 	Input *scheduling.Input
 	// NodePools by name, for the NodeClaims created from the decision.
 	NodePools map[string]*karpv1.NodePool
-	// Displaced counts the pods left out for DisplacedGrace, and RetryAfter says when the
-	// first of them is solved again.
+	// Displaced counts the pods left out while they wait for kube-scheduler, and RetryAfter
+	// says when the first of them is solved again.
 	Displaced  int
 	RetryAfter time.Duration
 }
@@ -330,7 +339,7 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 		}
 	}
 	// A nomination to a registered node holds only while the node has room for it besides
-	// the pods bound there; a displaced pod waits out DisplacedGrace, then is solved again.
+	// the pods bound there; a displaced pod waits out the displaced grace, then is solved again.
 	displaced, retryAfter := 0, time.Duration(0)
 	for i := range nodes.Items {
 		name := nodes.Items[i].Name
@@ -341,7 +350,7 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 		for _, p := range nominatedOn[name] {
 			req := scheduling.PodRequests(p)
 			if ok, _ := scheduling.Fits(req, free); !ok {
-				wait := DisplacedGrace
+				wait := c.displacedGrace
 				if ready := usable[name]; !ready.IsZero() {
 					wait -= c.clock.Since(ready)
 				}

@@ -180,7 +180,7 @@ func TestNominationsHoldUntilTheNodeIsReady(t *testing.T) {
 	}
 }
 
-// A pod whose nominated node kube-scheduler filled with others waits DisplacedGrace after the
+// A pod whose nominated node kube-scheduler filled with others waits DefaultDisplacedGrace after the
 // node became Ready (kube-scheduler is placing the pending pods, and the room it needs is
 // likely where the plan put one of the others), then is solved again; the snapshot says when.
 func TestDisplacedPodsWaitForKubeScheduler(t *testing.T) {

@@ -35,6 +35,7 @@ type Options struct {
 	CloudProvider           string
 	BatchIdleDuration       time.Duration
 	BatchMaxDuration        time.Duration
+	DisplacedPodGrace       time.Duration
 	LogLevel                string
 }
 
@@ -119,6 +120,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 	str(&o.CloudProvider, "cloud-provider", "kwok", "cloud provider: kwok or aws")
 	duration(&o.BatchIdleDuration, "batch-idle-duration", time.Second, "how long the provisioner waits for more pending pods before it solves")
 	duration(&o.BatchMaxDuration, "batch-max-duration", 10*time.Second, "the longest a provisioning batch stays open")
+	duration(&o.DisplacedPodGrace, "displaced-pod-grace", 5*time.Second, "how long after its nominated node became Ready a pod that kube-scheduler left without room there waits before capacity is launched for it (kube-scheduler places pending pods where room is free meanwhile); about its pod retry backoff")
 	str(&o.LogLevel, "log-level", "info", "log level: debug, info or error")
 	return errs
 }
@@ -144,6 +146,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--batch-idle-duration and --batch-max-duration must be positive"))
 	} else if o.BatchIdleDuration > o.BatchMaxDuration {
 		errs = append(errs, fmt.Errorf("--batch-idle-duration (%s) must not exceed --batch-max-duration (%s)", o.BatchIdleDuration, o.BatchMaxDuration))
+	}
+	if o.DisplacedPodGrace < 0 {
+		errs = append(errs, fmt.Errorf("--displaced-pod-grace must not be negative, got %s", o.DisplacedPodGrace))
 	}
 	switch o.WebhookCertMode {
 	case "self-signed", "cert-manager":

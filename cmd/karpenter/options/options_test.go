@@ -12,7 +12,8 @@ func TestParseDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.LeaderElect || o.WebhookPort != 9443 || o.BatchIdleDuration != time.Second || o.BatchMaxDuration != 10*time.Second || o.CloudProvider != "kwok" {
+	if !o.LeaderElect || o.WebhookPort != 9443 || o.BatchIdleDuration != time.Second || o.BatchMaxDuration != 10*time.Second || o.CloudProvider != "kwok" ||
+		o.DisplacedPodGrace != 5*time.Second {
 		t.Fatalf("unexpected defaults: %+v", o)
 	}
 }
@@ -48,6 +49,7 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		"unknown provider":  {args: []string{"--cloud-provider=gcp"}, want: "--cloud-provider"},
 		"port out of range": {args: []string{"--webhook-port=70000"}, want: "--webhook-port"},
 		"unknown log level": {args: []string{"--log-level=trace"}, want: "--log-level"},
+		"negative grace":    {args: []string{"--displaced-pod-grace=-1s"}, want: "--displaced-pod-grace"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			for k, v := range tc.env {
