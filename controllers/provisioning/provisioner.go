@@ -106,6 +106,9 @@ func (p *Provisioner) Register(mgr ctrl.Manager) error {
 			switch {
 			case !state.Provisionable(pod):
 			case p.cluster.Nominated(pod):
+				// kube-scheduler marked it again: if its node was schedulable by then, the
+				// nomination failed (see state.Cluster.Rejected).
+				p.cluster.Rejected(pod)
 				p.batcher.Nudge()
 			default:
 				p.batcher.TriggerFor(pod.UID, state.ReplicaSetOf(pod))

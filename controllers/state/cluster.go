@@ -52,6 +52,8 @@ type Cluster struct {
 
 	mu          sync.Mutex
 	nominations map[types.UID]nomination
+	// rejected records when kube-scheduler last marked a nominated pod unschedulable.
+	rejected map[types.UID]time.Time
 	// created are the NodeClaims the provisioner created that the cache has not shown yet: a
 	// batch right after the one that created them must see them launching, or it would solve
 	// the pods nominated to them again and launch for them twice.
@@ -79,7 +81,8 @@ const CreatedClaimTTL = 10 * time.Second
 
 // NewCluster returns the state over a cached client.
 func NewCluster(c client.Client, clk clock.Clock) *Cluster {
-	return &Cluster{client: c, clock: clk, nominations: map[types.UID]nomination{}, created: map[string]createdClaim{}, displacedGrace: DefaultDisplacedGrace}
+	return &Cluster{client: c, clock: clk, nominations: map[types.UID]nomination{}, rejected: map[types.UID]time.Time{},
+		created: map[string]createdClaim{}, displacedGrace: DefaultDisplacedGrace}
 }
 
 // WithDisplacedGrace sets how long a displaced pod waits after its node became Ready.
@@ -123,6 +126,7 @@ func (c *Cluster) Nominate(pod *corev1.Pod, target string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.nominations[pod.UID] = nomination{target: target, at: c.clock.Now()}
+	delete(c.rejected, pod.UID)
 }
 
 // Nominated reports whether the pod has a nomination not yet forgotten.
@@ -142,9 +146,64 @@ func (c *Cluster) nominatedTo(pod *corev1.Pod) (string, time.Time, bool) {
 	}
 	if c.clock.Since(n.at) > LaunchNominationTTL {
 		delete(c.nominations, pod.UID)
+		delete(c.rejected, pod.UID)
 		return "", time.Time{}, false
 	}
 	return n.target, n.at, true
+}
+
+// Rejected records that kube-scheduler has just marked a nominated pod unschedulable again. Once
+// the pod's node has been schedulable (its NodeClaim initialized) for RejectionSettle before
+// that, kube-scheduler tried the pod there and refused it: for want of room, or for a
+// constraint (topology spread, anti-affinity) that the pods it bound off-plan now break. The
+// pod is then displaced, as when its node has no room left, and does not wait out
+// ExistingNominationTTL.
+// Pods kube-scheduler has not marked unschedulable are not recorded.
+func (c *Cluster) Rejected(pod *corev1.Pod) {
+	marked := slices.ContainsFunc(pod.Status.Conditions, func(cond corev1.PodCondition) bool {
+		return cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.nominations[pod.UID]; ok && marked {
+		c.rejected[pod.UID] = c.clock.Now()
+	}
+}
+
+// RejectionSettle is how long a node must have been schedulable before a rejection counts:
+// kube-scheduler's cache sees the node a moment after ours.
+const RejectionSettle = time.Second
+
+// rejectedSince reports whether kube-scheduler refused the pod after since plus
+// RejectionSettle.
+func (c *Cluster) rejectedSince(pod *corev1.Pod, since time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.rejected[pod.UID]
+	return ok && !since.IsZero() && at.After(since.Add(RejectionSettle))
+}
+
+// forgetSettled drops the nominations and rejections, made before the pods were listed, of pods
+// no longer pending: bound, deleted or finished.
+func (c *Cluster) forgetSettled(pods []corev1.Pod, listed time.Time) {
+	pending := make(map[types.UID]bool, len(pods))
+	for i := range pods {
+		if Provisionable(&pods[i]) {
+			pending[pods[i].UID] = true
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for uid, n := range c.nominations {
+		if !pending[uid] && n.at.Before(listed) {
+			delete(c.nominations, uid)
+		}
+	}
+	for uid, at := range c.rejected {
+		if !pending[uid] && at.Before(listed) {
+			delete(c.rejected, uid)
+		}
+	}
 }
 
 // SetPolicyBlocked records, by namespace, how many pods policies kept pending in a batch.
@@ -238,10 +297,12 @@ func (c *Cluster) Placed(ctx context.Context, cp cloudprovider.CloudProvider) (*
 }
 
 func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, onlyWithPending bool) (*Snapshot, error) {
+	listed := c.clock.Now()
 	var pods corev1.PodList
 	if err := c.client.List(ctx, &pods); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
+	c.forgetSettled(pods.Items, listed)
 	if onlyWithPending && !hasProvisionable(pods.Items) {
 		return &Snapshot{Input: &scheduling.Input{}, NodePools: map[string]*karpv1.NodePool{}}, nil
 	}
@@ -299,8 +360,9 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 	}
 	inFlight := map[string]bool{}
 	// nodeOf names the Node of each NodeClaim whose Node is there: a nomination names the
-	// NodeClaim it launched for, and holds on its Node once that is there.
-	nodeOf := map[string]string{}
+	// NodeClaim it launched for, and holds on its Node once that is there. claimOf is the
+	// other way round.
+	nodeOf, claimOf := map[string]string{}, map[string]*karpv1.NodeClaim{}
 	for i := range claims.Items {
 		nc := &claims.Items[i]
 		n := nodeByName[nc.Status.NodeName]
@@ -309,7 +371,7 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 		}
 		switch {
 		case n != nil:
-			nodeOf[nc.Name] = n.Name
+			nodeOf[nc.Name], claimOf[n.Name] = n.Name, nc
 		case nc.DeletionTimestamp == nil:
 			inFlight[nc.Name] = true
 		}
@@ -340,6 +402,7 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 	}
 	// A nomination to a registered node holds only while the node has room for it besides
 	// the pods bound there; a displaced pod waits out the displaced grace, then is solved again.
+	// A pod kube-scheduler refused once its node was schedulable is displaced too.
 	displaced, retryAfter := 0, time.Duration(0)
 	for i := range nodes.Items {
 		name := nodes.Items[i].Name
@@ -347,9 +410,18 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 		for _, p := range byNode[name] {
 			free = scheduling.Subtract(free, scheduling.PodRequests(p))
 		}
+		// Since when kube-scheduler could bind to the node: its NodeClaim's initialization, or
+		// for a node Karpenter did not launch, its readiness.
+		schedulable := usable[name]
+		if nc := claimOf[name]; nc != nil {
+			schedulable = time.Time{}
+			if cond := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeInitialized); cond != nil && cond.Status == metav1.ConditionTrue {
+				schedulable = cond.LastTransitionTime.Time
+			}
+		}
 		for _, p := range nominatedOn[name] {
 			req := scheduling.PodRequests(p)
-			if ok, _ := scheduling.Fits(req, free); !ok {
+			if ok, _ := scheduling.Fits(req, free); !ok || c.rejectedSince(p, schedulable) {
 				wait := c.displacedGrace
 				if ready := usable[name]; !ready.IsZero() {
 					wait -= c.clock.Since(ready)

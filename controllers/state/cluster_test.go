@@ -221,6 +221,58 @@ func TestDisplacedPodsWaitForKubeScheduler(t *testing.T) {
 	}
 }
 
+// When kube-scheduler marks a nominated pod unschedulable again after its node had been
+// schedulable (its NodeClaim initialized) for a second, it refused the pod there (anti-affinity
+// or a spread that its off-plan bindings break, though room is left): the pod is displaced at
+// once, instead of holding its room for ExistingNominationTTL. Earlier marks do not count.
+func TestPodsKubeSchedulerRefusedAreDisplaced(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	a, aClaim := node("a", clk.Now().Add(-10*time.Second))
+	aClaim.Status.Conditions[0].LastTransitionTime = metav1.NewTime(clk.Now().Add(-3 * time.Second))
+	b, bClaim := node("b", clk.Now().Add(-10*time.Second))
+	bClaim.Status.Conditions[0].LastTransitionTime = metav1.NewTime(clk.Now().Add(-500 * time.Millisecond))
+	onA, onB, unmarked := pendingPod("on-a"), pendingPod("on-b"), pendingPod("unmarked")
+	unmarked.Status.Conditions = nil
+	c := NewCluster(fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(a, aClaim, b, bClaim, onA, onB, unmarked).Build(), clk)
+	c.Nominate(onA, "a")
+	c.Nominate(onB, "b")
+	c.Nominate(unmarked, "a")
+	for _, p := range []*corev1.Pod{onA, onB, unmarked} {
+		c.Rejected(p)
+	}
+
+	if _, pending := snapshotPending(t, c); !pending["on-a"] || len(pending) != 1 {
+		t.Errorf("pending for the solver: %v; want on-a only (refused 3 s after a was initialized; b was initialized only 0.5 s before the mark, and unmarked carries no mark)", pending)
+	}
+	// A new nomination starts afresh.
+	c.Nominate(onA, "a")
+	if _, pending := snapshotPending(t, c); len(pending) != 0 {
+		t.Errorf("pending for the solver: %v; want none, on-a renominated", pending)
+	}
+}
+
+// Nominations (and kube-scheduler's refusals) of pods no longer pending are forgotten: a pod
+// bound, deleted or finished needs no room held, and a long-running manager must not keep one
+// entry per pod it ever nominated.
+func TestSettledPodsAreForgotten(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	bound, waiting, gone := pendingPod("bound"), pendingPod("waiting"), pendingPod("gone")
+	bound.Spec.NodeName = "a"
+	c := NewCluster(fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(bound, waiting).Build(), clk)
+	for _, p := range []*corev1.Pod{bound, waiting, gone} {
+		c.Nominate(p, "general-abcde")
+		c.Rejected(p)
+	}
+	clk.Step(time.Second)
+	snapshotPending(t, c)
+	if c.Nominated(bound) || c.Nominated(gone) || !c.Nominated(waiting) {
+		t.Errorf("nominated: bound %v, gone %v, waiting %v; want only the pod still pending", c.Nominated(bound), c.Nominated(gone), c.Nominated(waiting))
+	}
+	if len(c.rejected) != 1 {
+		t.Errorf("%d refusals remembered, want the pending pod's", len(c.rejected))
+	}
+}
+
 func TestProvisionable(t *testing.T) {
 	for _, tc := range []struct {
 		name string
