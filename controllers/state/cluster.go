@@ -157,8 +157,7 @@ func (c *Cluster) nominatedTo(pod *corev1.Pod) (string, time.Time, bool) {
 // that, kube-scheduler tried the pod there and refused it: for want of room, or for a
 // constraint (topology spread, anti-affinity) that the pods it bound off-plan now break. The
 // pod is then displaced, as when its node has no room left, and does not wait out
-// ExistingNominationTTL.
-// Pods kube-scheduler has not marked unschedulable are not recorded.
+// ExistingNominationTTL. Pods kube-scheduler has not marked unschedulable are not recorded.
 func (c *Cluster) Rejected(pod *corev1.Pod) {
 	marked := slices.ContainsFunc(pod.Status.Conditions, func(cond corev1.PodCondition) bool {
 		return cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable
@@ -440,32 +439,17 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 			byNode[name] = append(byNode[name], p)
 		}
 	}
-	// The NodeClaims whose nodes are not initialized yet, by node name and by provider ID (a
-	// node not registered yet is known to its NodeClaim by provider ID only): their startup
-	// taints and the node's not-ready taint will go.
-	initializing, initializingID := map[string]*karpv1.NodeClaim{}, map[string]*karpv1.NodeClaim{}
-	for i := range claims.Items {
-		nc := &claims.Items[i]
-		if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
-			continue
-		}
-		if nc.Status.NodeName != "" {
-			initializing[nc.Status.NodeName] = nc
-		}
-		if nc.Status.ProviderID != "" {
-			initializingID[nc.Status.ProviderID] = nc
-		}
-	}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		if _, ok := usable[n.Name]; !ok {
 			continue
 		}
-		claim := initializing[n.Name]
-		if claim == nil && n.Spec.ProviderID != "" {
-			claim = initializingID[n.Spec.ProviderID]
+		// While its NodeClaim initializes, its startup taints and the not-ready taint will go.
+		initializing := claimOf[n.Name]
+		if initializing != nil && meta.IsStatusConditionTrue(initializing.Status.Conditions, karpv1.ConditionTypeInitialized) {
+			initializing = nil
 		}
-		in.Nodes = append(in.Nodes, &scheduling.Node{Name: n.Name, Labels: n.Labels, Taints: schedulableTaints(n, claim),
+		in.Nodes = append(in.Nodes, &scheduling.Node{Name: n.Name, Labels: n.Labels, Taints: schedulableTaints(n, initializing),
 			Allocatable: n.Status.Allocatable, Pods: byNode[n.Name]})
 	}
 	usage := map[string]corev1.ResourceList{}
