@@ -102,7 +102,8 @@ func (p *Provisioner) Register(mgr ctrl.Manager) error {
 			}
 			// A pod already nominated is waiting for its node: kube-scheduler marking it again as
 			// nodes come up is no new work and must not hold a batch of new pods open, but it
-			// opens one, in which the nomination is checked (it lapses when others took the room).
+			// opens one, in which the nomination is checked (the pod is displaced when others took
+			// its room, or kube-scheduler refused it on its schedulable node).
 			switch {
 			case !state.Provisionable(pod):
 			case p.cluster.Nominated(pod):

@@ -183,8 +183,8 @@ func (c *Cluster) rejectedSince(pod *corev1.Pod, since time.Time) bool {
 }
 
 // forgetSettled drops the nominations and rejections, made before the pods were listed, of pods
-// no longer pending: bound, deleted or finished.
-func (c *Cluster) forgetSettled(pods []corev1.Pod, listed time.Time) {
+// no longer pending: bound, deleted or finished. It returns how many pods are pending.
+func (c *Cluster) forgetSettled(pods []corev1.Pod, listed time.Time) int {
 	pending := make(map[types.UID]bool, len(pods))
 	for i := range pods {
 		if Provisionable(&pods[i]) {
@@ -203,6 +203,7 @@ func (c *Cluster) forgetSettled(pods []corev1.Pod, listed time.Time) {
 			delete(c.rejected, uid)
 		}
 	}
+	return len(pending)
 }
 
 // SetPolicyBlocked records, by namespace, how many pods policies kept pending in a batch.
@@ -301,8 +302,7 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 	if err := c.client.List(ctx, &pods); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
-	c.forgetSettled(pods.Items, listed)
-	if onlyWithPending && !hasProvisionable(pods.Items) {
+	if pending := c.forgetSettled(pods.Items, listed); onlyWithPending && pending == 0 {
 		return &Snapshot{Input: &scheduling.Input{}, NodePools: map[string]*karpv1.NodePool{}}, nil
 	}
 	var nodes corev1.NodeList
@@ -572,12 +572,3 @@ func later(a, b time.Time) time.Time {
 }
 
 func resourceOne() *resource.Quantity { return resource.NewQuantity(1, resource.DecimalSI) }
-
-func hasProvisionable(pods []corev1.Pod) bool {
-	for i := range pods {
-		if Provisionable(&pods[i]) {
-			return true
-		}
-	}
-	return false
-}
