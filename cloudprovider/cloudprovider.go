@@ -9,7 +9,8 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 )
@@ -35,7 +36,16 @@ type CloudProvider interface {
 	// Name is the provider's name, e.g. "kwok" or "aws".
 	Name() string
 	// GetSupportedNodeClasses returns an empty object of each node class kind it serves.
-	GetSupportedNodeClasses() []client.Object
+	GetSupportedNodeClasses() []NodeClass
+}
+
+// NodeClass is an API object a provider configures its instances from (KWOKNodeClass,
+// EC2NodeClass). It has the method set of controller-runtime's client.Object, so controllers
+// watch and read it as one, without this package, and so the solver that imports it, pulling
+// in controller-runtime and client-go.
+type NodeClass interface {
+	metav1.Object
+	runtime.Object
 }
 
 // DriftReason says why an instance drifted, e.g. "AMIDrift"; empty means not drifted.

@@ -5,7 +5,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 )
 
 // family is an EC2 instance family as its public specification describes it.
@@ -81,15 +81,15 @@ func Embedded() *File {
 			vcpu, gib, price := fam.dimensions(size)
 			name := fam.name + "." + size
 			labels := map[string]string{
-				v1.LabelInstanceFamily:                        fam.name,
-				v1.LabelInstanceCategory:                      fam.name[:1],
-				v1.LabelInstanceGeneration:                    strconv.Itoa(fam.generation),
-				v1.LabelInstanceSize:                          size,
-				v1.LabelInstanceCPU:                           strconv.Itoa(vcpu),
-				v1.LabelInstanceMemory:                        strconv.Itoa(int(gib * 1024)),
-				v1.LabelInstanceHypervisor:                    "nitro",
-				v1.LabelArch:                                  fam.arch,
-				v1.LabelOS:                                    "linux",
+				karpv1.LabelInstanceFamily:                    fam.name,
+				karpv1.LabelInstanceCategory:                  fam.name[:1],
+				karpv1.LabelInstanceGeneration:                strconv.Itoa(fam.generation),
+				karpv1.LabelInstanceSize:                      size,
+				karpv1.LabelInstanceCPU:                       strconv.Itoa(vcpu),
+				karpv1.LabelInstanceMemory:                    strconv.Itoa(int(gib * 1024)),
+				karpv1.LabelInstanceHypervisor:                "nitro",
+				karpv1.LabelArch:                              fam.arch,
+				karpv1.LabelOS:                                "linux",
 				"karpenter.k8s.aws/instance-cpu-manufacturer": fam.manufacturer,
 			}
 			pods := maxPods(vcpu)
@@ -100,9 +100,9 @@ func Embedded() *File {
 				"pods":              strconv.Itoa(pods),
 			}
 			if n := fam.gpus[size]; n > 0 {
-				labels[v1.LabelInstanceGPUName] = fam.gpuName
-				labels[v1.LabelInstanceGPUCount] = strconv.Itoa(n)
-				labels[v1.LabelInstanceGPUMemory] = strconv.Itoa(fam.gpuMemory)
+				labels[karpv1.LabelInstanceGPUName] = fam.gpuName
+				labels[karpv1.LabelInstanceGPUCount] = strconv.Itoa(n)
+				labels[karpv1.LabelInstanceGPUMemory] = strconv.Itoa(fam.gpuMemory)
 				labels["karpenter.k8s.aws/instance-gpu-manufacturer"] = "nvidia"
 				alloc["nvidia.com/gpu"] = strconv.Itoa(n)
 			}

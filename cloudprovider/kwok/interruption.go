@@ -50,7 +50,7 @@ func (i *Interrupter) WithTick(d time.Duration) *Interrupter {
 	return i
 }
 
-// NeedLeaderElection: one replica plays the cloud.
+// NeedLeaderElection is true: one replica plays the cloud.
 func (i *Interrupter) NeedLeaderElection() bool { return true }
 
 // Start steps every tick until ctx ends.

@@ -68,8 +68,8 @@ func New(c client.Client, clk clock.Clock, seed int64) *Provider {
 func (p *Provider) Name() string { return Name }
 
 // GetSupportedNodeClasses is KWOKNodeClass.
-func (p *Provider) GetSupportedNodeClasses() []client.Object {
-	return []client.Object{&kwokv1alpha1.KWOKNodeClass{}}
+func (p *Provider) GetSupportedNodeClasses() []cloudprovider.NodeClass {
+	return []cloudprovider.NodeClass{&kwokv1alpha1.KWOKNodeClass{}}
 }
 
 func offeringKey(instanceType string, o cloudprovider.Offering) string {

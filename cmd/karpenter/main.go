@@ -40,6 +40,7 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/webhooks"
+	"github.com/karpenter-policy/karpenter/webhooks/admission"
 	"github.com/karpenter-policy/karpenter/webhooks/certs"
 	"github.com/karpenter-policy/karpenter/webhooks/conversion"
 	"github.com/karpenter-policy/karpenter/webhooks/validation"
@@ -211,7 +212,7 @@ func run() error {
 		if opts.CloudProvider == "aws" {
 			conv.DefaultNodeClass = conversion.EC2NodeClass
 		}
-		review := policycontrollers.NewAdmission(mgr.GetClient(), d.engine, d.cloud, d.usage, clock.RealClock{})
+		review := admission.NewPolicyReview(mgr.GetClient(), d.engine, d.cloud, d.usage, clock.RealClock{})
 		if err := webhooks.Register(mgr, conv, validation.New(), review); err != nil {
 			return fmt.Errorf("registering webhooks: %w", err)
 		}

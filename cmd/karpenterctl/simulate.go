@@ -72,7 +72,7 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		now = t.UTC()
 	}
-	in := &simulate.Input{InstanceTypes: cat.ForProvider(), Converter: conv}
+	in := &simulate.Input{InstanceTypes: cat.ForProvider()}
 	scheme := install.NewScheme()
 	load := func(ps paths, accept func(runtime.Object, offline.Document) error) error {
 		docs, err := offline.ReadPaths(ps, stdin)
@@ -99,9 +99,18 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var namespaces []*corev1.Namespace
 	err := load(nodePoolPaths, func(o runtime.Object, d offline.Document) error {
-		switch o.(type) {
-		case *karpv1.NodePool, *karpv1beta1.NodePool:
-			in.NodePools = append(in.NodePools, o)
+		switch np := o.(type) {
+		case *karpv1.NodePool:
+			in.NodePools = append(in.NodePools, np)
+			return nil
+		case *karpv1beta1.NodePool:
+			// The simulation takes v1 only: a v1beta1 NodePool is converted here, as the
+			// conversion webhook would convert it in the cluster.
+			hub := &karpv1.NodePool{}
+			if err := conv.NodePoolToV1(context.Background(), np, hub); err != nil {
+				return fmt.Errorf("%s:%d: converting NodePool %s to v1: %w", d.File, d.Line, np.Name, err)
+			}
+			in.NodePools = append(in.NodePools, hub)
 			return nil
 		}
 		return fmt.Errorf("%s:%d: %s is not a NodePool", d.File, d.Line, d.GVK().Kind)

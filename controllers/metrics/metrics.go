@@ -51,16 +51,18 @@ var (
 	PolicyBlockedPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_policy_blocked_pods", Help: "Pods a policy kept pending in the last provisioning batch, by namespace.",
 	}, []string{"namespace"})
-	// BudgetHourlyCost, BudgetHourlyLimit and BudgetSpotPercent are a namespace's run-rate
-	// (running and in flight), the hourly limit in force, and its Spot share.
+	// BudgetHourlyCost is a namespace's attributed run-rate, running and in flight.
 	BudgetHourlyCost = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_budget_hourly_cost_dollars", Help: "A namespace's attributed run-rate, USD per hour, by namespace and state (running, inflight).",
 	}, []string{"namespace", "state"})
+	// BudgetHourlyLimit is the hourly limit in force of a namespace's CapacityBudget.
 	BudgetHourlyLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_budget_hourly_limit_dollars", Help: "The hourly limit in force of a namespace's CapacityBudget, USD per hour.",
 	}, []string{"namespace"})
+	// BudgetSpotPercent is a namespace's Spot share as its CapacityBudget judges it
+	// (policies.SpotBounds.Share; docs/policies.md, "Spot share").
 	BudgetSpotPercent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "karpenter_budget_spot_percent", Help: "The share of a namespace's requested vCPU that runs on Spot, in percent.",
+		Name: "karpenter_budget_spot_percent", Help: "A namespace's Spot share: Spot vCPU requested over Spot plus on-demand vCPU above its budget's on-demand base, in percent.",
 	}, []string{"namespace"})
 )
 

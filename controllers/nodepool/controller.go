@@ -1,13 +1,10 @@
 // Package nodepool keeps NodePool status: whether its node class is ready, the resources and
 // node count of its NodeClaims, and a Ready condition that sums them up. It writes status only:
-// a NodePool's spec and metadata belong to Git. It also defines the template hash that
-// NodeClaims carry for drift detection.
+// a NodePool's spec and metadata belong to Git.
 package nodepool
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -27,25 +24,6 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 )
-
-// HashVersion versions TemplateHash; a change of algorithm changes it.
-const HashVersion = "v1"
-
-// TemplateHash hashes what a NodePool's template decides about a node beyond its
-// requirements: metadata, taints, node class, expiry and grace period. A NodeClaim records it at
-// launch; when it no longer matches, the node has drifted.
-func TemplateHash(np *karpv1.NodePool) string {
-	t := np.Spec.Template
-	b, _ := json.Marshal(struct {
-		Labels, Annotations    map[string]string
-		Taints, StartupTaints  []corev1.Taint
-		NodeClassRef           *karpv1.NodeClassReference
-		ExpireAfter            string
-		TerminationGracePeriod *metav1.Duration
-	}{t.Labels, t.Annotations, t.Spec.Taints, t.Spec.StartupTaints, t.Spec.NodeClassRef, t.Spec.ExpireAfter.String(), t.Spec.TerminationGracePeriod})
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
-}
 
 // Controller reconciles NodePool status.
 type Controller struct {

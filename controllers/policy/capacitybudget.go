@@ -74,7 +74,7 @@ func (u *Usage) ByNamespace(ctx context.Context) (map[string]policies.Usage, err
 	if err != nil {
 		return nil, err
 	}
-	u.usage, u.at = provpolicy.UsageOf(snap.Input.Nodes, provpolicy.NewPriceBook(snap.Input.NodePools)), u.clock.Now()
+	u.usage, u.at = provpolicy.UsageOf(snap.Nodes, provpolicy.NewPriceBook(snap.InstanceTypes()...)), u.clock.Now()
 	return u.usage, nil
 }
 

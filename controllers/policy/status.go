@@ -32,7 +32,7 @@ func writeStatus(ctx context.Context, c client.Client, obj client.Object, change
 	if changed {
 		if err := c.Status().Update(ctx, obj); err != nil {
 			if apierrors.IsConflict(err) {
-				return reconcile.Result{Requeue: true}, nil
+				return reconcile.Result{RequeueAfter: time.Second}, nil
 			}
 			return reconcile.Result{}, err
 		}

@@ -27,8 +27,8 @@ type Batcher struct {
 }
 
 // NewBatcher returns a batcher with the given windows.
-func NewBatcher(clk clock.Clock, idle, max time.Duration) *Batcher {
-	return &Batcher{clock: clk, idle: idle, max: max, trigger: make(chan struct{}, 1), nudge: make(chan struct{}, 1),
+func NewBatcher(clk clock.Clock, idle, maxWindow time.Duration) *Batcher {
+	return &Batcher{clock: clk, idle: idle, max: maxWindow, trigger: make(chan struct{}, 1), nudge: make(chan struct{}, 1),
 		seen: sets.New[types.UID](), replicaSets: sets.New[types.NamespacedName]()}
 }
 

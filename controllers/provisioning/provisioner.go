@@ -31,10 +31,10 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
-	"github.com/karpenter-policy/karpenter/controllers/nodepool"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
 )
@@ -64,8 +64,8 @@ func (p *Provisioner) WithPolicies(e *policies.Engine) *Provisioner {
 }
 
 // NewProvisioner builds the provisioner; idle and max are the batch windows.
-func NewProvisioner(c client.Client, cluster *state.Cluster, cloud cloudprovider.CloudProvider, recorder events.EventRecorder, clk clock.Clock, idle, max time.Duration) *Provisioner {
-	return &Provisioner{client: c, cluster: cluster, cloud: cloud, recorder: recorder, clock: clk, batcher: NewBatcher(clk, idle, max),
+func NewProvisioner(c client.Client, cluster *state.Cluster, cloud cloudprovider.CloudProvider, recorder events.EventRecorder, clk clock.Clock, idle, maxWindow time.Duration) *Provisioner {
+	return &Provisioner{client: c, cluster: cluster, cloud: cloud, recorder: recorder, clock: clk, batcher: NewBatcher(clk, idle, maxWindow),
 		nominationEvents: flowcontrol.NewTokenBucketRateLimiterWithClock(NominationEventsPerSecond, NominationEventsBurst, clk)}
 }
 
@@ -118,7 +118,7 @@ func (p *Provisioner) Register(mgr ctrl.Manager) error {
 		}))
 }
 
-// NeedLeaderElection: only the leader launches.
+// NeedLeaderElection is true: only the leader launches.
 func (p *Provisioner) NeedLeaderElection() bool { return true }
 
 // RetryInterval is how often pods still pending are tried again, for changes no pod event
@@ -178,16 +178,16 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		logger.V(1).Info("pods displaced from their nominated nodes wait for kube-scheduler", "pods", snap.Displaced, "retryAfter", snap.RetryAfter.String())
 		p.retryIn(ctx, snap.RetryAfter)
 	}
-	if len(snap.Input.Pods) == 0 {
+	if len(snap.Pods) == 0 {
 		return nil
 	}
 	start := p.clock.Now()
-	res, outcome, err := p.solve(ctx, snap.Input)
+	res, outcome, err := p.solve(ctx, SolverInput(snap))
 	if err != nil {
 		return fmt.Errorf("solving: %w", err)
 	}
 	metrics.SchedulingDuration.Observe(p.clock.Since(start).Seconds())
-	logger.Info("solved", "pods", len(snap.Input.Pods), "nodeClaims", len(res.NodeClaims), "unschedulable", len(res.Unschedulable),
+	logger.Info("solved", "pods", len(snap.Pods), "nodeClaims", len(res.NodeClaims), "unschedulable", len(res.Unschedulable),
 		"pricePerHour", res.PricePerHour(), "duration", p.clock.Since(start).String())
 	for name, pods := range res.Existing {
 		for _, pod := range pods {
@@ -200,7 +200,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	errs := make([]error, len(res.NodeClaims))
 	workqueue.ParallelizeUntil(ctx, createParallelism, len(res.NodeClaims), func(i int) {
 		c := res.NodeClaims[i]
-		nc := nodeClaimFor(snap.NodePools[c.NodePool], c)
+		nc := nodeClaimFor(snap.NodePool(c.NodePool), c)
 		if err := p.client.Create(ctx, nc); err != nil {
 			errs[i] = fmt.Errorf("creating nodeclaim for nodepool %s: %w", c.NodePool, err)
 			return
@@ -234,10 +234,21 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	return nil
 }
 
+// SolverInput is the solver's input for a snapshot: its pods, nodes and NodePools, with the
+// DaemonSet overhead each NodePool's nodes would carry.
+func SolverInput(snap *state.Snapshot) *solver.Input {
+	in := &solver.Input{Pods: snap.Pods, Nodes: snap.Nodes, Requests: snap.Requests}
+	for _, np := range snap.NodePools {
+		in.NodePools = append(in.NodePools, &solver.NodePool{NodePool: np.NodePool, InstanceTypes: np.InstanceTypes,
+			DaemonSetOverhead: solver.DaemonSetOverhead(np.NodePool, snap.DaemonSets), Usage: np.Usage})
+	}
+	return in
+}
+
 // solve runs the batch through the policies when the engine is set, else the solver alone.
-func (p *Provisioner) solve(ctx context.Context, in *scheduling.Input) (*scheduling.Result, *policy.Outcome, error) {
+func (p *Provisioner) solve(ctx context.Context, in *solver.Input) (*solver.Result, *policy.Outcome, error) {
 	if p.engine == nil {
-		res, err := scheduling.Solve(in)
+		res, err := solver.Solve(in)
 		return res, nil, err
 	}
 	planner, err := p.planner(ctx)
@@ -337,7 +348,7 @@ func (p *Provisioner) eventOn(ctx context.Context, src policies.Source, kind, re
 }
 
 // nodeClaimFor builds the NodeClaim of a decision from its NodePool's template.
-func nodeClaimFor(np *karpv1.NodePool, c *scheduling.NodeClaim) *karpv1.NodeClaim {
+func nodeClaimFor(np *karpv1.NodePool, c *solver.NodeClaim) *karpv1.NodeClaim {
 	reqs := c.Requirements.Copy()
 	// The NodePool is named by the NodeClaim's label; requirements on Karpenter's own label are
 	// refused by validation.
@@ -352,7 +363,7 @@ func nodeClaimFor(np *karpv1.NodePool, c *scheduling.NodeClaim) *karpv1.NodeClai
 	for k, v := range np.Spec.Template.Labels {
 		labels[k] = v
 	}
-	annotations := map[string]string{karpv1.NodePoolHashAnnotationKey: nodepool.TemplateHash(np), karpv1.NodePoolHashVersionAnnotationKey: nodepool.HashVersion}
+	annotations := map[string]string{karpv1.NodePoolHashAnnotationKey: np.Hash(), karpv1.NodePoolHashVersionAnnotationKey: karpv1.NodePoolHashVersion}
 	for k, v := range np.Spec.Template.Annotations {
 		annotations[k] = v
 	}

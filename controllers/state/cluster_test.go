@@ -18,7 +18,7 @@ import (
 
 	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
 )
 
 var startupTaint = corev1.Taint{Key: "example.com/agent", Effect: corev1.TaintEffectNoSchedule}
@@ -85,7 +85,7 @@ func TestTheNodeStandsForItsNodeClaimOnceItReportsCapacity(t *testing.T) {
 		t.Errorf("pending for the solver: %v; want free and on-cordoned only", pending)
 	}
 	nodes := map[string]*scheduling.Node{}
-	for _, n := range snap.Input.Nodes {
+	for _, n := range snap.Nodes {
 		nodes[n.Name] = n
 	}
 	for _, name := range []string{"launching", "bare"} {
@@ -101,8 +101,8 @@ func TestTheNodeStandsForItsNodeClaimOnceItReportsCapacity(t *testing.T) {
 	if n := nodes["cordoned"]; n != nil {
 		t.Errorf("a cordoned node offers no room, nor does its NodeClaim as if in flight: %s", describe(n))
 	}
-	if len(snap.Input.Nodes) != 5 {
-		t.Errorf("%d nodes for the solver; want slow, ready, early, launching and bare (as the NodeClaim)", len(snap.Input.Nodes))
+	if len(snap.Nodes) != 5 {
+		t.Errorf("%d nodes for the solver; want slow, ready, early, launching and bare (as the NodeClaim)", len(snap.Nodes))
 	}
 	// Once its NodeClaim is initialized, a node's taints all count.
 	if got := schedulableTaints(slow, nil); len(got) != 2 {
@@ -118,7 +118,7 @@ func snapshotPending(t *testing.T, c *Cluster) (*Snapshot, map[string]bool) {
 		t.Fatal(err)
 	}
 	pending := map[string]bool{}
-	for _, p := range snap.Input.Pods {
+	for _, p := range snap.Pods {
 		pending[p.Name] = true
 	}
 	return snap, pending
@@ -162,7 +162,7 @@ func TestNominationsHoldUntilTheNodeIsReady(t *testing.T) {
 	if !pending["free"] || !pending["on-stale"] || !pending["on-full"] || pending["on-slow"] || pending["on-fresh"] || len(pending) != 3 {
 		t.Fatalf("pending for the solver: %v; want free, on-stale (Ready a minute ago) and on-full (no room left), not on-slow (not Ready) nor on-fresh (Ready 5 s ago)", pending)
 	}
-	for _, n := range snap.Input.Nodes {
+	for _, n := range snap.Nodes {
 		switch n.Name {
 		case "slow":
 			if len(n.Taints) != 0 || len(n.Pods) != 1 {
@@ -202,22 +202,28 @@ func TestDisplacedPodsWaitForKubeScheduler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Input.Pods) != 0 || snap.Displaced != 1 || snap.RetryAfter != 3*time.Second {
-		t.Fatalf("pending %d, displaced %d, retry after %s; want on-a displaced, solved again in 3s", len(snap.Input.Pods), snap.Displaced, snap.RetryAfter)
+	if len(snap.Pods) != 0 || snap.Displaced != 1 || snap.RetryAfter != 3*time.Second {
+		t.Fatalf("pending %d, displaced %d, retry after %s; want on-a displaced, solved again in 3s", len(snap.Pods), snap.Displaced, snap.RetryAfter)
 	}
 	clk.Step(3 * time.Second)
 	if snap, err = c.Snapshot(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Input.Pods) != 1 || snap.Input.Pods[0].Name != "on-a" || snap.Displaced != 0 {
-		t.Fatalf("pending %d, displaced %d; want on-a solved again", len(snap.Input.Pods), snap.Displaced)
+	if len(snap.Pods) != 1 || snap.Pods[0].Name != "on-a" || snap.Displaced != 0 {
+		t.Fatalf("pending %d, displaced %d; want on-a solved again", len(snap.Pods), snap.Displaced)
 	}
-	res, err := scheduling.Solve(snap.Input)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := res.Existing["b"]; len(got) != 1 || got[0].Name != "on-a" || len(res.NodeClaims) != 0 {
-		t.Errorf("on b: %v, %d NodeClaims; want on-a on b, where on-b's room is free", got, len(res.NodeClaims))
+	// b holds no room for on-b any more, so on-a, solved again, fits there.
+	for _, n := range snap.Nodes {
+		if n.Name != "b" {
+			continue
+		}
+		free := n.Allocatable
+		for _, p := range n.Pods {
+			free = scheduling.Subtract(free, scheduling.PodRequests(p))
+		}
+		if ok, r := scheduling.Fits(scheduling.PodRequests(onA), free); !ok {
+			t.Errorf("b has no %s left for on-a; its pods: %d", r, len(n.Pods))
+		}
 	}
 }
 
@@ -375,17 +381,17 @@ func TestCreatedClaimsCountBeforeTheCacheShowsThem(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range snap.Input.Pods {
+		for _, p := range snap.Pods {
 			if p.Name == pod.Name {
 				return false
 			}
 		}
-		for _, n := range snap.Input.Nodes {
+		for _, n := range snap.Nodes {
 			if n.Name == claim.Name && n.InFlight && len(n.Pods) == 1 {
 				return true
 			}
 		}
-		t.Fatalf("the pod is neither pending nor on the created NodeClaim: %+v", snap.Input.Nodes)
+		t.Fatalf("the pod is neither pending nor on the created NodeClaim: %+v", snap.Nodes)
 		return false
 	}
 	if !held() {

@@ -7,7 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
+	k8spolicyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,9 +44,9 @@ func TestDeletingANodeClaimDrainsWithinThePDB(t *testing.T) {
 			},
 		},
 	}
-	pdb := &policyv1.PodDisruptionBudget{
+	pdb := &k8spolicyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "drain-me", Namespace: "default"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: labels}},
+		Spec:       k8spolicyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: labels}},
 	}
 	for _, o := range []client.Object{pdb, deploy} {
 		if err := kube.Create(ctx, o); err != nil {

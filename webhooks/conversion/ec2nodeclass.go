@@ -74,7 +74,7 @@ func amiSelectionToV1beta1(s v1AMISelection) v1beta1AMISelection {
 func (c *Converter) EC2NodeClassToV1(_ context.Context, src *awsv1beta1.EC2NodeClass, dst *awsv1.EC2NodeClass) error {
 	ann := copyAnnotations(src.Annotations)
 	dst.TypeMeta = src.TypeMeta
-	dst.TypeMeta.APIVersion = awsv1.SchemeGroupVersion.String()
+	dst.APIVersion = awsv1.SchemeGroupVersion.String()
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
 
 	in := src.Spec.DeepCopy()
@@ -109,7 +109,7 @@ func (c *Converter) EC2NodeClassToV1(_ context.Context, src *awsv1beta1.EC2NodeC
 func (c *Converter) EC2NodeClassToV1beta1(_ context.Context, src *awsv1.EC2NodeClass, dst *awsv1beta1.EC2NodeClass) error {
 	ann := copyAnnotations(src.Annotations)
 	dst.TypeMeta = src.TypeMeta
-	dst.TypeMeta.APIVersion = awsv1beta1.SchemeGroupVersion.String()
+	dst.APIVersion = awsv1beta1.SchemeGroupVersion.String()
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
 
 	in := src.Spec.DeepCopy()

@@ -37,7 +37,7 @@ func nillableDeref(d *karpv1.NillableDuration) karpv1.NillableDuration {
 func (c *Converter) NodeClaimToV1(_ context.Context, src *karpv1beta1.NodeClaim, dst *karpv1.NodeClaim) error {
 	ann := copyAnnotations(src.Annotations)
 	dst.TypeMeta = src.TypeMeta
-	dst.TypeMeta.APIVersion = karpv1.SchemeGroupVersion.String()
+	dst.APIVersion = karpv1.SchemeGroupVersion.String()
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
 
 	in := &src.Spec
@@ -66,7 +66,7 @@ func (c *Converter) NodeClaimToV1(_ context.Context, src *karpv1beta1.NodeClaim,
 func (c *Converter) NodeClaimToV1beta1(_ context.Context, src *karpv1.NodeClaim, dst *karpv1beta1.NodeClaim) error {
 	ann := copyAnnotations(src.Annotations)
 	dst.TypeMeta = src.TypeMeta
-	dst.TypeMeta.APIVersion = karpv1beta1.SchemeGroupVersion.String()
+	dst.APIVersion = karpv1beta1.SchemeGroupVersion.String()
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
 
 	in := &src.Spec

@@ -62,7 +62,7 @@ func disruptionToV1beta1(d v1Disruption) v1beta1Disruption {
 func (c *Converter) NodePoolToV1(_ context.Context, src *karpv1beta1.NodePool, dst *karpv1.NodePool) error {
 	ann := copyAnnotations(src.Annotations)
 	dst.TypeMeta = src.TypeMeta
-	dst.TypeMeta.APIVersion = karpv1.SchemeGroupVersion.String()
+	dst.APIVersion = karpv1.SchemeGroupVersion.String()
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
 
 	in := &src.Spec
@@ -105,7 +105,7 @@ func (c *Converter) NodePoolToV1(_ context.Context, src *karpv1beta1.NodePool, d
 func (c *Converter) NodePoolToV1beta1(_ context.Context, src *karpv1.NodePool, dst *karpv1beta1.NodePool) error {
 	ann := copyAnnotations(src.Annotations)
 	dst.TypeMeta = src.TypeMeta
-	dst.TypeMeta.APIVersion = karpv1beta1.SchemeGroupVersion.String()
+	dst.APIVersion = karpv1beta1.SchemeGroupVersion.String()
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
 
 	in := &src.Spec

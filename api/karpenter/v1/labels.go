@@ -39,10 +39,10 @@ const (
 	// TerminationFinalizer is on Nodes and NodeClaims that Karpenter drains before deletion.
 	TerminationFinalizer = Group + "/termination"
 
-	// Capacity types.
+	// CapacityTypeSpot, CapacityTypeOnDemand and CapacityTypeReserved are the capacity types.
 	CapacityTypeSpot     = "spot"
-	CapacityTypeOnDemand = "on-demand"
-	CapacityTypeReserved = "reserved"
+	CapacityTypeOnDemand = "on-demand" //nolint:revive // documented with CapacityTypeSpot
+	CapacityTypeReserved = "reserved"  //nolint:revive // documented with CapacityTypeSpot
 
 	// ArchitectureAmd64 and ArchitectureArm64 are the values of kubernetes.io/arch.
 	ArchitectureAmd64 = "amd64"

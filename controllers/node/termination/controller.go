@@ -11,7 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
+	k8spolicyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -28,7 +28,7 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 )
 
-// MaxConcurrentReconciles: launches and drains wait on the cloud and on evictions, so many run
+// MaxConcurrentReconciles is high: launches and drains wait on the cloud and on evictions, so many run
 // at once.
 const MaxConcurrentReconciles = 100
 
@@ -161,7 +161,7 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, force bool) (
 		if p.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
 			continue // waits for the grace period, or for the pod to finish
 		}
-		err := c.client.SubResource("eviction").Create(ctx, p, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}})
+		err := c.client.SubResource("eviction").Create(ctx, p, &k8spolicyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}})
 		switch {
 		case err == nil:
 			c.recorder.Eventf(p, node, corev1.EventTypeNormal, "Evicted", "Drain", "Evicted pod: draining node %s", node.Name)

@@ -37,7 +37,7 @@ func NewController(c client.Client, live client.Reader, cloud cloudprovider.Clou
 	return &Controller{client: c, live: live, cloud: cloud, clock: clk, Interval: time.Minute}
 }
 
-// NeedLeaderElection: only the leader deletes.
+// NeedLeaderElection is true: only the leader deletes.
 func (c *Controller) NeedLeaderElection() bool { return true }
 
 // Start collects until ctx ends.

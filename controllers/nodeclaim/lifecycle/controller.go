@@ -36,7 +36,7 @@ import (
 // errDeleted stops a reconcile whose NodeClaim a step deleted.
 var errDeleted = errors.New("nodeclaim deleted")
 
-// MaxConcurrentReconciles: a launch waits on the cloud provider for seconds, and every
+// MaxConcurrentReconciles is high: a launch waits on the cloud provider for seconds, and every
 // reconcile of the controller shares its workers, so a scale-out of hundreds of NodeClaims
 // must not queue the registration of launched nodes behind launches still waiting. The
 // client's rate limit, not this, bounds the load on the API server.

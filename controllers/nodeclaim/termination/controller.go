@@ -21,7 +21,7 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 )
 
-// MaxConcurrentReconciles: launches and drains wait on the cloud and on evictions, so many run
+// MaxConcurrentReconciles is high: launches and drains wait on the cloud and on evictions, so many run
 // at once.
 const MaxConcurrentReconciles = 100
 

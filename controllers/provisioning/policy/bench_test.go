@@ -11,7 +11,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/test"
 	"github.com/karpenter-policy/karpenter/test/bench"
@@ -68,8 +68,8 @@ func benchmarkMixed(b *testing.B, withPolicies bool) {
 	np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: karpv1.NodePoolSpec{Template: karpv1.NodeClaimTemplate{Spec: karpv1.NodeClaimTemplateSpec{
 		NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
 	}}}}
-	in := &scheduling.Input{Pods: bench.MixedPodsIn(5000, names), NodePools: []*scheduling.NodePool{{NodePool: np, InstanceTypes: bench.SyntheticTypes(400)}}}
-	var res *scheduling.Result
+	in := &solver.Input{Pods: bench.MixedPodsIn(5000, names), NodePools: []*solver.NodePool{{NodePool: np, InstanceTypes: bench.SyntheticTypes(400)}}}
+	var res *solver.Result
 	blocked := 0
 	if withPolicies {
 		// The steady state: the engine has seen these policies, budgets and instance types in
@@ -91,7 +91,7 @@ func benchmarkMixed(b *testing.B, withPolicies bool) {
 			res, blocked = out.Result, len(out.Blocked)
 		} else {
 			var err error
-			if res, err = scheduling.Solve(in); err != nil {
+			if res, err = solver.Solve(in); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -32,7 +32,8 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
+	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 	"github.com/karpenter-policy/karpenter/policies"
 )
 
@@ -50,7 +51,7 @@ type Planner struct {
 type Outcome struct {
 	// Result is the solver's decision; Unschedulable includes the pods policies hold back,
 	// and NodeClaims only those the launch gate let through.
-	Result *scheduling.Result
+	Result *solver.Result
 	// Blocked are the pods a Deny holds back, each with the violation.
 	Blocked []Blocked
 	// Warnings are Warn results and the violations of Warn sources; DryRun those of DryRun
@@ -99,8 +100,8 @@ const budgetTolerance = 0.005
 type nsPool struct{ namespace, pool string }
 
 // Solve runs the batch through the policies and the solver.
-func (p *Planner) Solve(ctx context.Context, in *scheduling.Input) (*Outcome, error) {
-	book := NewPriceBook(in.NodePools)
+func (p *Planner) Solve(ctx context.Context, in *solver.Input) (*Outcome, error) {
+	book := NewPriceBook(poolTypes(in.NodePools)...)
 	z := sizes{}
 	before := usageOf(in.Nodes, book, z)
 	out := &Outcome{Namespaces: map[string]*Namespace{}}
@@ -124,7 +125,7 @@ func (p *Planner) Solve(ctx context.Context, in *scheduling.Input) (*Outcome, er
 		}
 		pending = append(pending, pod)
 	}
-	var res *scheduling.Result
+	var res *solver.Result
 	perPod := false
 	for round := 0; ; round++ {
 		solveIn := *in
@@ -133,7 +134,7 @@ func (p *Planner) Solve(ctx context.Context, in *scheduling.Input) (*Outcome, er
 			// Most pods stay where the last round put them.
 			solveIn.Seed = res.NodeClaims
 		}
-		if res, err = scheduling.Solve(&solveIn); err != nil {
+		if res, err = solver.Solve(&solveIn); err != nil {
 			return nil, err
 		}
 		z.learn(res.Requests)
@@ -152,7 +153,7 @@ func (p *Planner) Solve(ctx context.Context, in *scheduling.Input) (*Outcome, er
 	p.gate(ctx, res, out, z)
 	p.account(res, in.Nodes, book, out, z)
 	for _, b := range out.Blocked {
-		res.Unschedulable = append(res.Unschedulable, scheduling.Unschedulable{Pod: b.Pod, Reason: b.Violation.Message})
+		res.Unschedulable = append(res.Unschedulable, solver.Unschedulable{Pod: b.Pod, Reason: b.Violation.Message})
 	}
 	out.Result, out.Warnings, out.DryRun = res, dedupe(out.Warnings), dedupe(out.DryRun)
 	return out, nil
@@ -183,7 +184,7 @@ func (o *Outcome) block(pod *corev1.Pod, v policies.Violation) {
 }
 
 // evaluate runs the provisioning decision point once per (namespace, NodePool).
-func (p *Planner) evaluate(ctx context.Context, in *scheduling.Input, namespaces []string, before map[string]policies.Usage, out *Outcome) (map[nsPool]*policies.Constraints, error) {
+func (p *Planner) evaluate(ctx context.Context, in *solver.Input, namespaces []string, before map[string]policies.Usage, out *Outcome) (map[nsPool]*policies.Constraints, error) {
 	types := make(map[string]*policies.InstanceTypes, len(in.NodePools))
 	for _, np := range in.NodePools {
 		its, err := p.Engine.InstanceTypes(instanceTypeInfos(np.InstanceTypes))
@@ -263,7 +264,7 @@ func instanceTypeInfos(its []*cloudprovider.InstanceType) []policies.InstanceTyp
 }
 
 // deniedEverywhere reports a Deny that keeps the namespace off every NodePool.
-func deniedEverywhere(cons map[nsPool]*policies.Constraints, ns string, pools []*scheduling.NodePool) (policies.Violation, bool) {
+func deniedEverywhere(cons map[nsPool]*policies.Constraints, ns string, pools []*solver.NodePool) (policies.Violation, bool) {
 	var first policies.Violation
 	for i, np := range pools {
 		d := cons[nsPool{ns, np.NodePool.Name}].Denied()
@@ -280,13 +281,13 @@ func deniedEverywhere(cons map[nsPool]*policies.Constraints, ns string, pools []
 // overBudget finds the pods that would take a namespace past its hourly limit: with what
 // the namespace already commits and its placements on existing nodes counted first, the
 // pods on new NodeClaims are kept cheapest first while they fit.
-func (p *Planner) overBudget(res *scheduling.Result, nodes []*scheduling.Node, book PriceBook, namespaces map[string]*Namespace, z sizes) []Blocked {
+func (p *Planner) overBudget(res *solver.Result, nodes []*scheduling.Node, book PriceBook, namespaces map[string]*Namespace, z sizes) []Blocked {
 	over := p.overBudgetByPod(res, nodes, book, namespaces, z)
 	return append(over, p.overBudgetBySpareRoom(res, namespaces, z, over)...)
 }
 
 // overBudgetByPod holds back, per namespace, the pods on new NodeClaims past its limit.
-func (p *Planner) overBudgetByPod(res *scheduling.Result, nodes []*scheduling.Node, book PriceBook, namespaces map[string]*Namespace, z sizes) []Blocked {
+func (p *Planner) overBudgetByPod(res *solver.Result, nodes []*scheduling.Node, book PriceBook, namespaces map[string]*Namespace, z sizes) []Blocked {
 	running := map[string]float64{}
 	for name, ns := range namespaces {
 		if b := ns.Budget; b != nil && b.HasLimit && b.Enforcement == policyv1.EnforcementDeny {
@@ -338,7 +339,7 @@ func (p *Planner) overBudgetByPod(res *scheduling.Result, nodes []*scheduling.No
 			continue // all of them fit
 		}
 		for i := range ps {
-			ps[i].key = scheduling.PodKey(ps[i].pod)
+			ps[i].key = solver.PodKey(ps[i].pod)
 		}
 		sort.SliceStable(ps, func(i, j int) bool {
 			if ps[i].cost != ps[j].cost {
@@ -368,7 +369,7 @@ func overrun(b *policies.BudgetInForce, namespace string, pod *corev1.Pod, commi
 // of the nodes launched for it. A namespace is charged for each new NodeClaim it has pods on
 // its share plus the NodeClaim's idle room; where that passes its limit, the NodeClaim with
 // the most idle room is given up (its pods held too) until what is left fits.
-func (p *Planner) overBudgetBySpareRoom(res *scheduling.Result, namespaces map[string]*Namespace, z sizes, over []Blocked) []Blocked {
+func (p *Planner) overBudgetBySpareRoom(res *solver.Result, namespaces map[string]*Namespace, z sizes, over []Blocked) []Blocked {
 	heldNow := map[*corev1.Pod]bool{}
 	for _, b := range over {
 		heldNow[b.Pod] = true
@@ -450,7 +451,7 @@ func (p *Planner) overBudgetBySpareRoom(res *scheduling.Result, namespaces map[s
 // first denial on, the rest are evaluated again one by one with what was let through. When
 // the budgets fit the whole batch (one evaluation, see Engine.LaunchBudgetsFit), only the
 // CapacityPolicies are evaluated per NodeClaim.
-func (p *Planner) gate(ctx context.Context, res *scheduling.Result, out *Outcome, z sizes) {
+func (p *Planner) gate(ctx context.Context, res *solver.Result, out *Outcome, z sizes) {
 	launched := map[string]float64{}
 	inputs := make([]launchInput, len(res.NodeClaims))
 	all := make([]policies.LaunchInput, len(res.NodeClaims))
@@ -513,7 +514,7 @@ type launchInput struct {
 
 // launchInput charges each namespace with pods on the NodeClaim its pods' cost and the idle
 // room, on top of its usage and what was launched before.
-func (p *Planner) launchInput(c *scheduling.NodeClaim, launched map[string]float64, out *Outcome, z sizes) launchInput {
+func (p *Planner) launchInput(c *solver.NodeClaim, launched map[string]float64, out *Outcome, z sizes) launchInput {
 	alloc := c.InstanceType.Allocatable()
 	idle := c.Offering.Price
 	shares := map[string]*policies.LaunchNamespace{}
@@ -551,7 +552,7 @@ func (p *Planner) launchInput(c *scheduling.NodeClaim, launched map[string]float
 }
 
 // account adds the batch's placements to each namespace's usage.
-func (p *Planner) account(res *scheduling.Result, nodes []*scheduling.Node, book PriceBook, out *Outcome, z sizes) {
+func (p *Planner) account(res *solver.Result, nodes []*scheduling.Node, book PriceBook, out *Outcome, z sizes) {
 	added := map[string]policies.Usage{}
 	byName := map[string]*scheduling.Node{}
 	for _, n := range nodes {
@@ -596,11 +597,11 @@ type hook struct {
 	cons map[nsPool]*policies.Constraints
 	// capacityType is the capacity type a pod was assigned to keep its namespace's Spot share.
 	capacityType map[*corev1.Pod]string
-	built        map[hookKey]*scheduling.Constraints
+	built        map[hookKey]*solver.Constraints
 	// byContent shares one Constraints among namespaces whose constraints are the same (a
 	// CapacityPolicy's price ceiling for all of them, say): the solver then applies them to
 	// a NodeClaim once, not once per namespace on it.
-	byContent map[string]*scheduling.Constraints
+	byContent map[string]*solver.Constraints
 }
 
 type hookKey struct {
@@ -609,12 +610,12 @@ type hookKey struct {
 }
 
 func newHook(cons map[nsPool]*policies.Constraints) *hook {
-	return &hook{cons: cons, capacityType: map[*corev1.Pod]string{}, built: map[hookKey]*scheduling.Constraints{},
-		byContent: map[string]*scheduling.Constraints{}}
+	return &hook{cons: cons, capacityType: map[*corev1.Pod]string{}, built: map[hookKey]*solver.Constraints{},
+		byContent: map[string]*solver.Constraints{}}
 }
 
-// Constraints implements scheduling.PolicyHook.
-func (h *hook) Constraints(pod *corev1.Pod, pool string) *scheduling.Constraints {
+// Constraints implements solver.PolicyHook.
+func (h *hook) Constraints(pod *corev1.Pod, pool string) *solver.Constraints {
 	k := hookKey{nsPool{pod.Namespace, pool}, h.capacityType[pod]}
 	if c, ok := h.built[k]; ok {
 		return c
@@ -635,7 +636,7 @@ func (h *hook) Constraints(pod *corev1.Pod, pool string) *scheduling.Constraints
 
 // contentKey identifies what toSolver made of constraints: the capacity type, the reason
 // given, the instance types refused and the offering filter.
-func contentKey(pc *policies.Constraints, c *scheduling.Constraints, capacityType string) string {
+func contentKey(pc *policies.Constraints, c *solver.Constraints, capacityType string) string {
 	var types []string
 	if pc != nil {
 		types = slices.Sorted(maps.Keys(pc.DeniedInstanceTypes))
@@ -645,7 +646,7 @@ func contentKey(pc *policies.Constraints, c *scheduling.Constraints, capacityTyp
 
 // toSolver turns a (namespace, NodePool)'s constraints and a pod's capacity type into the
 // solver's requirements and offering filter; nil when nothing constrains.
-func toSolver(c *policies.Constraints, capacityType string) *scheduling.Constraints {
+func toSolver(c *policies.Constraints, capacityType string) *solver.Constraints {
 	if c == nil {
 		c = &policies.Constraints{}
 	}
@@ -653,7 +654,7 @@ func toSolver(c *policies.Constraints, capacityType string) *scheduling.Constrai
 	if len(denied) == 0 && len(c.DeniedInstanceTypes) == 0 && len(c.DeniedCapacityTypes) == 0 && c.PriceCeiling == 0 && capacityType == "" {
 		return nil
 	}
-	out := &scheduling.Constraints{}
+	out := &solver.Constraints{}
 	var sources []string
 	seen := map[string]bool{}
 	add := func(s string) {

@@ -17,7 +17,8 @@ import (
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
+	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/test"
 )
@@ -38,13 +39,13 @@ func pods(ns, name string, n int, cpu, mem string, f ...func(*corev1.Pod)) []*co
 	return out
 }
 
-func pool() *scheduling.NodePool {
+func pool() *solver.NodePool {
 	np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
 	np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{
 		{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot", "on-demand"}},
 		{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}},
 	}
-	return &scheduling.NodePool{NodePool: np, InstanceTypes: catalog.Embedded().ForProvider()}
+	return &solver.NodePool{NodePool: np, InstanceTypes: catalog.Embedded().ForProvider()}
 }
 
 func budget(ns, hourly string, f ...func(*policyv1.CapacityBudget)) *policyv1.CapacityBudget {
@@ -70,7 +71,7 @@ func planner(t *testing.T, budgets ...*policyv1.CapacityBudget) *Planner {
 	return p
 }
 
-func solve(t *testing.T, p *Planner, in *scheduling.Input) *Outcome {
+func solve(t *testing.T, p *Planner, in *solver.Input) *Outcome {
 	t.Helper()
 	out, err := p.Solve(context.Background(), in)
 	if err != nil {
@@ -80,7 +81,7 @@ func solve(t *testing.T, p *Planner, in *scheduling.Input) *Outcome {
 }
 
 // attributed sums, per namespace, the cost the new NodeClaims attribute to its pods.
-func attributed(res *scheduling.Result) map[string]float64 {
+func attributed(res *solver.Result) map[string]float64 {
 	out := map[string]float64{}
 	for _, c := range res.NodeClaims {
 		for _, p := range c.Pods {
@@ -93,7 +94,7 @@ func attributed(res *scheduling.Result) map[string]float64 {
 
 func TestBudgetHoldsBackWhatWouldOverrun(t *testing.T) {
 	p := planner(t, budget("team-a", "0.20"))
-	in := &scheduling.Input{Pods: append(pods("team-a", "web", 40, "1", "2Gi"), pods("team-b", "api", 10, "1", "2Gi")...), NodePools: []*scheduling.NodePool{pool()}}
+	in := &solver.Input{Pods: append(pods("team-a", "web", 40, "1", "2Gi"), pods("team-b", "api", 10, "1", "2Gi")...), NodePools: []*solver.NodePool{pool()}}
 	out := solve(t, p, in)
 	spent := attributed(out.Result)
 	if spent["team-a"] > 0.205 {
@@ -117,9 +118,9 @@ func TestBudgetHoldsBackWhatWouldOverrun(t *testing.T) {
 	}
 	unsched := map[string]string{}
 	for _, u := range out.Result.Unschedulable {
-		unsched[scheduling.PodKey(u.Pod)] = u.Reason
+		unsched[solver.PodKey(u.Pod)] = u.Reason
 	}
-	if unsched[scheduling.PodKey(ns.Blocked[0].Pod)] != msg {
+	if unsched[solver.PodKey(ns.Blocked[0].Pod)] != msg {
 		t.Error("blocked pods are listed as unschedulable with the violation")
 	}
 	if got := ns.PricePerHour(); got > 0.205 {
@@ -141,11 +142,11 @@ func TestBudgetCountsWhatIsAlreadyRunning(t *testing.T) {
 			Labels: map[string]string{corev1.LabelInstanceTypeStable: it.Name, karpv1.CapacityTypeLabelKey: "on-demand", corev1.LabelTopologyZone: "us-east-1a"}}
 	}
 	nodes := []*scheduling.Node{node("running", false, 2), node("launching", true, 2)}
-	before := UsageOf(nodes, NewPriceBook([]*scheduling.NodePool{pool()}))["team-a"]
+	before := UsageOf(nodes, NewPriceBook(pool().InstanceTypes))["team-a"]
 	if before.HourlyCost <= 0 || before.InFlightHourlyCost != before.HourlyCost {
 		t.Fatalf("usage %+v", before)
 	}
-	out := solve(t, p, &scheduling.Input{Pods: pods("team-a", "web", 40, "1", "2Gi"), NodePools: []*scheduling.NodePool{pool()}, Nodes: nodes})
+	out := solve(t, p, &solver.Input{Pods: pods("team-a", "web", 40, "1", "2Gi"), NodePools: []*solver.NodePool{pool()}, Nodes: nodes})
 	if len(out.Blocked) == 0 {
 		t.Error("40 more pods do not fit what is left of the budget")
 	}
@@ -165,7 +166,7 @@ func TestNamespaceAtItsLimitLaunchesNothing(t *testing.T) {
 	nodes := []*scheduling.Node{{Name: "n", Allocatable: it.Allocatable(), Pods: pods("team-a", "old", 1, "1", "1Gi"),
 		Labels: map[string]string{corev1.LabelInstanceTypeStable: it.Name, karpv1.CapacityTypeLabelKey: "on-demand"}}}
 	nodes[0].Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), corev1.ResourcePods: resource.MustParse("1")}
-	out := solve(t, p, &scheduling.Input{Pods: pods("team-a", "web", 3, "1", "2Gi"), NodePools: []*scheduling.NodePool{pool()}, Nodes: nodes})
+	out := solve(t, p, &solver.Input{Pods: pods("team-a", "web", 3, "1", "2Gi"), NodePools: []*solver.NodePool{pool()}, Nodes: nodes})
 	if len(out.Result.NodeClaims) != 0 || len(out.Blocked) != 3 {
 		t.Fatalf("claims %d, blocked %d", len(out.Result.NodeClaims), len(out.Blocked))
 	}
@@ -179,8 +180,8 @@ func TestSpotShareEndsWithinBounds(t *testing.T) {
 		b := budget("team-a", "100", func(b *policyv1.CapacityBudget) {
 			b.Spec.Spot = &policyv1.SpotShare{MinPercent: &tc.min, MaxPercent: &tc.max}
 		})
-		out := solve(t, planner(t, b), &scheduling.Input{Pods: append(pods("team-a", "web", 30, "1", "2Gi"), pods("team-a", "big", 5, "4", "8Gi")...),
-			NodePools: []*scheduling.NodePool{pool()}})
+		out := solve(t, planner(t, b), &solver.Input{Pods: append(pods("team-a", "web", 30, "1", "2Gi"), pods("team-a", "big", 5, "4", "8Gi")...),
+			NodePools: []*solver.NodePool{pool()}})
 		var spot, all float64
 		for _, c := range out.Result.NodeClaims {
 			for _, p := range c.Pods {
@@ -217,7 +218,7 @@ func TestSpotShareAboveTheOnDemandBase(t *testing.T) {
 	b := budget("team-a", "100", func(b *policyv1.CapacityBudget) {
 		b.Spec.Spot = &policyv1.SpotShare{MinPercent: ptr(int32(100)), OnDemandBaseCPU: &base}
 	})
-	out := solve(t, planner(t, b), &scheduling.Input{Pods: pods("team-a", "web", 30, "1", "2Gi"), NodePools: []*scheduling.NodePool{pool()}})
+	out := solve(t, planner(t, b), &solver.Input{Pods: pods("team-a", "web", 30, "1", "2Gi"), NodePools: []*solver.NodePool{pool()}})
 	u := out.Namespaces["team-a"].After()
 	if u.OnDemandCPU != 10 || u.SpotCPU != 20 {
 		t.Errorf("want the 10-vCPU base on-demand and the rest Spot, got %+v", u)
@@ -239,8 +240,8 @@ func TestCapacityPolicyDeniesGPUFamiliesInDev(t *testing.T) {
 	}
 	np := pool()
 	np.NodePool.Spec.Template.Spec.Requirements = np.NodePool.Spec.Template.Spec.Requirements[:1]
-	out := solve(t, p, &scheduling.Input{Pods: append(pods("ml-dev", "train", 1, "4", "16Gi", gpu), pods("ml-prod", "train", 1, "4", "16Gi", gpu)...),
-		NodePools: []*scheduling.NodePool{np}})
+	out := solve(t, p, &solver.Input{Pods: append(pods("ml-dev", "train", 1, "4", "16Gi", gpu), pods("ml-prod", "train", 1, "4", "16Gi", gpu)...),
+		NodePools: []*solver.NodePool{np}})
 	if len(out.Result.NodeClaims) != 1 || out.Result.NodeClaims[0].Pods[0].Namespace != "ml-prod" {
 		t.Fatalf("only ml-prod gets a GPU node: %d claims", len(out.Result.NodeClaims))
 	}
@@ -253,7 +254,7 @@ func TestLaunchGateWarnsUnderWarnEnforcement(t *testing.T) {
 	// Warn enforcement skips the trim; the gate then reports the overrun as a warning and
 	// lets the NodeClaims through.
 	b := budget("team-a", "0.10", func(b *policyv1.CapacityBudget) { b.Spec.Enforcement = policyv1.EnforcementWarn })
-	out := solve(t, planner(t, b), &scheduling.Input{Pods: pods("team-a", "web", 20, "1", "2Gi"), NodePools: []*scheduling.NodePool{pool()}})
+	out := solve(t, planner(t, b), &solver.Input{Pods: pods("team-a", "web", 20, "1", "2Gi"), NodePools: []*solver.NodePool{pool()}})
 	if len(out.Blocked) != 0 || len(out.Result.NodeClaims) == 0 {
 		t.Fatalf("Warn blocks nothing: blocked %d", len(out.Blocked))
 	}
@@ -276,7 +277,7 @@ func TestBudgetHoldsWhenHeldPodsFillSpareRoom(t *testing.T) {
 	}
 	for _, limit := range []string{"0.02", "0.03", "0.04", "0.05", "0.07", "0.08", "0.11", "0.13"} {
 		p := planner(t, budget("team-b", limit))
-		out := solve(t, p, &scheduling.Input{Pods: pods("team-b", "batch", 24, "500m", "1Gi"), NodePools: []*scheduling.NodePool{np}})
+		out := solve(t, p, &solver.Input{Pods: pods("team-b", "batch", 24, "500m", "1Gi"), NodePools: []*solver.NodePool{np}})
 		z := sizes{}
 		total := 0.0
 		held := append([]Blocked(nil), out.Namespaces["team-b"].Blocked...)
@@ -318,7 +319,7 @@ func catalogType(t *testing.T, name string) *cloudprovider.InstanceType {
 	return nil
 }
 
-func claimOn(t *testing.T, it *cloudprovider.InstanceType, capacityType string, ps []*corev1.Pod) *scheduling.NodeClaim {
+func claimOn(t *testing.T, it *cloudprovider.InstanceType, capacityType string, ps []*corev1.Pod) *solver.NodeClaim {
 	t.Helper()
 	var off cloudprovider.Offering
 	for _, o := range it.Offerings {
@@ -331,7 +332,7 @@ func claimOn(t *testing.T, it *cloudprovider.InstanceType, capacityType string, 
 	for _, p := range ps {
 		scheduling.AddResources(req, scheduling.PodRequests(p))
 	}
-	return &scheduling.NodeClaim{NodePool: "default", InstanceType: it, InstanceTypes: []*cloudprovider.InstanceType{it}, Offering: off, Pods: ps, Requests: req,
+	return &solver.NodeClaim{NodePool: "default", InstanceType: it, InstanceTypes: []*cloudprovider.InstanceType{it}, Offering: off, Pods: ps, Requests: req,
 		Requirements: scheduling.Requirements{karpv1.CapacityTypeLabelKey: scheduling.NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, capacityType)}}
 }
 
@@ -344,7 +345,7 @@ func TestDriftFlipsDedicatedSpotNodeClaims(t *testing.T) {
 	ns := map[string]*Namespace{"team-a": {Budget: &policies.BudgetInForce{Enforcement: policyv1.EnforcementDeny,
 		Spot: policies.SpotBounds{MinPercent: 0, MaxPercent: 60}}}}
 	for _, pinned := range []bool{false, true} {
-		res := &scheduling.Result{NodeClaims: []*scheduling.NodeClaim{claimOn(t, big, "spot", spotPods), claimOn(t, catalogType(t, "m6i.large"), "on-demand", odPods)}}
+		res := &solver.Result{NodeClaims: []*solver.NodeClaim{claimOn(t, big, "spot", spotPods), claimOn(t, catalogType(t, "m6i.large"), "on-demand", odPods)}}
 		h := newHook(nil)
 		for _, p := range spotPods {
 			h.capacityType[p] = "spot"
@@ -386,7 +387,7 @@ func TestSpotByClaimFlipsTheCheapestRelief(t *testing.T) {
 		ok         bool
 		flipped    []int
 	}{{50, 50, true, []int{1}}, {50, 100, true, []int{1}}, {0, 50, true, []int{0, 1}}, {0, 100, false, []int{1}}} {
-		res := &scheduling.Result{NodeClaims: []*scheduling.NodeClaim{
+		res := &solver.Result{NodeClaims: []*solver.NodeClaim{
 			claimOn(t, it, "spot", append(pods("team-a", "a1", 2, "1", "12Gi"), pods("team-b", "b1", 2, "1", "2Gi")...)),
 			claimOn(t, it, "spot", pods("team-a", "a2", 2, "1", "12Gi")),
 			claimOn(t, it, "spot", pods("team-b", "b2", 4, "1", "6Gi")),
@@ -424,7 +425,7 @@ func TestIdleRoomOfNewNodeClaimsCounts(t *testing.T) {
 		if cost >= 0.10 || c.Offering.Price <= 0.10 {
 			t.Fatalf("the pod's share %.4f and the node's price %.4f must straddle 0.10", cost, c.Offering.Price)
 		}
-		held := (&Planner{}).overBudgetBySpareRoom(&scheduling.Result{NodeClaims: []*scheduling.NodeClaim{c}}, ns, sizes{}, nil)
+		held := (&Planner{}).overBudgetBySpareRoom(&solver.Result{NodeClaims: []*solver.NodeClaim{c}}, ns, sizes{}, nil)
 		if len(held) != tc.held {
 			t.Errorf("limit %.2f: %d pods held, want %d", tc.limit, len(held), tc.held)
 		}
@@ -441,7 +442,7 @@ func TestLaunchGateDropsTheNodeClaimPastTheLimit(t *testing.T) {
 	first, second := claimOn(t, it, "on-demand", pods("team-a", "a", 1, "1", "4Gi")), claimOn(t, it, "on-demand", pods("team-a", "b", 1, "1", "4Gi"))
 	p := planner(t, budget("team-a", "0.15"))
 	out := &Outcome{Namespaces: map[string]*Namespace{"team-a": {}}}
-	res := &scheduling.Result{NodeClaims: []*scheduling.NodeClaim{first, second}}
+	res := &solver.Result{NodeClaims: []*solver.NodeClaim{first, second}}
 	p.gate(context.Background(), res, out, sizes{})
 	if len(res.NodeClaims) != 1 || res.NodeClaims[0] != first {
 		t.Fatalf("two m6i.large at $%.3f/hour each pass $0.15: the second must be dropped, kept %d", it.Offerings[0].Price, len(res.NodeClaims))

@@ -10,7 +10,8 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
+	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 	"github.com/karpenter-policy/karpenter/policies"
 )
 
@@ -59,7 +60,7 @@ type podShare struct {
 
 // claimShare is a new NodeClaim: its pods' vCPU by namespace and its spare room.
 type claimShare struct {
-	c                  *scheduling.NodeClaim
+	c                  *solver.NodeClaim
 	pods               []podShare
 	byNS               map[string]float64
 	spareCPU, spareMem float64
@@ -87,7 +88,7 @@ type shares struct {
 	capacityType map[*corev1.Pod]*scheduling.Requirement
 }
 
-func newShares(res *scheduling.Result, namespaces map[string]*Namespace, z sizes) *shares {
+func newShares(res *solver.Result, namespaces map[string]*Namespace, z sizes) *shares {
 	s := &shares{namespaces: namespaces, capacityType: map[*corev1.Pod]*scheduling.Requirement{}}
 	for name, ns := range namespaces {
 		if spotBounded(ns) {
@@ -183,7 +184,7 @@ func (s *shares) drift(spot, all map[string]float64) map[string]float64 {
 func (s *shares) allows(pod *corev1.Pod, capacityType string) bool {
 	r, ok := s.capacityType[pod]
 	if !ok {
-		r = scheduling.PodRequirements(pod)[karpv1.CapacityTypeLabelKey]
+		r = solver.PodRequirements(pod)[karpv1.CapacityTypeLabelKey]
 		s.capacityType[pod] = r
 	}
 	return r == nil || r.Has(capacityType)
@@ -236,7 +237,7 @@ func (s *shares) keepsMinima(cs *claimShare, spot, all map[string]float64) bool 
 // Spot maximum within it, best relief per extra dollar first, never taking a namespace below
 // its minimum. It reports whether every namespace ends within its bounds; when not, the
 // NodeClaims it flipped stay flipped.
-func spotByClaim(res *scheduling.Result, h *hook, namespaces map[string]*Namespace, z sizes) bool {
+func spotByClaim(res *solver.Result, h *hook, namespaces map[string]*Namespace, z sizes) bool {
 	s := newShares(res, namespaces, z)
 	if len(s.bounded) == 0 {
 		return true
@@ -307,11 +308,11 @@ func spotByClaim(res *scheduling.Result, h *hook, namespaces map[string]*Namespa
 // seeded with the last solve. If the drift would still pass a maximum and flipping NodeClaims
 // cannot help, the assignment keeps the drift away from the maximum and the batch is solved
 // once more.
-func spotByPod(res *scheduling.Result, in *scheduling.Input, h *hook, namespaces map[string]*Namespace, z sizes) (*scheduling.Result, error) {
+func spotByPod(res *solver.Result, in *solver.Input, h *hook, namespaces map[string]*Namespace, z sizes) (*solver.Result, error) {
 	assignCapacityTypes(h, in.Pods, in.NodePools, namespaces, z, nil)
 	again := *in
 	again.Seed = res.NodeClaims
-	res, err := scheduling.Solve(&again)
+	res, err := solver.Solve(&again)
 	if err != nil {
 		return nil, err
 	}
@@ -321,11 +322,11 @@ func spotByPod(res *scheduling.Result, in *scheduling.Input, h *hook, namespaces
 	}
 	assignCapacityTypes(h, in.Pods, in.NodePools, namespaces, z, drift)
 	again.Seed = res.NodeClaims
-	return scheduling.Solve(&again)
+	return solver.Solve(&again)
 }
 
 // spotDrift is the drift (see shares.drift) of a solve's NodeClaims.
-func spotDrift(res *scheduling.Result, namespaces map[string]*Namespace, z sizes) map[string]float64 {
+func spotDrift(res *solver.Result, namespaces map[string]*Namespace, z sizes) map[string]float64 {
 	s := newShares(res, namespaces, z)
 	spot, all := s.totals()
 	return s.drift(spot, all)
@@ -334,7 +335,7 @@ func spotDrift(res *scheduling.Result, namespaces map[string]*Namespace, z sizes
 // flip launches a Spot NodeClaim on-demand: its instance types with an on-demand offering in
 // the zones it allows that every pod's policies accept, cheapest first. It refuses when a
 // pod on it must run on Spot or may not run on-demand, or no type is left.
-func (s *shares) flip(c *scheduling.NodeClaim, h *hook) bool {
+func (s *shares) flip(c *solver.NodeClaim, h *hook) bool {
 	for _, pod := range c.Pods {
 		if !s.allows(pod, karpv1.CapacityTypeOnDemand) {
 			return false
@@ -364,10 +365,10 @@ func (s *shares) flip(c *scheduling.NodeClaim, h *hook) bool {
 // onDemandOptions are the NodeClaim's instance types with an on-demand offering in the zones
 // it allows that the policies of every pod on it accept, cheapest first, and the cheapest
 // such offering.
-func onDemandOptions(c *scheduling.NodeClaim, h *hook) ([]*cloudprovider.InstanceType, cloudprovider.Offering, bool) {
+func onDemandOptions(c *solver.NodeClaim, h *hook) ([]*cloudprovider.InstanceType, cloudprovider.Offering, bool) {
 	// A namespace's type and offering filters are the same whatever capacity type its pods
 	// were assigned, so one pod of each namespace tells them.
-	var filters []*scheduling.Constraints
+	var filters []*solver.Constraints
 	seen := map[string]bool{}
 	for _, pod := range c.Pods {
 		if seen[pod.Namespace] {
@@ -421,7 +422,7 @@ func onDemandOptions(c *scheduling.NodeClaim, h *hook) ([]*cloudprovider.Instanc
 // so the namespace's share of vCPU above its on-demand base ends within the bounds,
 // preferring Spot (cheaper) up to the maximum. Pods that can run on one capacity type only
 // (their own requirements, or the NodePools') count where they must.
-func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*scheduling.NodePool, namespaces map[string]*Namespace, z sizes, drift map[string]float64) {
+func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*solver.NodePool, namespaces map[string]*Namespace, z sizes, drift map[string]float64) {
 	offered := map[string]bool{}
 	for _, np := range pools {
 		r := scheduling.NewRequirements(np.NodePool.Spec.Template.Spec.Requirements...)[karpv1.CapacityTypeLabelKey]
@@ -449,7 +450,7 @@ func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*scheduling.NodePo
 		var flexible []flex
 		for _, pod := range nsPods {
 			cpu, _ := z.of(pod)
-			r := scheduling.PodRequirements(pod)[karpv1.CapacityTypeLabelKey]
+			r := solver.PodRequirements(pod)[karpv1.CapacityTypeLabelKey]
 			canSpot := offered[karpv1.CapacityTypeSpot] && (r == nil || r.Has(karpv1.CapacityTypeSpot))
 			canOD := offered[karpv1.CapacityTypeOnDemand] && (r == nil || r.Has(karpv1.CapacityTypeOnDemand))
 			switch {
@@ -482,7 +483,7 @@ func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*scheduling.NodePo
 			if flexible[i].cpu != flexible[j].cpu {
 				return flexible[i].cpu > flexible[j].cpu
 			}
-			return scheduling.PodKey(flexible[i].pod) < scheduling.PodKey(flexible[j].pod)
+			return solver.PodKey(flexible[i].pod) < solver.PodKey(flexible[j].pod)
 		})
 		for _, f := range flexible {
 			if spot+f.cpu <= target+1e-9 {

@@ -5,7 +5,8 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
+	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 	"github.com/karpenter-policy/karpenter/policies"
 )
 
@@ -13,15 +14,24 @@ import (
 // NodePools' instance types.
 type PriceBook map[string]*cloudprovider.InstanceType
 
-// NewPriceBook indexes the NodePools' instance types by name.
-func NewPriceBook(pools []*scheduling.NodePool) PriceBook {
+// NewPriceBook indexes instance types (the NodePools' lists) by name.
+func NewPriceBook(typeLists ...[]*cloudprovider.InstanceType) PriceBook {
 	b := PriceBook{}
-	for _, p := range pools {
-		for _, it := range p.InstanceTypes {
+	for _, types := range typeLists {
+		for _, it := range types {
 			b[it.Name] = it
 		}
 	}
 	return b
+}
+
+// poolTypes are the solver NodePools' instance types, for NewPriceBook.
+func poolTypes(pools []*solver.NodePool) [][]*cloudprovider.InstanceType {
+	out := make([][]*cloudprovider.InstanceType, 0, len(pools))
+	for _, p := range pools {
+		out = append(out, p.InstanceTypes)
+	}
+	return out
 }
 
 // Price is the hourly price of a node with these labels: its offering's, or the cheapest of

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
 )
 
 // PricePerHour is the total price of the chosen offerings of the NodeClaims.
@@ -38,14 +39,14 @@ func (s *solver) lowerBound(placed []*NodeClaim) float64 {
 	for _, c := range placed {
 		for _, p := range c.Pods {
 			reqs := podRequirements(p, 0, nil)
-			key := c.pool.name + "|" + p.Namespace + "|" + reqsKey(reqs) + "|" + extKey(p)
+			key := c.pool.name + "|" + p.Namespace + "|" + reqsKey(reqs) + "|" + extKey(s.requests.Of(p))
 			g, ok := groups[key]
 			if !ok {
 				g = &groupTotals{options: s.options(c.pool, p, reqs)}
 				groups[key] = g
 				order = append(order, key)
 			}
-			r := toRes(PodRequests(p))
+			r := toRes(s.requests.Of(p))
 			g.cpu += float64(r.cpu) / 1000
 			g.mem += float64(r.mem)
 		}
@@ -59,7 +60,7 @@ func (s *solver) lowerBound(placed []*NodeClaim) float64 {
 	return total
 }
 
-func (s *solver) options(pl *pool, p *corev1.Pod, reqs Requirements) []option {
+func (s *solver) options(pl *pool, p *corev1.Pod, reqs scheduling.Requirements) []option {
 	merged := pl.reqs.Merged(reqs)
 	var keys []string
 	for _, k := range merged.Keys() {
@@ -77,7 +78,7 @@ func (s *solver) options(pl *pool, p *corev1.Pod, reqs Requirements) []option {
 			typeFilters = append(typeFilters, pc.AllowType)
 		}
 	}
-	podReq := toRes(PodRequests(p))
+	podReq := toRes(s.requests.Of(p))
 	var out []option
 	for _, t := range pl.types {
 		if t.incompatible(merged, keys) != nil || !allowedType(t, typeFilters) {
@@ -103,7 +104,7 @@ func cheapestCover(cpu, mem float64, opts []option) float64 {
 	return best
 }
 
-func reqsKey(rs Requirements) string {
+func reqsKey(rs scheduling.Requirements) string {
 	var b strings.Builder
 	for _, k := range rs.Keys() {
 		b.WriteString(rs[k].String())
@@ -112,9 +113,9 @@ func reqsKey(rs Requirements) string {
 	return b.String()
 }
 
-func extKey(p *corev1.Pod) string {
+func extKey(requests corev1.ResourceList) string {
 	var names []string
-	for k := range PodRequests(p) {
+	for k := range requests {
 		switch k {
 		case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods:
 		default:

@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
 )
 
 // DaemonSetOverhead sums what the DaemonSets (given by their pod templates) that would run on
@@ -11,9 +12,9 @@ import (
 // requirements and labels allow. Keys the NodePool does not constrain may take any value.
 func DaemonSetOverhead(np *karpv1.NodePool, templates []corev1.PodTemplateSpec) corev1.ResourceList {
 	total := corev1.ResourceList{}
-	reqs := NewRequirements(np.Spec.Template.Spec.Requirements...)
+	reqs := scheduling.NewRequirements(np.Spec.Template.Spec.Requirements...)
 	for k, v := range np.Spec.Template.Labels {
-		reqs.Add(NewRequirement(k, corev1.NodeSelectorOpIn, v))
+		reqs.Add(scheduling.NewRequirement(k, corev1.NodeSelectorOpIn, v))
 	}
 next:
 	for i := range templates {
@@ -26,7 +27,7 @@ next:
 				continue next
 			}
 		}
-		for k, v := range PodRequests(p) {
+		for k, v := range scheduling.PodRequests(p) {
 			if k == corev1.ResourcePods {
 				continue
 			}

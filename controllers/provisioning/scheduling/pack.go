@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
 )
 
 // Packing. First-fit in size order places each pod on the first node that takes it, which is
@@ -57,7 +59,7 @@ type bucket struct {
 	pods []*corev1.Pod
 	next int
 	req  res
-	reqs Requirements
+	reqs scheduling.Requirements
 	// group identifies the pods that share instance types and offerings (all but the requests).
 	group string
 	// failed is the NodeClaim (by sequence) on which the bucket's next pod was refused.
@@ -86,7 +88,7 @@ func (s *solver) pack(pods []*corev1.Pod, requests map[*corev1.Pod]corev1.Resour
 	for _, p := range pods {
 		reqs := podRequirements(p, 0, nil)
 		for _, v := range s.in.VolumeRequirements[PodKey(p)] {
-			reqs.Add(NewRequirement(v.Key, v.Operator, v.Values...))
+			reqs.Add(scheduling.NewRequirement(v.Key, v.Operator, v.Values...))
 		}
 		r := toRes(requests[p])
 		if s.placeOnExisting(p, requests[p], reqs) {
@@ -127,7 +129,7 @@ func (s *solver) pack(pods []*corev1.Pod, requests map[*corev1.Pod]corev1.Resour
 				break
 			}
 			p := b.pods[b.next]
-			s.podPolicyReqs = map[*pool]Requirements{}
+			s.podPolicyReqs = map[*pool]scheduling.Requirements{}
 			c, err := s.newClaim(pl, p, requests[p], b.reqs, true)
 			if err != nil {
 				refused[b] = true
@@ -146,7 +148,7 @@ func (s *solver) pack(pods []*corev1.Pod, requests map[*corev1.Pod]corev1.Resour
 }
 
 // placeOnExisting tries a free pod on the existing and in-flight nodes, first fit.
-func (s *solver) placeOnExisting(p *corev1.Pod, requests corev1.ResourceList, reqs Requirements) bool {
+func (s *solver) placeOnExisting(p *corev1.Pod, requests corev1.ResourceList, reqs scheduling.Requirements) bool {
 	for _, e := range s.nodes {
 		if s.tryExisting(e, p, requests, reqs, true) == nil {
 			return true
@@ -156,11 +158,11 @@ func (s *solver) placeOnExisting(p *corev1.Pod, requests corev1.ResourceList, re
 }
 
 // groupKey identifies what, besides requests, decides where a free pod may go.
-func (pk *packer) groupKey(p *corev1.Pod, reqs Requirements) string {
+func (pk *packer) groupKey(p *corev1.Pod, reqs scheduling.Requirements) string {
 	var b strings.Builder
 	b.WriteString(reqsKey(reqs))
 	b.WriteByte('|')
-	b.WriteString(extKey(p))
+	b.WriteString(extKey(pk.s.requests.Of(p)))
 	b.WriteByte('|')
 	for _, t := range p.Spec.Tolerations {
 		fmt.Fprintf(&b, "%s=%s:%s:%s", t.Key, t.Value, t.Operator, t.Effect)
@@ -402,7 +404,7 @@ func (pk *packer) fill(c *NodeClaim, target *instanceType, grow bool) {
 			return
 		}
 		p := best.pods[best.next]
-		s.podPolicyReqs = map[*pool]Requirements{}
+		s.podPolicyReqs = map[*pool]scheduling.Requirements{}
 		plan, err := s.planClaim(c, p, pk.requests[p], best.reqs, true)
 		if err == nil && (grow && !slices.Contains(plan.kept, target) || !grow && plan.price > price) {
 			err = errTooCostly

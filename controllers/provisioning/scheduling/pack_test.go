@@ -10,6 +10,7 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
 )
 
 func TestPackable(t *testing.T) {
@@ -143,7 +144,7 @@ func TestPackingKeepsConstraints(t *testing.T) {
 	in := &Input{
 		Pods:      append(append(pods("arm", 6, "1", "2Gi", arm), pods("tol", 4, "1", "2Gi", tolerate)...), pods("any", 3, "1", "2Gi")...),
 		NodePools: pools(tainted, nodePool("default")),
-		Nodes:     []*Node{existingNode},
+		Nodes:     []*scheduling.Node{existingNode},
 	}
 	r := solve(t, in)
 	expectPlaced(t, r)

@@ -6,98 +6,30 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
 )
 
 // PodKey is namespace/name.
 func PodKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
 
-// PodRequests are what a pod needs on a node: its containers' requests, or its largest init
-// container's if that is more, plus sidecars and pod overhead, and one of the node's pods.
-func PodRequests(p *corev1.Pod) corev1.ResourceList {
-	total := corev1.ResourceList{}
-	for _, c := range p.Spec.Containers {
-		AddResources(total, c.Resources.Requests)
-	}
-	sidecars := corev1.ResourceList{}
-	for _, c := range p.Spec.InitContainers {
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			AddResources(sidecars, c.Resources.Requests)
-			continue
-		}
-		// A plain init container runs alone, with the sidecars started before it.
-		need := sidecars.DeepCopy()
-		AddResources(need, c.Resources.Requests)
-		maxInto(total, need)
-	}
-	AddResources(total, sidecars)
-	AddResources(total, p.Spec.Overhead)
-	total[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
-	return total
-}
-
-// AddResources adds src into dst.
-func AddResources(dst, src corev1.ResourceList) {
-	for k, v := range src {
-		q := dst[k]
-		q.Add(v)
-		dst[k] = q
-	}
-}
-
-func maxInto(dst, src corev1.ResourceList) {
-	for k, v := range src {
-		if q, ok := dst[k]; !ok || v.Cmp(q) > 0 {
-			dst[k] = v.DeepCopy()
-		}
-	}
-}
-
-// Fits reports whether requests fit in available, and names the first resource that does not.
-func Fits(requests, available corev1.ResourceList) (bool, corev1.ResourceName) {
-	for k, v := range requests {
-		if v.IsZero() {
-			continue
-		}
-		a, ok := available[k]
-		if !ok || v.Cmp(a) > 0 {
-			return false, k
-		}
-	}
-	return true, ""
-}
-
-// Subtract returns a - b; a may be nil (a node that has not reported its allocatable yet).
-func Subtract(a, b corev1.ResourceList) corev1.ResourceList {
-	out := a.DeepCopy()
-	if out == nil {
-		out = corev1.ResourceList{}
-	}
-	for k, v := range b {
-		q := out[k]
-		q.Sub(v)
-		out[k] = q
-	}
-	return out
-}
-
 // podRequirements are the node requirements of one attempt for a pod: its node selector, one
 // required node affinity term (they are ORed), and, unless relaxed, its preferred terms.
-func podRequirements(p *corev1.Pod, term int, preferred []corev1.PreferredSchedulingTerm) Requirements {
-	rs := Requirements{}
+func podRequirements(p *corev1.Pod, term int, preferred []corev1.PreferredSchedulingTerm) scheduling.Requirements {
+	rs := scheduling.Requirements{}
 	for k, v := range p.Spec.NodeSelector {
-		rs.Add(NewRequirement(k, corev1.NodeSelectorOpIn, v))
+		rs.Add(scheduling.NewRequirement(k, corev1.NodeSelectorOpIn, v))
 	}
 	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil {
 		if req := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution; req != nil && term < len(req.NodeSelectorTerms) {
 			for _, e := range req.NodeSelectorTerms[term].MatchExpressions {
-				rs.Add(NewRequirement(e.Key, e.Operator, e.Values...))
+				rs.Add(scheduling.NewRequirement(e.Key, e.Operator, e.Values...))
 			}
 		}
 	}
 	for _, t := range preferred {
 		for _, e := range t.Preference.MatchExpressions {
-			rs.Add(NewRequirement(e.Key, e.Operator, e.Values...))
+			rs.Add(scheduling.NewRequirement(e.Key, e.Operator, e.Values...))
 		}
 	}
 	return rs
@@ -222,4 +154,4 @@ func toleration(tol *corev1.Toleration, t *corev1.Taint) bool {
 
 // PodRequirements are the node requirements of the pod's nodeSelector and first required
 // node affinity term, without preferences.
-func PodRequirements(p *corev1.Pod) Requirements { return podRequirements(p, 0, nil) }
+func PodRequirements(p *corev1.Pod) scheduling.Requirements { return podRequirements(p, 0, nil) }

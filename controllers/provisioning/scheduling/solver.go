@@ -14,6 +14,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
 )
 
 // MaxInstanceTypes is how many instance types a new NodeClaim offers the cloud provider.
@@ -26,12 +27,15 @@ type Input struct {
 	// NodePools with their instance types, DaemonSet overhead and usage so far.
 	NodePools []*NodePool
 	// Nodes are existing nodes and in-flight NodeClaims, with the pods bound or nominated to them.
-	Nodes []*Node
+	Nodes []*scheduling.Node
 	// VolumeRequirements are node requirements from pods' bound PersistentVolumes (zonal
 	// volumes), by pod namespace/name.
 	VolumeRequirements map[string][]corev1.NodeSelectorRequirement
 	// Policy, when set, adds per-namespace constraints on new NodeClaims.
 	Policy PolicyHook
+	// Requests, when set, holds the pods' requests computed once for the snapshot the input
+	// comes from; the solver adds the pods it has not seen.
+	Requests *scheduling.PodRequestCache
 	// Seed, when set, are the NodeClaims of an earlier solve of mostly the same pods (the
 	// policy engine solves again after it changes a few pods' constraints). Each pod that
 	// was on one is tried first on that NodeClaim, rebuilt in the same order, with its
@@ -50,21 +54,6 @@ type NodePool struct {
 	DaemonSetOverhead corev1.ResourceList
 	// Usage is what its nodes and in-flight NodeClaims already use, including "nodes", for limits.
 	Usage corev1.ResourceList
-}
-
-// Node is an existing node or an in-flight NodeClaim.
-type Node struct {
-	Name        string
-	Labels      map[string]string
-	Taints      []corev1.Taint
-	Allocatable corev1.ResourceList
-	// Pods are bound or nominated to it; their requests are used.
-	Pods []*corev1.Pod
-	// InFlight marks a NodeClaim whose node has not registered yet.
-	InFlight bool
-	// PricePerHour is what the node costs, when known (a NodeClaim not launched yet has no
-	// instance-type label to price it by); the policy engine's cost attribution uses it.
-	PricePerHour float64
 }
 
 // PolicyHook is how the policy engine constrains new capacity for a pod on a NodePool: the
@@ -115,7 +104,7 @@ type Unschedulable struct {
 type NodeClaim struct {
 	NodePool string
 	// Requirements are the NodePool's, narrowed by the pods.
-	Requirements Requirements
+	Requirements scheduling.Requirements
 	// InstanceTypes the cloud provider may launch, cheapest first, at most MaxInstanceTypes.
 	InstanceTypes []*cloudprovider.InstanceType
 	// InstanceType and Offering are the cheapest choice.
@@ -164,7 +153,7 @@ func (c *NodeClaim) setTypes(types []*instanceType) {
 type pool struct {
 	np        *karpv1.NodePool
 	name      string
-	reqs      Requirements
+	reqs      scheduling.Requirements
 	taints    []corev1.Taint
 	types     []*instanceType
 	overhead  corev1.ResourceList
@@ -176,7 +165,7 @@ type pool struct {
 
 type instanceType struct {
 	it    *cloudprovider.InstanceType
-	reqs  Requirements
+	reqs  scheduling.Requirements
 	alloc res
 	// zones and capacityTypes of its available offerings, as names and as bits of in.
 	zones, capacityTypes sets.Set[string]
@@ -194,11 +183,11 @@ type instanceType struct {
 // are immutable once built, so each one's mask is computed once.
 type interner struct {
 	zones, cts map[string]uint64
-	masks      map[*Requirement]uint64
+	masks      map[*scheduling.Requirement]uint64
 }
 
 func newInterner() *interner {
-	return &interner{zones: map[string]uint64{}, cts: map[string]uint64{}, masks: map[*Requirement]uint64{}}
+	return &interner{zones: map[string]uint64{}, cts: map[string]uint64{}, masks: map[*scheduling.Requirement]uint64{}}
 }
 
 // bit numbers a name; past 64 names every further one shares the last bit, which only makes
@@ -213,7 +202,7 @@ func bit(m map[string]uint64, name string) uint64 {
 }
 
 // mask is the set of known names r allows; all bits for no requirement.
-func (in *interner) mask(r *Requirement, names map[string]uint64) uint64 {
+func (in *interner) mask(r *scheduling.Requirement, names map[string]uint64) uint64 {
 	if r == nil {
 		return ^uint64(0)
 	}
@@ -235,7 +224,7 @@ func (in *interner) exact() bool { return len(in.zones) < 64 && len(in.cts) < 64
 
 // compatible checks the given keys of reqs against what the type defines: its labels, and
 // the zones and capacity types of its offerings. A key it does not define must allow absence.
-func (t *instanceType) compatible(reqs Requirements, keys []string) error {
+func (t *instanceType) compatible(reqs scheduling.Requirements, keys []string) error {
 	if r := t.incompatible(reqs, keys); r != nil {
 		return fmt.Errorf("%s, but %s does not offer it", r, t.it.Name)
 	}
@@ -252,16 +241,16 @@ func allowedType(t *instanceType, filters []func(*cloudprovider.InstanceType) bo
 }
 
 // withPolicy merges a policy's requirements into the pod's, once per pod and NodePool.
-func (s *solver) withPolicy(reqs Requirements, pl *pool, pc *Constraints) Requirements {
+func (s *solver) withPolicy(reqs scheduling.Requirements, pl *pool, pc *Constraints) scheduling.Requirements {
 	if len(pc.Requirements) == 0 {
 		return reqs
 	}
 	if m, ok := s.podPolicyReqs[pl]; ok {
 		return m
 	}
-	extra := Requirements{}
+	extra := scheduling.Requirements{}
 	for _, r := range pc.Requirements {
-		extra.Add(NewRequirement(r.Key, r.Operator, r.Values...))
+		extra.Add(scheduling.NewRequirement(r.Key, r.Operator, r.Values...))
 	}
 	m := reqs.Merged(extra)
 	s.podPolicyReqs[pl] = m
@@ -280,26 +269,9 @@ func notEnough(r corev1.ResourceName) error {
 	return e.(error)
 }
 
-// overlaps reports whether two requirements may share a value; only plain In lists are
-// compared, anything else may.
-func overlaps(a, b *Requirement) bool {
-	plain := func(r *Requirement) bool {
-		return !r.complement && r.values.Len() > 0 && r.greaterThan == nil && r.lessThan == nil
-	}
-	if !plain(a) || !plain(b) {
-		return true
-	}
-	for v := range a.values {
-		if b.values.Has(v) {
-			return true
-		}
-	}
-	return false
-}
-
 // incompatible is the first of the requirements on keys the type does not meet; nil when it
 // meets them all. It allocates nothing, for the solver's inner loops.
-func (t *instanceType) incompatible(reqs Requirements, keys []string) *Requirement {
+func (t *instanceType) incompatible(reqs scheduling.Requirements, keys []string) *scheduling.Requirement {
 	for _, k := range keys {
 		r, ok := reqs[k]
 		if !ok {
@@ -323,7 +295,7 @@ func (t *instanceType) incompatible(reqs Requirements, keys []string) *Requireme
 			if v, defined := t.it.Labels[k]; defined {
 				allowed = r.Has(v)
 			} else {
-				allowed = r.allowsAbsent()
+				allowed = r.AllowsAbsent()
 			}
 		}
 		if !allowed {
@@ -337,14 +309,14 @@ func (t *instanceType) incompatible(reqs Requirements, keys []string) *Requireme
 // capacity-type mask worked out once for a loop over types.
 type keyCheck struct {
 	key  string
-	r    *Requirement
+	r    *scheduling.Requirement
 	mask uint64
 	kind int // 0 label, 1 zone, 2 capacity type
 }
 
 // checks prepares the requirements on keys for failing; with more than 64 zones or capacity
 // types it leaves them to incompatible.
-func (in *interner) checks(reqs Requirements, keys []string) ([]keyCheck, bool) {
+func (in *interner) checks(reqs scheduling.Requirements, keys []string) ([]keyCheck, bool) {
 	if !in.exact() {
 		return nil, false
 	}
@@ -367,7 +339,7 @@ func (in *interner) checks(reqs Requirements, keys []string) ([]keyCheck, bool) 
 }
 
 // check is fails when the checks could be prepared, else incompatible.
-func (t *instanceType) check(reqs Requirements, keys []string, checks []keyCheck, exact bool) *Requirement {
+func (t *instanceType) check(reqs scheduling.Requirements, keys []string, checks []keyCheck, exact bool) *scheduling.Requirement {
 	if exact {
 		return t.fails(checks)
 	}
@@ -375,7 +347,7 @@ func (t *instanceType) check(reqs Requirements, keys []string, checks []keyCheck
 }
 
 // fails is incompatible with the checks prepared.
-func (t *instanceType) fails(checks []keyCheck) *Requirement {
+func (t *instanceType) fails(checks []keyCheck) *scheduling.Requirement {
 	for _, c := range checks {
 		var allowed bool
 		switch c.kind {
@@ -387,7 +359,7 @@ func (t *instanceType) fails(checks []keyCheck) *Requirement {
 			if v, defined := t.it.Labels[c.key]; defined {
 				allowed = c.r.Has(v)
 			} else {
-				allowed = c.r.allowsAbsent()
+				allowed = c.r.AllowsAbsent()
 			}
 		}
 		if !allowed {
@@ -397,7 +369,7 @@ func (t *instanceType) fails(checks []keyCheck) *Requirement {
 	return nil
 }
 
-func anyOf(values sets.Set[string], r *Requirement) bool {
+func anyOf(values sets.Set[string], r *scheduling.Requirement) bool {
 	for v := range values {
 		if r.Has(v) {
 			return true
@@ -407,8 +379,8 @@ func anyOf(values sets.Set[string], r *Requirement) bool {
 }
 
 type existing struct {
-	node      *Node
-	reqs      Requirements
+	node      *scheduling.Node
+	reqs      scheduling.Requirements
 	available corev1.ResourceList
 	ports     map[string]bool
 	placed    []*corev1.Pod
@@ -420,6 +392,8 @@ type standaloneKey struct {
 }
 
 type solver struct {
+	// requests are the pods' requests, computed once per pod (Input.Requests when given).
+	requests *scheduling.PodRequestCache
 	// standalone caches what a node of its own would cost a pod on a NodePool.
 	standalone map[standaloneKey]float64
 	in         *Input
@@ -438,7 +412,7 @@ type solver struct {
 	podPolicy map[*pool]*Constraints
 	// podPolicyReqs are the pod being placed's requirements with its policy's, by NodePool;
 	// reset for every placement attempt.
-	podPolicyReqs map[*pool]Requirements
+	podPolicyReqs map[*pool]scheduling.Requirements
 	// ahead is the cpu and memory the pods not yet placed request: a NodeClaim grows into a
 	// type only if the batch could still fill it.
 	aheadCPU, aheadMem int64
@@ -455,6 +429,9 @@ type solver struct {
 func Solve(in *Input) (*Result, error) {
 	s := &solver{in: in, topo: newTopology(), standalone: map[standaloneKey]float64{}, intern: newInterner(),
 		offerFilters: map[*Constraints]*offerFilter{}, offerFiltersByKey: map[string]*offerFilter{}}
+	if s.requests = in.Requests; s.requests == nil {
+		s.requests = scheduling.NewPodRequestCache()
+	}
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}
@@ -462,7 +439,7 @@ func Solve(in *Input) (*Result, error) {
 	requests := make(map[*corev1.Pod]corev1.ResourceList, len(pods))
 	res := &Result{Existing: map[string][]*corev1.Pod{}, Requests: requests}
 	for _, p := range pods {
-		requests[p] = PodRequests(p)
+		requests[p] = s.requests.Of(p)
 	}
 	// Largest first, measuring cpu and memory together (a vCPU weighs as much as 4 GiB, the
 	// general-purpose shape), so that cpu-heavy and memory-heavy pods arrive interleaved.
@@ -528,10 +505,10 @@ func (s *solver) prepare() error {
 		np := in.NodePool
 		p := &pool{np: np, name: np.Name, taints: np.Spec.Template.Spec.Taints, overhead: in.DaemonSetOverhead, typeKeys: sets.New[string]()}
 		poolTaints := taintsKey(p.taints)
-		p.reqs = NewRequirements(np.Spec.Template.Spec.Requirements...)
-		p.reqs.Add(NewRequirement(karpv1.NodePoolLabelKey, corev1.NodeSelectorOpIn, np.Name))
+		p.reqs = scheduling.NewRequirements(np.Spec.Template.Spec.Requirements...)
+		p.reqs.Add(scheduling.NewRequirement(karpv1.NodePoolLabelKey, corev1.NodeSelectorOpIn, np.Name))
 		for k, v := range np.Spec.Template.Labels {
-			p.reqs.Add(NewRequirement(k, corev1.NodeSelectorOpIn, v))
+			p.reqs.Add(scheduling.NewRequirement(k, corev1.NodeSelectorOpIn, v))
 		}
 		if len(np.Spec.Limits) > 0 {
 			// What is left of each limited resource; usage of resources without a limit is
@@ -558,7 +535,7 @@ func (s *solver) prepare() error {
 			}
 		}
 		for _, it := range in.InstanceTypes {
-			t := &instanceType{it: it, reqs: LabelRequirements(it.Labels), alloc: toRes(it.Allocatable()), idx: s.typeCount}
+			t := &instanceType{it: it, reqs: scheduling.LabelRequirements(it.Labels), alloc: toRes(it.Allocatable()), idx: s.typeCount}
 			s.typeCount++
 			zones, cts := sets.New[string](), sets.New[string]()
 			for _, o := range it.Offerings {
@@ -570,8 +547,8 @@ func (s *solver) prepare() error {
 			if zones.Len() == 0 {
 				continue
 			}
-			t.reqs[karpv1.LabelTopologyZone] = NewRequirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, sets.List(zones)...)
-			t.reqs[karpv1.CapacityTypeLabelKey] = NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, sets.List(cts)...)
+			t.reqs[karpv1.LabelTopologyZone] = scheduling.NewRequirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, sets.List(zones)...)
+			t.reqs[karpv1.CapacityTypeLabelKey] = scheduling.NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, sets.List(cts)...)
 			t.zones, t.capacityTypes, t.in = zones, cts, s.intern
 			for _, o := range it.Offerings {
 				if o.Available {
@@ -612,7 +589,7 @@ func (s *solver) prepare() error {
 		}
 		return s.pools[i].name < s.pools[j].name
 	})
-	nodes := append([]*Node(nil), s.in.Nodes...)
+	nodes := append([]*scheduling.Node(nil), s.in.Nodes...)
 	sort.SliceStable(nodes, func(i, j int) bool {
 		if nodes[i].InFlight != nodes[j].InFlight {
 			return !nodes[i].InFlight
@@ -620,16 +597,16 @@ func (s *solver) prepare() error {
 		return nodes[i].Name < nodes[j].Name
 	})
 	for _, n := range nodes {
-		e := &existing{node: n, reqs: LabelRequirements(n.Labels), available: n.Allocatable.DeepCopy(), ports: map[string]bool{}}
+		e := &existing{node: n, reqs: scheduling.LabelRequirements(n.Labels), available: n.Allocatable.DeepCopy(), ports: map[string]bool{}}
 		if _, ok := n.Labels[corev1.LabelHostname]; !ok {
-			e.reqs[corev1.LabelHostname] = NewRequirement(corev1.LabelHostname, corev1.NodeSelectorOpIn, n.Name)
+			e.reqs[corev1.LabelHostname] = scheduling.NewRequirement(corev1.LabelHostname, corev1.NodeSelectorOpIn, n.Name)
 		}
 		nodeTaints := taintsKey(n.Taints)
 		for k, v := range n.Labels {
 			s.topo.addDomain(k, v, n.Taints, nodeTaints)
 		}
 		for _, p := range n.Pods {
-			e.available = Subtract(e.available, PodRequests(p))
+			e.available = scheduling.Subtract(e.available, s.requests.Of(p))
 			for _, hp := range hostPorts(p) {
 				e.ports[hp] = true
 			}
@@ -683,7 +660,7 @@ func (s *solver) place(p *corev1.Pod, requests corev1.ResourceList) string {
 			s.topo.relaxed = a.soft
 			reqs := podRequirements(p, term, a.prefs)
 			for _, v := range s.in.VolumeRequirements[PodKey(p)] {
-				reqs.Add(NewRequirement(v.Key, v.Operator, v.Values...))
+				reqs.Add(scheduling.NewRequirement(v.Key, v.Operator, v.Values...))
 			}
 			if reason = s.placeWith(p, requests, reqs, a.strict); reason == "" {
 				return ""
@@ -711,9 +688,9 @@ func (s *solver) placeSeeded(p *corev1.Pod, requests corev1.ResourceList, nodePo
 	defer func() { s.topo.relaxed = 0 }()
 	reqs := podRequirements(p, 0, first.prefs)
 	for _, v := range s.in.VolumeRequirements[PodKey(p)] {
-		reqs.Add(NewRequirement(v.Key, v.Operator, v.Values...))
+		reqs.Add(scheduling.NewRequirement(v.Key, v.Operator, v.Values...))
 	}
-	s.podPolicyReqs = map[*pool]Requirements{}
+	s.podPolicyReqs = map[*pool]scheduling.Requirements{}
 	if *c != nil {
 		return s.tryClaim(*c, p, requests, reqs, first.strict) == nil
 	}
@@ -754,9 +731,9 @@ func relaxations(p *corev1.Pod, t *topology) []attempt {
 	return append(out, attempt{soft: all, strict: false})
 }
 
-func (s *solver) placeWith(p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) string {
+func (s *solver) placeWith(p *corev1.Pod, requests corev1.ResourceList, reqs scheduling.Requirements, strict bool) string {
 	var reasons []string
-	s.podPolicyReqs = map[*pool]Requirements{}
+	s.podPolicyReqs = map[*pool]scheduling.Requirements{}
 	for _, e := range s.nodes {
 		if err := s.tryExisting(e, p, requests, reqs, strict); err == nil {
 			return ""
@@ -796,14 +773,14 @@ func (s *solver) policy(p *corev1.Pod, pl *pool) *Constraints {
 	return pc
 }
 
-func (s *solver) tryExisting(e *existing, p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) error {
+func (s *solver) tryExisting(e *existing, p *corev1.Pod, requests corev1.ResourceList, reqs scheduling.Requirements, strict bool) error {
 	if ok, t := tolerates(p, e.node.Taints, strict); !ok {
 		return fmt.Errorf("taint %s not tolerated", taintString(t))
 	}
 	if err := e.reqs.Compatible(reqs); err != nil {
 		return err
 	}
-	if ok, r := Fits(requests, e.available); !ok {
+	if ok, r := scheduling.Fits(requests, e.available); !ok {
 		return notEnough(r)
 	}
 	ports := hostPorts(p)
@@ -818,7 +795,7 @@ func (s *solver) tryExisting(e *existing, p *corev1.Pod, requests corev1.Resourc
 	}); err != nil {
 		return err
 	}
-	e.available = Subtract(e.available, requests)
+	e.available = scheduling.Subtract(e.available, requests)
 	for _, hp := range ports {
 		e.ports[hp] = true
 	}
@@ -827,7 +804,7 @@ func (s *solver) tryExisting(e *existing, p *corev1.Pod, requests corev1.Resourc
 	return nil
 }
 
-func (s *solver) newClaim(pl *pool, p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) (*NodeClaim, error) {
+func (s *solver) newClaim(pl *pool, p *corev1.Pod, requests corev1.ResourceList, reqs scheduling.Requirements, strict bool) (*NodeClaim, error) {
 	if pl.excluded != "" {
 		return nil, fmt.Errorf("%s", pl.excluded)
 	}
@@ -861,7 +838,7 @@ type claimPlan struct {
 	c           *NodeClaim
 	p           *corev1.Pod
 	requests    corev1.ResourceList
-	merged      Requirements
+	merged      scheduling.Requirements
 	kept        []*instanceType
 	filters     []*offerFilter
 	typeFilters []func(*cloudprovider.InstanceType) bool
@@ -874,7 +851,7 @@ type claimPlan struct {
 }
 
 // tryClaim adds the pod to the NodeClaim if it fits.
-func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) error {
+func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceList, reqs scheduling.Requirements, strict bool) error {
 	plan, err := s.planClaim(c, p, requests, reqs, strict)
 	if err != nil {
 		return err
@@ -883,7 +860,7 @@ func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceL
 	return nil
 }
 
-func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceList, reqs Requirements, strict bool) (*claimPlan, error) {
+func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceList, reqs scheduling.Requirements, strict bool) (*claimPlan, error) {
 	if ok, t := tolerates(p, c.pool.taints, strict); !ok {
 		return nil, fmt.Errorf("taint %s not tolerated", taintString(t))
 	}
@@ -919,7 +896,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	}
 	// Keys the instance types define are checked against the types below; the others are
 	// the NodePool's labels and requirements, or absent.
-	own := Requirements{}
+	own := scheduling.Requirements{}
 	for k, r := range reqs {
 		if !c.pool.typeKeys.Has(k) {
 			own[k] = r
@@ -931,7 +908,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	// A key the NodeClaim already narrowed to values the pod excludes (a Spot NodeClaim for a
 	// pod pinned to on-demand) rules it out before its types are looked at.
 	for k, r := range reqs {
-		if cr, ok := c.Requirements[k]; ok && c.pool.typeKeys.Has(k) && !overlaps(cr, r) {
+		if cr, ok := c.Requirements[k]; ok && c.pool.typeKeys.Has(k) && !cr.MayOverlap(r) {
 			return nil, fmt.Errorf("incompatible requirements: %s, but the NodeClaim has %s", r, cr)
 		}
 	}
@@ -947,7 +924,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	}
 	for k, v := range chosen {
 		if k != corev1.LabelHostname {
-			merged.Add(NewRequirement(k, corev1.NodeSelectorOpIn, v))
+			merged.Add(scheduling.NewRequirement(k, corev1.NodeSelectorOpIn, v))
 		}
 	}
 	ports := hostPorts(p)
@@ -970,7 +947,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	limit := c.pool.remaining
 	if limit != nil && c.reserved != nil {
 		limit = limit.DeepCopy()
-		AddResources(limit, c.reserved)
+		scheduling.AddResources(limit, c.reserved)
 	}
 	kept := s.keptBuf[:0]
 	defer func() { s.keptBuf = kept[:0] }()
@@ -1024,7 +1001,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	}
 	if len(kept) == 0 {
 		all := c.Requests.DeepCopy()
-		AddResources(all, requests)
+		scheduling.AddResources(all, requests)
 		return nil, fmt.Errorf("no instance type fits %s (%s)", resourcesString(all), miss)
 	}
 	// Growing into a costlier type is worth it when the increase costs no more than a node of
@@ -1068,7 +1045,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 // commit applies a plan.
 func (s *solver) commit(pl *claimPlan) {
 	c, p, merged, kept, filters := pl.c, pl.p, pl.merged, pl.kept, pl.filters
-	AddResources(c.Requests, pl.requests)
+	scheduling.AddResources(c.Requests, pl.requests)
 	c.Requirements, c.filters, c.typeFilters, c.applied = merged, filters, pl.typeFilters, pl.applied
 	// The plan's kept types are in the solver's buffer; they are a subset of the NodeClaim's.
 	if c.ownTypes {
@@ -1091,17 +1068,19 @@ func (s *solver) commit(pl *claimPlan) {
 			}
 		}
 		if c.reserved != nil {
-			AddResources(c.pool.remaining, c.reserved)
+			scheduling.AddResources(c.pool.remaining, c.reserved)
 		}
-		c.pool.remaining = Subtract(c.pool.remaining, reserve)
+		c.pool.remaining = scheduling.Subtract(c.pool.remaining, reserve)
 		c.reserved = reserve
 	}
 	s.topo.count(p, func(key string) (string, bool) {
 		if key == corev1.LabelHostname {
 			return c.Hostname, true
 		}
-		if r, ok := c.Requirements[key]; ok && !r.complement && r.values.Len() == 1 {
-			return r.Values()[0], true
+		if r, ok := c.Requirements[key]; ok {
+			if v, single := r.Single(); single {
+				return v, true
+			}
 		}
 		return "", false
 	})
@@ -1121,7 +1100,7 @@ func withinLimits(capacity, limit corev1.ResourceList) (bool, corev1.ResourceNam
 }
 
 // cheapestOffering is the cheapest available offering of the type that reqs and filters allow.
-func (t *instanceType) cheapestOffering(reqs Requirements, filters []*offerFilter) (cloudprovider.Offering, bool) {
+func (t *instanceType) cheapestOffering(reqs scheduling.Requirements, filters []*offerFilter) (cloudprovider.Offering, bool) {
 	return t.cheapestOfferingSel(t.in.sel(reqs), filters)
 }
 
@@ -1176,12 +1155,12 @@ func (s *solver) offerFilter(pc *Constraints) *offerFilter {
 
 // offerSel is what requirements allow of offerings, computed once for a loop over types.
 type offerSel struct {
-	zone, ct *Requirement
+	zone, ct *scheduling.Requirement
 	zm, cm   uint64
 	exact    bool
 }
 
-func (in *interner) sel(reqs Requirements) offerSel {
+func (in *interner) sel(reqs scheduling.Requirements) offerSel {
 	zone, ct := reqs[karpv1.LabelTopologyZone], reqs[karpv1.CapacityTypeLabelKey]
 	return offerSel{zone: zone, ct: ct, zm: in.mask(zone, in.zones), cm: in.mask(ct, in.cts), exact: in.exact()}
 }
@@ -1216,7 +1195,7 @@ next:
 	return cloudprovider.Offering{}, false
 }
 
-func cheapestType(types []*instanceType, reqs Requirements, filters []*offerFilter) *instanceType {
+func cheapestType(types []*instanceType, reqs scheduling.Requirements, filters []*offerFilter) *instanceType {
 	var best *instanceType
 	bestPrice := 0.0
 	for _, t := range types {
@@ -1256,7 +1235,7 @@ func (s *solver) finalize(c *NodeClaim) {
 	}
 }
 
-func reqString(rs Requirements, key string) string {
+func reqString(rs scheduling.Requirements, key string) string {
 	if r, ok := rs[key]; ok {
 		return r.String()
 	}
@@ -1279,7 +1258,7 @@ func resourcesString(l corev1.ResourceList) string {
 
 // domains are the values key can still take on the NodeClaim: those its requirements and
 // remaining instance types allow.
-func (c *NodeClaim) domains(in *interner, key string, reqs Requirements) []string {
+func (c *NodeClaim) domains(in *interner, key string, reqs scheduling.Requirements) []string {
 	r, constrained := reqs[key]
 	if in.exact() && (key == karpv1.LabelTopologyZone || key == karpv1.CapacityTypeLabelKey) {
 		names, mask := in.zones, c.zoneMask
@@ -1318,7 +1297,7 @@ func (c *NodeClaim) domains(in *interner, key string, reqs Requirements) []strin
 		}
 		return sets.List(out)
 	}
-	if constrained && !r.complement {
+	if constrained && !r.Complement() {
 		return r.Values()
 	}
 	return nil
@@ -1337,7 +1316,7 @@ const growthTolerance = 1.02
 
 // standalonePrice is what a NodeClaim of the pod's own would cost: the cheapest compatible
 // type that fits the pod and the NodePool's DaemonSets.
-func (s *solver) standalonePrice(c *NodeClaim, p *corev1.Pod, podReqs Requirements, filters []*offerFilter,
+func (s *solver) standalonePrice(c *NodeClaim, p *corev1.Pod, podReqs scheduling.Requirements, filters []*offerFilter,
 	typeFilters []func(*cloudprovider.InstanceType) bool, pod res) float64 {
 	key := standaloneKey{pod: p, pool: c.pool}
 	if v, ok := s.standalone[key]; ok {
@@ -1368,7 +1347,7 @@ func (s *solver) standalonePrice(c *NodeClaim, p *corev1.Pod, podReqs Requiremen
 
 // efficientTypes keeps the types whose fractional cover of the requests costs at most
 // growthTolerance times the best compatible type's.
-func (s *solver) efficientTypes(c *NodeClaim, reqs Requirements, types []*instanceType, total res, typeFilters []func(*cloudprovider.InstanceType) bool) []*instanceType {
+func (s *solver) efficientTypes(c *NodeClaim, reqs scheduling.Requirements, types []*instanceType, total res, typeFilters []func(*cloudprovider.InstanceType) bool) []*instanceType {
 	cover := func(alloc res, p float64) float64 {
 		if alloc.cpu <= 0 || alloc.mem <= 0 {
 			return 0

@@ -13,6 +13,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
 )
 
 var zones = []string{"z-a", "z-b", "z-c"}
@@ -242,8 +243,8 @@ func TestTaints(t *testing.T) {
 	expectPlaced(t, solve(t, &Input{Pods: []*corev1.Pod{pod("p", "1", "1Gi")}, NodePools: pools(soft)}))
 }
 
-func node(name, zone, cpu, mem string, f ...func(*Node)) *Node {
-	n := &Node{Name: name, Labels: map[string]string{corev1.LabelHostname: name, karpv1.LabelTopologyZone: zone, karpv1.LabelArch: "amd64"},
+func node(name, zone, cpu, mem string, f ...func(*scheduling.Node)) *scheduling.Node {
+	n := &scheduling.Node{Name: name, Labels: map[string]string{corev1.LabelHostname: name, karpv1.LabelTopologyZone: zone, karpv1.LabelArch: "amd64"},
 		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem), corev1.ResourcePods: resource.MustParse("110")}}
 	for _, fn := range f {
 		fn(n)
@@ -252,16 +253,16 @@ func node(name, zone, cpu, mem string, f ...func(*Node)) *Node {
 }
 
 func TestExistingThenInFlightThenNew(t *testing.T) {
-	inflight := node("inflight", "z-a", "4", "8Gi", func(n *Node) { n.InFlight = true })
-	full := node("full", "z-a", "4", "8Gi", func(n *Node) { n.Pods = []*corev1.Pod{pod("busy", "3500m", "1Gi")} })
-	real := node("real", "z-b", "2", "4Gi")
-	r := solve(t, &Input{Pods: pods("w", 3, "1", "1Gi"), NodePools: pools(nodePool("default")), Nodes: []*Node{inflight, full, real}})
+	inflight := node("inflight", "z-a", "4", "8Gi", func(n *scheduling.Node) { n.InFlight = true })
+	full := node("full", "z-a", "4", "8Gi", func(n *scheduling.Node) { n.Pods = []*corev1.Pod{pod("busy", "3500m", "1Gi")} })
+	onNode := node("real", "z-b", "2", "4Gi")
+	r := solve(t, &Input{Pods: pods("w", 3, "1", "1Gi"), NodePools: pools(nodePool("default")), Nodes: []*scheduling.Node{inflight, full, onNode}})
 	expectPlaced(t, r)
 	if len(r.Existing["real"]) != 2 || len(r.Existing["inflight"]) != 1 || len(r.NodeClaims) != 0 {
 		t.Fatalf("want 2 pods on the real node, then 1 on the in-flight one; got %v and %d NodeClaims", r.Existing, len(r.NodeClaims))
 	}
-	tainted := node("tainted", "z-a", "8", "8Gi", func(n *Node) { n.Taints = []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectNoSchedule}} })
-	r = solve(t, &Input{Pods: pods("w", 1, "1", "1Gi"), NodePools: pools(nodePool("default")), Nodes: []*Node{tainted}})
+	tainted := node("tainted", "z-a", "8", "8Gi", func(n *scheduling.Node) { n.Taints = []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectNoSchedule}} })
+	r = solve(t, &Input{Pods: pods("w", 1, "1", "1Gi"), NodePools: pools(nodePool("default")), Nodes: []*scheduling.Node{tainted}})
 	if len(r.Existing) != 0 || len(r.NodeClaims) != 1 {
 		t.Fatalf("a tainted node must not take the pod: %v", r.Existing)
 	}
@@ -270,11 +271,11 @@ func TestExistingThenInFlightThenNew(t *testing.T) {
 // A node that has not reported its allocatable yet, with a pod already bound to it (a
 // DaemonSet pod, say), takes no pod and does not stop the solve.
 func TestNodeWithoutAllocatable(t *testing.T) {
-	bare := node("bare", "z-a", "4", "8Gi", func(n *Node) {
+	bare := node("bare", "z-a", "4", "8Gi", func(n *scheduling.Node) {
 		n.Allocatable = nil
 		n.Pods = []*corev1.Pod{pod("ds", "100m", "64Mi")}
 	})
-	r := solve(t, &Input{Pods: pods("w", 1, "1", "1Gi"), NodePools: pools(nodePool("default")), Nodes: []*Node{bare}})
+	r := solve(t, &Input{Pods: pods("w", 1, "1", "1Gi"), NodePools: pools(nodePool("default")), Nodes: []*scheduling.Node{bare}})
 	expectPlaced(t, r)
 	if len(r.Existing) != 0 || len(r.NodeClaims) != 1 {
 		t.Fatalf("want a new NodeClaim, got %v on existing nodes and %d NodeClaims", r.Existing, len(r.NodeClaims))
@@ -378,12 +379,12 @@ func TestTopologySpread(t *testing.T) {
 	oneZone := nodePool("one", func(np *karpv1.NodePool) {
 		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, karpv1.NodeSelectorRequirementWithMinValues{Key: karpv1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"z-a"}})
 	})
-	full := func(name, zone string) *Node {
-		return node(name, zone, "100m", "128Mi", func(n *Node) {
+	full := func(name, zone string) *scheduling.Node {
+		return node(name, zone, "100m", "128Mi", func(n *scheduling.Node) {
 			n.Pods = []*corev1.Pod{pod("existing-"+zone, "100m", "128Mi", func(p *corev1.Pod) { p.Labels["app"] = "web" })}
 		})
 	}
-	r = solve(t, &Input{Pods: pods("web", 3, "100m", "128Mi", spreadOn(karpv1.LabelTopologyZone, 1)), NodePools: pools(oneZone), Nodes: []*Node{full("b", "z-b"), full("c", "z-c")}})
+	r = solve(t, &Input{Pods: pods("web", 3, "100m", "128Mi", spreadOn(karpv1.LabelTopologyZone, 1)), NodePools: pools(oneZone), Nodes: []*scheduling.Node{full("b", "z-b"), full("c", "z-c")}})
 	if len(r.NodeClaims) != 1 || len(r.NodeClaims[0].Pods) != 2 {
 		t.Fatalf("zone a can take 2 pods within maxSkew 1 of b and c, got %d NodeClaims", len(r.NodeClaims))
 	}
@@ -411,14 +412,14 @@ func podAffinity(key string, labels map[string]string) func(*corev1.Pod) {
 
 func TestPodAffinityAndAntiAffinity(t *testing.T) {
 	r := solve(t, &Input{Pods: pods("db", 3, "100m", "128Mi", podAntiAffinity(corev1.LabelHostname)), NodePools: pools(nodePool("default")),
-		Nodes: []*Node{node("n1", "z-a", "8", "8Gi", func(n *Node) { n.Pods = []*corev1.Pod{pod("db-9", "100m", "128Mi")} })}})
+		Nodes: []*scheduling.Node{node("n1", "z-a", "8", "8Gi", func(n *scheduling.Node) { n.Pods = []*corev1.Pod{pod("db-9", "100m", "128Mi")} })}})
 	expectPlaced(t, r)
 	if len(r.Existing) != 0 || len(r.NodeClaims) != 3 {
 		t.Fatalf("hostname anti-affinity: want 3 new nodes and none on n1 (a db is there), got %d and %v", len(r.NodeClaims), r.Existing)
 	}
 	// Zone affinity to a database in zone b.
-	dbNode := node("db", "z-b", "1", "1Gi", func(n *Node) { n.Pods = []*corev1.Pod{pod("postgres", "500m", "512Mi")} })
-	r = solve(t, &Input{Pods: pods("api", 2, "1", "1Gi", podAffinity(karpv1.LabelTopologyZone, map[string]string{"app": "postgres"})), NodePools: pools(nodePool("default")), Nodes: []*Node{dbNode}})
+	dbNode := node("db", "z-b", "1", "1Gi", func(n *scheduling.Node) { n.Pods = []*corev1.Pod{pod("postgres", "500m", "512Mi")} })
+	r = solve(t, &Input{Pods: pods("api", 2, "1", "1Gi", podAffinity(karpv1.LabelTopologyZone, map[string]string{"app": "postgres"})), NodePools: pools(nodePool("default")), Nodes: []*scheduling.Node{dbNode}})
 	expectPlaced(t, r)
 	if z := label(r.NodeClaims[0], karpv1.LabelTopologyZone); z != "z-b" {
 		t.Fatalf("want zone z-b, got %s", z)
@@ -442,8 +443,8 @@ func TestHostPortsAndVolumes(t *testing.T) {
 	if len(r.NodeClaims) != 2 {
 		t.Fatalf("two pods on host port 443 need two nodes, got %d", len(r.NodeClaims))
 	}
-	used := node("n1", "z-a", "8", "8Gi", func(n *Node) { n.Pods = []*corev1.Pod{pod("other", "100m", "128Mi", hostPort(443))} })
-	r = solve(t, &Input{Pods: pods("proxy", 1, "100m", "128Mi", hostPort(443)), NodePools: pools(nodePool("default")), Nodes: []*Node{used}})
+	used := node("n1", "z-a", "8", "8Gi", func(n *scheduling.Node) { n.Pods = []*corev1.Pod{pod("other", "100m", "128Mi", hostPort(443))} })
+	r = solve(t, &Input{Pods: pods("proxy", 1, "100m", "128Mi", hostPort(443)), NodePools: pools(nodePool("default")), Nodes: []*scheduling.Node{used}})
 	if len(r.Existing) != 0 {
 		t.Fatalf("host port in use on n1, yet placed there")
 	}
@@ -542,7 +543,7 @@ func TestTopologySpreadNodeTaintsPolicy(t *testing.T) {
 		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements,
 			karpv1.NodeSelectorRequirementWithMinValues{Key: karpv1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"z-a"}})
 	})
-	tainted := node("tainted", "z-b", "4", "8Gi", func(n *Node) {
+	tainted := node("tainted", "z-b", "4", "8Gi", func(n *scheduling.Node) {
 		n.Taints = []corev1.Taint{{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}}
 	})
 	for _, honor := range []bool{false, true} {
@@ -551,7 +552,7 @@ func TestTopologySpreadNodeTaintsPolicy(t *testing.T) {
 				p.Spec.TopologySpreadConstraints[0].NodeTaintsPolicy = ptr.To(corev1.NodeInclusionPolicyHonor)
 			}
 		})
-		r := solve(t, &Input{Pods: ps, NodePools: pools(onlyA), Nodes: []*Node{tainted}})
+		r := solve(t, &Input{Pods: ps, NodePools: pools(onlyA), Nodes: []*scheduling.Node{tainted}})
 		if honor {
 			expectPlaced(t, r)
 			continue

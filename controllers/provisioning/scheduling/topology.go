@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
 )
 
 type groupKind int
@@ -302,7 +304,7 @@ func (t *topology) count(p *corev1.Pod, domainOf func(key string) (string, bool)
 // choose picks, for each of a pod's constraints, a domain among the candidate's possible
 // domains for its key; the result narrows a NodeClaim that could still be in several. It
 // returns why no domain works otherwise.
-func (t *topology) choose(p *corev1.Pod, strict bool, podReqs Requirements, domainsOf func(key string) []string) (map[string]string, error) {
+func (t *topology) choose(p *corev1.Pod, strict bool, podReqs scheduling.Requirements, domainsOf func(key string) []string) (map[string]string, error) {
 	chosen := map[string]string{}
 	for _, c := range t.byPod[PodKey(p)] {
 		if t.soft(c, strict) {
@@ -322,9 +324,9 @@ func (t *topology) choose(p *corev1.Pod, strict bool, podReqs Requirements, doma
 		best, bestCount := "", math.MaxInt
 		switch g.kind {
 		case spread:
-			min := t.globalMin(g, p, podReqs)
+			low := t.globalMin(g, p, podReqs)
 			for _, d := range candidates {
-				if n := g.counts[d]; int32(n+1-min) <= g.maxSkew && n < bestCount {
+				if n := g.counts[d]; int32(n+1-low) <= g.maxSkew && n < bestCount {
 					best, bestCount = d, n
 				}
 			}
@@ -372,7 +374,7 @@ func (t *topology) choose(p *corev1.Pod, strict bool, podReqs Requirements, doma
 				// Pick a domain free of owners for an undecided NodeClaim.
 				for _, cand := range ds {
 					if g.owners[cand] == 0 {
-						d, ok = cand, true
+						ok = true
 						chosen[g.key] = cand
 						break
 					}
@@ -396,7 +398,7 @@ func (t *topology) choose(p *corev1.Pod, strict bool, podReqs Requirements, doma
 // kube-scheduler counts them: domains the pod's node affinity excludes are left out unless
 // nodeAffinityPolicy is Ignore, and with nodeTaintsPolicy Honor so are domains whose every
 // node has a taint the pod does not tolerate.
-func (t *topology) globalMin(g *group, p *corev1.Pod, podReqs Requirements) int {
+func (t *topology) globalMin(g *group, p *corev1.Pod, podReqs scheduling.Requirements) int {
 	if g.key == corev1.LabelHostname {
 		return 0
 	}
@@ -414,22 +416,11 @@ func (t *topology) globalMin(g *group, p *corev1.Pod, podReqs Requirements) int 
 		return 0
 	}
 	sort.Strings(eligible)
-	min := math.MaxInt
+	low := math.MaxInt
 	for _, d := range eligible {
-		if g.counts[d] < min {
-			min = g.counts[d]
-		}
+		low = min(low, g.counts[d])
 	}
-	return min
-}
-
-// keys are the topology keys any registered group uses.
-func (t *topology) keys() sets.Set[string] {
-	out := sets.New[string]()
-	for _, g := range t.groups {
-		out.Insert(g.key)
-	}
-	return out
+	return low
 }
 
 // precheckHostname turns a pod away from a node whose hostname domain already breaks one of

@@ -18,21 +18,20 @@ import (
 	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	karpv1beta1 "github.com/karpenter-policy/karpenter/api/karpenter/v1beta1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
-	"github.com/karpenter-policy/karpenter/webhooks/conversion"
+	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 )
 
 // Input are the decoded objects of a simulation.
 type Input struct {
-	NodePools     []runtime.Object // karpenter.sh v1 or v1beta1 NodePools
+	// NodePools are v1: the CLI converts v1beta1 ones at its edge (webhooks/conversion).
+	NodePools     []*karpv1.NodePool
 	Workloads     []runtime.Object // Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets
 	Nodes         []*corev1.Node
 	BoundPods     []*corev1.Pod // pods with spec.nodeName, from the nodes' files
 	InstanceTypes []*cloudprovider.InstanceType
-	Converter     *conversion.Converter
 	// Planner, when set, applies CapacityBudgets and CapacityPolicies around the solver.
 	Planner *policy.Planner
 }
@@ -98,7 +97,7 @@ type Totals struct {
 
 // Run expands the workloads, solves, and reports.
 func Run(ctx context.Context, in *Input) (*Report, error) {
-	pools, err := nodePools(ctx, in)
+	pools, err := nodePools(in)
 	if err != nil {
 		return nil, err
 	}
@@ -116,14 +115,14 @@ func Run(ctx context.Context, in *Input) (*Report, error) {
 			pods = append(pods, ps...)
 		}
 	}
-	solverPools := make([]*scheduling.NodePool, 0, len(pools))
+	solverPools := make([]*solver.NodePool, 0, len(pools))
 	for _, np := range pools {
-		solverPools = append(solverPools, &scheduling.NodePool{NodePool: np, InstanceTypes: in.InstanceTypes, DaemonSetOverhead: scheduling.DaemonSetOverhead(np, templates)})
+		solverPools = append(solverPools, &solver.NodePool{NodePool: np, InstanceTypes: in.InstanceTypes, DaemonSetOverhead: solver.DaemonSetOverhead(np, templates)})
 	}
 	nodes := existingNodes(in.Nodes, in.BoundPods)
-	solverIn := &scheduling.Input{Pods: pods, NodePools: solverPools, Nodes: nodes}
+	solverIn := &solver.Input{Pods: pods, NodePools: solverPools, Nodes: nodes}
 	if in.Planner == nil {
-		res, err := scheduling.Solve(solverIn)
+		res, err := solver.Solve(solverIn)
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +141,7 @@ func Run(ctx context.Context, in *Input) (*Report, error) {
 			nr.HourlyLimit = &l
 		}
 		for _, b := range ns.Blocked {
-			nr.BlockedPods = append(nr.BlockedPods, Pending{Pod: scheduling.PodKey(b.Pod), Reason: b.Violation.Message})
+			nr.BlockedPods = append(nr.BlockedPods, Pending{Pod: solver.PodKey(b.Pod), Reason: b.Violation.Message})
 		}
 		sort.Slice(nr.BlockedPods, func(i, j int) bool { return naturalLess(nr.BlockedPods[i].Pod, nr.BlockedPods[j].Pod) })
 		r.Namespaces[name] = nr
@@ -166,22 +165,8 @@ func sortedPending(ps []Pending) []Pending {
 	return ps
 }
 
-func nodePools(ctx context.Context, in *Input) ([]*karpv1.NodePool, error) {
-	var out []*karpv1.NodePool
-	for _, o := range in.NodePools {
-		switch np := o.(type) {
-		case *karpv1.NodePool:
-			out = append(out, np)
-		case *karpv1beta1.NodePool:
-			hub := &karpv1.NodePool{}
-			if err := in.Converter.NodePoolToV1(ctx, np, hub); err != nil {
-				return nil, fmt.Errorf("converting NodePool %s: %w", np.Name, err)
-			}
-			out = append(out, hub)
-		default:
-			return nil, fmt.Errorf("%T is not a NodePool", o)
-		}
-	}
+func nodePools(in *Input) ([]*karpv1.NodePool, error) {
+	out := append([]*karpv1.NodePool(nil), in.NodePools...)
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no NodePool given")
 	}
@@ -194,7 +179,7 @@ func Expand(o runtime.Object) ([]*corev1.Pod, error) {
 	var (
 		meta     metav1.ObjectMeta
 		template corev1.PodTemplateSpec
-		replicas int32 = 1
+		replicas int32
 	)
 	switch w := o.(type) {
 	case *corev1.Pod:
@@ -273,7 +258,7 @@ func existingNodes(nodes []*corev1.Node, bound []*corev1.Pod) []*scheduling.Node
 	return out
 }
 
-func report(res *scheduling.Result) *Report {
+func report(res *solver.Result) *Report {
 	r := &Report{NodeClaims: []NodeClaim{}, ExistingNodes: []ExistingNode{}, Unschedulable: []Pending{}}
 	var usedCPU, usedMem, capCPU, capMem float64
 	for _, c := range res.NodeClaims {
@@ -301,7 +286,7 @@ func report(res *scheduling.Result) *Report {
 		r.ExistingNodes = append(r.ExistingNodes, ExistingNode{Name: name, Pods: podKeys(res.Existing[name])})
 	}
 	for _, u := range res.Unschedulable {
-		r.Unschedulable = append(r.Unschedulable, Pending{Pod: scheduling.PodKey(u.Pod), Reason: u.Reason})
+		r.Unschedulable = append(r.Unschedulable, Pending{Pod: solver.PodKey(u.Pod), Reason: u.Reason})
 	}
 	r.Totals.Nodes = len(res.NodeClaims)
 	r.Totals.Unschedulable = len(res.Unschedulable)
@@ -320,7 +305,7 @@ func report(res *scheduling.Result) *Report {
 func podKeys(pods []*corev1.Pod) []string {
 	out := make([]string, len(pods))
 	for i, p := range pods {
-		out[i] = scheduling.PodKey(p)
+		out[i] = solver.PodKey(p)
 	}
 	sort.Slice(out, func(i, j int) bool { return naturalLess(out[i], out[j]) })
 	return out

@@ -28,6 +28,7 @@ import (
 	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/test"
 	"github.com/karpenter-policy/karpenter/test/env"
+	"github.com/karpenter-policy/karpenter/webhooks/admission"
 )
 
 var testEnv *env.Environment
@@ -213,19 +214,19 @@ warn contains msg if {
 	}
 	cloud := kwok.New(testEnv.Client, clk, 1)
 	cluster := state.NewCluster(testEnv.Client, clk)
-	review := policycontrollers.NewAdmission(testEnv.Client, engine, cloud, policycontrollers.NewUsage(cluster, cloud, clk), clk)
+	review := admission.NewPolicyReview(testEnv.Client, engine, cloud, policycontrollers.NewUsage(cluster, cloud, clk), clk)
 	class := test.KWOKNodeClass()
 	if err := testEnv.Client.Create(ctx, class); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = testEnv.Client.Delete(context.Background(), class) })
 	np := test.NodePool(func(np *karpv1.NodePool) { np.Spec.Template.Spec.NodeClassRef.Name = class.Name })
-	warnings, denials := review.Review(ctx, "CREATE", np, nil)
+	_, denials := review.Review(ctx, "CREATE", np, nil)
 	if len(denials) != 1 || denials[0] != "CapacityPolicy nodepool-limits: NodePool "+np.Name+" needs a cpu limit" {
 		t.Errorf("denials %v", denials)
 	}
 	np.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse("2000")}
-	warnings, denials = review.Review(ctx, "UPDATE", np, nil)
+	warnings, denials := review.Review(ctx, "UPDATE", np, nil)
 	if len(denials) != 0 || len(warnings) != 2 || warnings[0] != "NodePool "+np.Name+" may grow past 1000 vCPU" ||
 		!strings.HasPrefix(warnings[1], "NodePool "+np.Name+": its cpu limit allows nodes costing $") {
 		t.Errorf("warnings %q, denials %v", warnings, denials)

@@ -1,4 +1,8 @@
-package policy
+// Package admission is the validating webhook's policy review: it evaluates the policy
+// engine's karpenter.admission decision point for NodePools, CapacityBudgets and
+// CapacityPolicies, and says in admission warnings what an object means in dollars. It reads
+// the cluster through the cached client and the shared cost attribution; it never writes.
+package admission
 
 import (
 	"context"
@@ -18,28 +22,29 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	policycontrollers "github.com/karpenter-policy/karpenter/controllers/policy"
 	"github.com/karpenter-policy/karpenter/policies"
 )
 
-// Admission is the validating webhook's policy review (webhooks.Reviewer): it evaluates the
+// PolicyReview is the validating webhook's policy review (webhooks.Reviewer): it evaluates the
 // karpenter.admission decision point for NodePools, CapacityBudgets and CapacityPolicies and
 // says what the object means in dollars, so that a pull request synced by ArgoCD shows it.
-type Admission struct {
+type PolicyReview struct {
 	client client.Client
 	engine *policies.Engine
 	cloud  cloudprovider.CloudProvider
-	usage  *Usage
+	usage  *policycontrollers.Usage
 	clock  clock.Clock
 }
 
-// NewAdmission returns the review.
-func NewAdmission(c client.Client, e *policies.Engine, cloud cloudprovider.CloudProvider, usage *Usage, clk clock.Clock) *Admission {
-	return &Admission{client: c, engine: e, cloud: cloud, usage: usage, clock: clk}
+// NewPolicyReview returns the review.
+func NewPolicyReview(c client.Client, e *policies.Engine, cloud cloudprovider.CloudProvider, usage *policycontrollers.Usage, clk clock.Clock) *PolicyReview {
+	return &PolicyReview{client: c, engine: e, cloud: cloud, usage: usage, clock: clk}
 }
 
 // Review implements webhooks.Reviewer. A review that cannot read the cluster warns and lets
 // the object through: admission never fails on the policy layer's own trouble.
-func (a *Admission) Review(ctx context.Context, operation string, obj, old client.Object) (warnings, denials []string) {
+func (a *PolicyReview) Review(ctx context.Context, operation string, obj, old client.Object) (warnings, denials []string) {
 	in := policies.AdmissionInput{Operation: operation, Now: a.clock.Now()}
 	var impact []string
 	switch o := obj.(type) {
@@ -86,7 +91,7 @@ func (a *Admission) Review(ctx context.Context, operation string, obj, old clien
 	return append(warnings, impact...), denials
 }
 
-func (a *Admission) namespace(ctx context.Context, name string) policies.Namespace {
+func (a *PolicyReview) namespace(ctx context.Context, name string) policies.Namespace {
 	ns := &corev1.Namespace{}
 	if err := a.client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 		return policies.Namespace{Name: name}
@@ -96,7 +101,7 @@ func (a *Admission) namespace(ctx context.Context, name string) policies.Namespa
 
 // nodePoolImpact is the most its cpu limit lets the NodePool cost per hour, at the cheapest
 // and the dearest $/vCPU among its instance types' offerings.
-func (a *Admission) nodePoolImpact(ctx context.Context, np *karpv1.NodePool, old client.Object) []string {
+func (a *PolicyReview) nodePoolImpact(ctx context.Context, np *karpv1.NodePool, old client.Object) []string {
 	ceiling := func(p *karpv1.NodePool) (lo, hi float64, ok bool) {
 		limit, has := p.Spec.Limits[corev1.ResourceCPU]
 		if !has {
@@ -139,7 +144,7 @@ func (a *Admission) nodePoolImpact(ctx context.Context, np *karpv1.NodePool, old
 }
 
 // budgetImpact says what the budget allows against what the namespace runs at now.
-func (a *Admission) budgetImpact(ctx context.Context, b *policyv1.CapacityBudget, u policies.Usage) []string {
+func (a *PolicyReview) budgetImpact(ctx context.Context, b *policyv1.CapacityBudget, u policies.Usage) []string {
 	c := a.engine.Provisioning(ctx, policies.ProvisioningInput{Namespace: policies.Namespace{Name: b.Namespace}, Budget: b, Usage: u, Now: a.clock.Now()})
 	if c.Budget == nil || !c.Budget.HasLimit {
 		return nil
@@ -149,7 +154,7 @@ func (a *Admission) budgetImpact(ctx context.Context, b *policyv1.CapacityBudget
 }
 
 // policyImpact names the namespaces the policy selects.
-func (a *Admission) policyImpact(ctx context.Context, p *policyv1.CapacityPolicy) []string {
+func (a *PolicyReview) policyImpact(ctx context.Context, p *policyv1.CapacityPolicy) []string {
 	sel := labels.Everything()
 	if p.Spec.NamespaceSelector != nil {
 		s, err := metav1.LabelSelectorAsSelector(p.Spec.NamespaceSelector)

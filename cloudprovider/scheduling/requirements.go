@@ -1,7 +1,3 @@
-// Package scheduling is the solver: given pending pods, existing and in-flight nodes,
-// NodePools and their instance types, it decides which pods go where and which new NodeClaims
-// to launch, cheapest first. It is a pure package: plain inputs in, a decision out, no
-// Kubernetes client, no clock, no randomness; the same input gives the same decision.
 package scheduling
 
 import (
@@ -112,6 +108,37 @@ func (r *Requirement) Len() int {
 		return math.MaxInt
 	}
 	return r.values.Len()
+}
+
+// Complement reports whether r allows every value but those it lists (NotIn, Exists, Gt, Lt).
+func (r *Requirement) Complement() bool { return r.complement }
+
+// Single is the one value r allows, when it allows exactly one.
+func (r *Requirement) Single() (string, bool) {
+	if r.complement || r.values.Len() != 1 {
+		return "", false
+	}
+	for v := range r.values {
+		return v, true
+	}
+	return "", false
+}
+
+// MayOverlap reports whether two requirements may share a value; only plain In lists are
+// compared, anything else may.
+func (r *Requirement) MayOverlap(o *Requirement) bool {
+	plain := func(x *Requirement) bool {
+		return !x.complement && x.values.Len() > 0 && x.greaterThan == nil && x.lessThan == nil
+	}
+	if !plain(r) || !plain(o) {
+		return true
+	}
+	for v := range r.values {
+		if o.values.Has(v) {
+			return true
+		}
+	}
+	return false
 }
 
 // Values are the allowed values of a finite requirement, sorted.
@@ -241,7 +268,7 @@ func (rs Requirements) Compatible(pod Requirements) error {
 		p := pod[key]
 		n, defined := rs[key]
 		if !defined || !n.Exists() {
-			if !p.allowsAbsent() {
+			if !p.AllowsAbsent() {
 				return fmt.Errorf("requires %s, which the node would not have", p)
 			}
 			continue
@@ -256,8 +283,8 @@ func (rs Requirements) Compatible(pod Requirements) error {
 	return nil
 }
 
-// allowsAbsent reports whether a node without the label satisfies r (NotIn, DoesNotExist).
-func (r *Requirement) allowsAbsent() bool {
+// AllowsAbsent reports whether a node without the label satisfies r (NotIn, DoesNotExist).
+func (r *Requirement) AllowsAbsent() bool {
 	if r.greaterThan != nil || r.lessThan != nil {
 		return false
 	}
