@@ -46,7 +46,7 @@ func (s *solver) lowerBound(placed []*NodeClaim) float64 {
 				groups[key] = g
 				order = append(order, key)
 			}
-			r := toRes(s.requests.Of(p))
+			r := s.resOf(p, s.requests.Of(p))
 			g.cpu += float64(r.cpu) / 1000
 			g.mem += float64(r.mem)
 		}
@@ -78,7 +78,7 @@ func (s *solver) options(pl *pool, p *corev1.Pod, reqs scheduling.Requirements) 
 			typeFilters = append(typeFilters, pc.AllowType)
 		}
 	}
-	podReq := toRes(s.requests.Of(p))
+	podReq := s.resOf(p, s.requests.Of(p))
 	var out []option
 	for _, t := range pl.types {
 		if t.incompatible(merged, keys) != nil || !allowedType(t, typeFilters) {

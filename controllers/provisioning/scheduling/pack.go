@@ -42,7 +42,7 @@ import (
 // packable reports whether a pod can be placed by packing: only its requests and node
 // requirements decide where it may go.
 func (s *solver) packable(p *corev1.Pod) bool {
-	if len(s.topo.byPod[PodKey(p)]) > 0 || len(hostPorts(p)) > 0 || requiredTerms(p) > 1 || len(preferredTerms(p)) > 0 {
+	if len(s.topo.constraints(p)) > 0 || len(hostPorts(p)) > 0 || requiredTerms(p) > 1 || len(preferredTerms(p)) > 0 {
 		return false
 	}
 	for _, g := range s.topo.groups {
@@ -90,7 +90,7 @@ func (s *solver) pack(pods []*corev1.Pod, requests map[*corev1.Pod]corev1.Resour
 		for _, v := range s.in.VolumeRequirements[PodKey(p)] {
 			reqs.Add(scheduling.NewRequirement(v.Key, v.Operator, v.Values...))
 		}
-		r := toRes(requests[p])
+		r := s.resOf(p, requests[p])
 		if s.placeOnExisting(p, requests[p], reqs) {
 			s.aheadCPU, s.aheadMem = s.aheadCPU-r.cpu, s.aheadMem-r.mem
 			continue

@@ -140,6 +140,8 @@ type NodeClaim struct {
 	zoneMask, ctMask uint64
 	// ownTypes: types is the NodeClaim's own slice (at first it is the NodePool's).
 	ownTypes bool
+	// hostCounts count its pods by the hostname topology groups they match.
+	hostCounts map[*group]int
 }
 
 // setTypes narrows the NodeClaim's remaining instance types.
@@ -392,6 +394,11 @@ type standaloneKey struct {
 }
 
 type solver struct {
+	// podRes are the pending pods' requests as integers, made once per solve.
+	podRes map[*corev1.Pod]res
+	// lastPod and lastRes cache resOf's last answer: a pod is tried on many NodeClaims in a row.
+	lastPod *corev1.Pod
+	lastRes res
 	// requests are the pods' requests, computed once per pod (Input.Requests when given).
 	requests *scheduling.PodRequestCache
 	// standalone caches what a node of its own would cost a pod on a NodePool.
@@ -424,6 +431,19 @@ type solver struct {
 	keptBuf []*instanceType
 }
 
+// resOf is a pod's requests as integers: made once for a pending pod, else from requests.
+func (s *solver) resOf(p *corev1.Pod, requests corev1.ResourceList) res {
+	if p == s.lastPod {
+		return s.lastRes
+	}
+	r, ok := s.podRes[p]
+	if !ok {
+		r = toRes(requests)
+	}
+	s.lastPod, s.lastRes = p, r
+	return r
+}
+
 // Solve places the pods: on existing nodes first, then in-flight ones, then on new NodeClaims
 // from the NodePools in weight order. It is deterministic.
 func Solve(in *Input) (*Result, error) {
@@ -437,24 +457,29 @@ func Solve(in *Input) (*Result, error) {
 	}
 	pods := append([]*corev1.Pod(nil), in.Pods...)
 	requests := make(map[*corev1.Pod]corev1.ResourceList, len(pods))
-	res := &Result{Existing: map[string][]*corev1.Pod{}, Requests: requests}
+	out := &Result{Existing: map[string][]*corev1.Pod{}, Requests: requests}
+	s.podRes = make(map[*corev1.Pod]res, len(pods))
 	for _, p := range pods {
 		requests[p] = s.requests.Of(p)
+		s.podRes[p] = toRes(requests[p])
 	}
 	// Largest first, measuring cpu and memory together (a vCPU weighs as much as 4 GiB, the
 	// general-purpose shape), so that cpu-heavy and memory-heavy pods arrive interleaved.
 	size := func(p *corev1.Pod) float64 {
-		r := requests[p]
-		return float64(r.Cpu().MilliValue())/1000 + float64(r.Memory().Value())/(4<<30)
+		r := s.podRes[p]
+		return float64(r.cpu)/1000 + float64(r.mem)/(4<<30)
 	}
 	sort.SliceStable(pods, func(i, j int) bool {
 		if a, b := size(pods[i]), size(pods[j]); a != b {
 			return a > b
 		}
-		return PodKey(pods[i]) < PodKey(pods[j])
+		if pods[i].Namespace != pods[j].Namespace {
+			return pods[i].Namespace < pods[j].Namespace
+		}
+		return pods[i].Name < pods[j].Name
 	})
 	for _, p := range pods {
-		r := toRes(requests[p])
+		r := s.podRes[p]
 		s.aheadCPU, s.aheadMem = s.aheadCPU+r.cpu, s.aheadMem+r.mem
 	}
 	seedOf := map[*corev1.Pod]int{}
@@ -470,34 +495,34 @@ func Solve(in *Input) (*Result, error) {
 			free = append(free, p)
 			continue
 		}
-		r := toRes(requests[p])
+		r := s.podRes[p]
 		s.aheadCPU, s.aheadMem = s.aheadCPU-r.cpu, s.aheadMem-r.mem
 		if i, ok := seedOf[p]; ok && s.placeSeeded(p, requests[p], in.Seed[i].NodePool, &rebuilt[i]) {
 			continue
 		}
 		if reason := s.place(p, requests[p]); reason != "" {
-			res.Unschedulable = append(res.Unschedulable, Unschedulable{Pod: p, Reason: reason})
+			out.Unschedulable = append(out.Unschedulable, Unschedulable{Pod: p, Reason: reason})
 		}
 	}
 	for _, p := range s.pack(free, requests) {
-		r := toRes(requests[p])
+		r := s.podRes[p]
 		s.aheadCPU, s.aheadMem = s.aheadCPU-r.cpu, s.aheadMem-r.mem
 		if reason := s.place(p, requests[p]); reason != "" {
-			res.Unschedulable = append(res.Unschedulable, Unschedulable{Pod: p, Reason: reason})
+			out.Unschedulable = append(out.Unschedulable, Unschedulable{Pod: p, Reason: reason})
 		}
 	}
 	for _, n := range s.nodes {
 		if len(n.placed) > 0 {
-			res.Existing[n.node.Name] = n.placed
+			out.Existing[n.node.Name] = n.placed
 		}
 	}
 	for _, c := range s.claims {
 		s.finalize(c)
-		res.NodeClaims = append(res.NodeClaims, c)
+		out.NodeClaims = append(out.NodeClaims, c)
 	}
-	sort.SliceStable(res.Unschedulable, func(i, j int) bool { return PodKey(res.Unschedulable[i].Pod) < PodKey(res.Unschedulable[j].Pod) })
-	res.LowerBoundPerHour = s.lowerBound(res.NodeClaims)
-	return res, nil
+	sort.SliceStable(out.Unschedulable, func(i, j int) bool { return PodKey(out.Unschedulable[i].Pod) < PodKey(out.Unschedulable[j].Pod) })
+	out.LowerBoundPerHour = s.lowerBound(out.NodeClaims)
+	return out, nil
 }
 
 func (s *solver) prepare() error {
@@ -622,7 +647,7 @@ func (s *solver) prepare() error {
 	for _, e := range s.nodes {
 		for _, p := range e.node.Pods {
 			s.topo.registerExisting(p, e.labelsWithHostname())
-			s.topo.count(p, e.domain)
+			s.topo.count(p, e.domain, nil)
 		}
 	}
 	return nil
@@ -739,9 +764,15 @@ func (s *solver) placeWith(p *corev1.Pod, requests corev1.ResourceList, reqs sch
 			return ""
 		}
 	}
-	for _, c := range s.claims {
-		if err := s.tryClaim(c, p, requests, reqs, strict); err == nil {
+	if g := s.topo.hostnameGate(p); g != nil {
+		if s.tryOpenClaims(g, p, requests, reqs, strict) {
 			return ""
+		}
+	} else {
+		for _, c := range s.claims {
+			if err := s.tryClaim(c, p, requests, reqs, strict); err == nil {
+				return ""
+			}
 		}
 	}
 	for _, pl := range s.pools {
@@ -756,6 +787,31 @@ func (s *solver) placeWith(p *corev1.Pod, requests corev1.ResourceList, reqs sch
 		reasons = append(reasons, "no NodePool")
 	}
 	return strings.Join(reasons, "; ")
+}
+
+// tryOpenClaims tries the pod on the NodeClaims the gate leaves open, in creation order, as
+// the full scan would (the others refuse it), dropping those that closed.
+func (s *solver) tryOpenClaims(g *group, p *corev1.Pod, requests corev1.ResourceList, reqs scheduling.Requirements, strict bool) bool {
+	g.open = append(g.open, s.claims[g.synced:]...)
+	g.synced = len(s.claims)
+	kept := g.open[:0]
+	placed := false
+	for i, c := range g.open {
+		if placed {
+			kept = append(kept, g.open[i:]...)
+			break
+		}
+		if g.closes(c.hostCounts) {
+			continue
+		}
+		if err := s.tryClaim(c, p, requests, reqs, strict); err == nil {
+			placed = true
+		}
+		kept = append(kept, c)
+	}
+	clear(g.open[len(kept):])
+	g.open = kept
+	return placed
 }
 
 func (s *solver) policy(p *corev1.Pod, pl *pool) *Constraints {
@@ -800,7 +856,7 @@ func (s *solver) tryExisting(e *existing, p *corev1.Pod, requests corev1.Resourc
 		e.ports[hp] = true
 	}
 	e.placed = append(e.placed, p)
-	s.topo.count(p, e.domain)
+	s.topo.count(p, e.domain, nil)
 	return nil
 }
 
@@ -815,7 +871,7 @@ func (s *solver) newClaim(pl *pool, p *corev1.Pod, requests corev1.ResourceList,
 		}
 	}
 	c := &NodeClaim{NodePool: pl.name, pool: pl, Requirements: pl.reqs.Copy(),
-		Requests: pl.overhead.DeepCopy(), Hostname: fmt.Sprintf("%s-nodeclaim-%d", pl.name, len(s.claims)), ports: map[string]bool{},
+		Requests: pl.overhead.DeepCopy(), Hostname: fmt.Sprintf("%s-nodeclaim-%d", pl.name, len(s.claims)), ports: map[string]bool{}, hostCounts: map[*group]int{},
 		req: toRes(pl.overhead), maxAlloc: res{cpu: 1 << 62, mem: 1 << 62, pods: 1 << 62}}
 	c.setTypes(pl.types)
 	if c.Requests == nil {
@@ -864,7 +920,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	if ok, t := tolerates(p, c.pool.taints, strict); !ok {
 		return nil, fmt.Errorf("taint %s not tolerated", taintString(t))
 	}
-	podReq := toRes(requests)
+	podReq := s.resOf(p, requests)
 	total := c.req.plus(podReq)
 	if ok, r := (res{cpu: total.cpu, mem: total.mem, pods: total.pods}).fitsIn(c.maxAlloc); !ok {
 		return nil, notEnough(r)
@@ -874,7 +930,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 			return nil, fmt.Errorf("not enough %s on %s", r, c.cheapest.it.Name)
 		}
 	}
-	if err := s.topo.precheckHostname(p, strict, c.Hostname); err != nil {
+	if err := s.topo.precheckHostname(p, strict, c.hostCounts); err != nil {
 		return nil, err
 	}
 	filters, typeFilters, applied := c.filters, c.typeFilters, c.applied
@@ -1083,7 +1139,7 @@ func (s *solver) commit(pl *claimPlan) {
 			}
 		}
 		return "", false
-	})
+	}, c.hostCounts)
 }
 
 // withinLimits checks capacity against the resources a NodePool limits.

@@ -42,6 +42,10 @@ type group struct {
 	selectorID                  string
 	counts                      map[string]int
 	owners                      map[string]int
+	// open are the NodeClaims, in creation order, that may still take a pod gated by the
+	// group (hostnameGate), and synced how many of the solver's NodeClaims were looked at.
+	open   []*NodeClaim
+	synced int
 }
 
 func (g *group) matches(p *corev1.Pod) bool {
@@ -73,7 +77,7 @@ func (t *topology) soft(c constraint, strict bool) bool {
 
 // preferences counts a pod's preferences: pod (anti-)affinity ones, and all.
 func (t *topology) preferences(p *corev1.Pod) (affinity, all int) {
-	for _, c := range t.byPod[PodKey(p)] {
+	for _, c := range t.constraints(p) {
 		if c.required {
 			continue
 		}
@@ -90,16 +94,19 @@ type topology struct {
 	// relaxed is how many of the pod being placed's preferences the attempt drops, by rank.
 	relaxed int
 	groups  map[string]*group
-	byPod   map[string][]constraint
-	anti    []*group
-	domains map[string]sets.Set[string]
+	byPod   map[*corev1.Pod][]constraint
+	// lastPod and lastCons cache constraints' last answer.
+	lastPod  *corev1.Pod
+	lastCons []constraint
+	anti     []*group
+	domains  map[string]sets.Set[string]
 	// taints are, by key and domain, the distinct taint sets of the nodes and NodePools that
 	// provide the domain, for nodeTaintsPolicy: Honor.
 	taints map[string]map[string]map[string][]corev1.Taint
 }
 
 func newTopology() *topology {
-	return &topology{groups: map[string]*group{}, byPod: map[string][]constraint{}, domains: map[string]sets.Set[string]{},
+	return &topology{groups: map[string]*group{}, byPod: map[*corev1.Pod][]constraint{}, domains: map[string]sets.Set[string]{},
 		taints: map[string]map[string]map[string][]corev1.Taint{}}
 }
 
@@ -258,7 +265,7 @@ func (t *topology) register(p *corev1.Pod) error {
 		for rank, i := range soft {
 			cs[i].rank = rank
 		}
-		t.byPod[PodKey(p)] = cs
+		t.byPod[p] = cs
 	}
 	return nil
 }
@@ -284,15 +291,20 @@ func (t *topology) registerExisting(p *corev1.Pod, nodeLabels map[string]string)
 }
 
 // count adds a pod that is on a node with the given domains to every group it matches.
-func (t *topology) count(p *corev1.Pod, domainOf func(key string) (string, bool)) {
+// hostCounts, when set, also counts the pod for the hostname groups it matches: a NodeClaim
+// keeps its own, so that precheckHostname does not hash hostnames.
+func (t *topology) count(p *corev1.Pod, domainOf func(key string) (string, bool), hostCounts map[*group]int) {
 	for _, g := range t.groups {
 		if g.matches(p) {
 			if d, ok := domainOf(g.key); ok {
 				g.counts[d]++
+				if hostCounts != nil && g.key == corev1.LabelHostname {
+					hostCounts[g]++
+				}
 			}
 		}
 	}
-	for _, c := range t.byPod[PodKey(p)] {
+	for _, c := range t.constraints(p) {
 		if c.group.kind == antiAffinity && c.required {
 			if d, ok := domainOf(c.group.key); ok {
 				c.group.owners[d]++
@@ -306,7 +318,7 @@ func (t *topology) count(p *corev1.Pod, domainOf func(key string) (string, bool)
 // returns why no domain works otherwise.
 func (t *topology) choose(p *corev1.Pod, strict bool, podReqs scheduling.Requirements, domainsOf func(key string) []string) (map[string]string, error) {
 	chosen := map[string]string{}
-	for _, c := range t.byPod[PodKey(p)] {
+	for _, c := range t.constraints(p) {
 		if t.soft(c, strict) {
 			continue
 		}
@@ -423,24 +435,71 @@ func (t *topology) globalMin(g *group, p *corev1.Pod, podReqs scheduling.Require
 	return low
 }
 
-// precheckHostname turns a pod away from a node whose hostname domain already breaks one of
-// its hostname constraints, before any other work.
-func (t *topology) precheckHostname(p *corev1.Pod, strict bool, hostname string) error {
-	for _, c := range t.byPod[PodKey(p)] {
+// precheckHostname turns a pod away from a NodeClaim whose hostname domain already breaks one
+// of its hostname constraints, before any other work; counts are the NodeClaim's own counts of
+// the hostname groups.
+func (t *topology) precheckHostname(p *corev1.Pod, strict bool, counts map[*group]int) error {
+	if len(counts) == 0 {
+		return nil
+	}
+	for _, c := range t.constraints(p) {
 		if t.soft(c, strict) || c.group.key != corev1.LabelHostname {
 			continue
 		}
 		g := c.group
 		switch g.kind {
 		case spread:
-			if int32(g.counts[hostname]+1) > g.maxSkew {
-				return fmt.Errorf("topology spread on %s: maxSkew %d reached on this node", g.key, g.maxSkew)
+			if int32(counts[g]+1) > g.maxSkew {
+				return hostnameConflict{g}
 			}
 		case antiAffinity:
-			if g.counts[hostname] > 0 {
-				return fmt.Errorf("pod anti-affinity on %s: a pod matching %s is on this node", g.key, g.selectorID)
+			if counts[g] > 0 {
+				return hostnameConflict{g}
 			}
 		}
 	}
 	return nil
+}
+
+// hostnameGate is the pod's first required hostname constraint that a NodeClaim, once it
+// refuses it, refuses for good (anti-affinity, or a spread whose maxSkew is reached: counts
+// only grow); nil when it has none. The solver then tries the pod only on the NodeClaims
+// the group leaves open, instead of every NodeClaim: with thousands of NodeClaims, that scan
+// made large solves quadratic.
+func (t *topology) hostnameGate(p *corev1.Pod) *group {
+	for _, c := range t.constraints(p) {
+		if c.required && c.group.key == corev1.LabelHostname && (c.group.kind == antiAffinity || c.group.kind == spread) {
+			return c.group
+		}
+	}
+	return nil
+}
+
+// closes reports whether a NodeClaim with these hostname counts refuses the group's pods.
+func (g *group) closes(counts map[*group]int) bool {
+	if g.kind == spread {
+		return int32(counts[g]+1) > g.maxSkew
+	}
+	return counts[g] > 0
+}
+
+// constraints are the pod's topology constraints.
+// The last pod's are kept: a pod is tried on many NodeClaims in a row.
+func (t *topology) constraints(p *corev1.Pod) []constraint {
+	if p != t.lastPod {
+		t.lastPod, t.lastCons = p, t.byPod[p]
+	}
+	return t.lastCons
+}
+
+// hostnameConflict is precheckHostname's refusal. It is formatted only when read: most
+// refusals are of NodeClaims the pod is merely tried on, and formatting them was most of a
+// large solve's time.
+type hostnameConflict struct{ g *group }
+
+func (e hostnameConflict) Error() string {
+	if e.g.kind == spread {
+		return fmt.Sprintf("topology spread on %s: maxSkew %d reached on this node", e.g.key, e.g.maxSkew)
+	}
+	return fmt.Sprintf("pod anti-affinity on %s: a pod matching %s is on this node", e.g.key, e.g.selectorID)
 }
