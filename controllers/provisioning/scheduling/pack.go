@@ -413,7 +413,7 @@ func (pk *packer) fill(c *NodeClaim, target *instanceType, grow bool) {
 			best.failed = pk.seq
 			continue
 		}
-		s.commit(plan)
+		s.commit(&plan)
 		pk.took(best)
 	}
 }

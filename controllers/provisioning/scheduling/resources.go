@@ -62,3 +62,8 @@ func (r res) fitsIn(capacity res) (bool, corev1.ResourceName) {
 	}
 	return true, ""
 }
+
+// largest is the largest cpu, memory and pods of r and o (extended resources aside).
+func (r res) largest(o res) res {
+	return res{cpu: max(r.cpu, o.cpu), mem: max(r.mem, o.mem), pods: max(r.pods, o.pods)}
+}
