@@ -1,11 +1,9 @@
 package scheduling
 
 import (
-	"fmt"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
@@ -206,134 +204,6 @@ func Solve(in *Input) (*Result, error) {
 	sort.SliceStable(out.Unschedulable, func(i, j int) bool { return PodKey(out.Unschedulable[i].Pod) < PodKey(out.Unschedulable[j].Pod) })
 	out.LowerBoundPerHour = s.lowerBound(out.NodeClaims)
 	return out, nil
-}
-
-func (s *solver) prepare() error {
-	for _, in := range s.in.NodePools {
-		np := in.NodePool
-		p := &pool{np: np, name: np.Name, taints: np.Spec.Template.Spec.Taints, overhead: in.DaemonSetOverhead, typeKeys: sets.New[string]()}
-		poolTaints := taintsKey(p.taints)
-		p.reqs = scheduling.NewRequirements(np.Spec.Template.Spec.Requirements...)
-		p.reqs.Add(scheduling.NewRequirement(karpv1.NodePoolLabelKey, corev1.NodeSelectorOpIn, np.Name))
-		for k, v := range np.Spec.Template.Labels {
-			p.reqs.Add(scheduling.NewRequirement(k, corev1.NodeSelectorOpIn, v))
-		}
-		if len(np.Spec.Limits) > 0 {
-			// What is left of each limited resource; usage of resources without a limit is
-			// irrelevant.
-			p.remaining = corev1.ResourceList{}
-			for k, limit := range np.Spec.Limits {
-				left := limit.DeepCopy()
-				if used, ok := in.Usage[k]; ok {
-					left.Sub(used)
-				}
-				p.remaining[k] = left
-			}
-		}
-		p.typeKeys.Insert(karpv1.LabelTopologyZone, karpv1.CapacityTypeLabelKey)
-		for _, it := range in.InstanceTypes {
-			for k := range it.Labels {
-				p.typeKeys.Insert(k)
-			}
-		}
-		var poolTypeKeys []string
-		for _, k := range p.reqs.Keys() {
-			if p.typeKeys.Has(k) {
-				poolTypeKeys = append(poolTypeKeys, k)
-			}
-		}
-		for _, it := range in.InstanceTypes {
-			t := &instanceType{it: it, reqs: scheduling.LabelRequirements(it.Labels), alloc: toRes(it.Allocatable()), idx: s.typeCount}
-			s.typeCount++
-			zones, cts := sets.New[string](), sets.New[string]()
-			for _, o := range it.Offerings {
-				if o.Available {
-					zones.Insert(o.Zone)
-					cts.Insert(o.CapacityType)
-				}
-			}
-			if zones.Len() == 0 {
-				continue
-			}
-			t.reqs[karpv1.LabelTopologyZone] = scheduling.NewRequirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, sets.List(zones)...)
-			t.reqs[karpv1.CapacityTypeLabelKey] = scheduling.NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, sets.List(cts)...)
-			t.zones, t.capacityTypes, t.in = zones, cts, s.intern
-			for _, o := range it.Offerings {
-				if o.Available {
-					t.offerings = append(t.offerings, o)
-				}
-			}
-			sort.SliceStable(t.offerings, func(i, j int) bool { return t.offerings[i].Price < t.offerings[j].Price })
-			for _, o := range t.offerings {
-				zb, cb := bit(s.intern.zones, o.Zone), bit(s.intern.cts, o.CapacityType)
-				t.offerZone, t.offerCT = append(t.offerZone, zb), append(t.offerCT, cb)
-				t.zoneMask, t.ctMask = t.zoneMask|zb, t.ctMask|cb
-			}
-			if err := t.compatible(p.reqs, poolTypeKeys); err != nil {
-				continue
-			}
-			if ok, _ := toRes(in.DaemonSetOverhead).fitsIn(t.alloc); !ok {
-				continue
-			}
-			p.types = append(p.types, t)
-			// The domains the NodePool can launch into: its types' values its requirements allow.
-			for k, r := range t.reqs {
-				for _, v := range r.Values() {
-					if pr, ok := p.reqs[k]; !ok || pr.Has(v) {
-						s.topo.addDomain(k, v, p.taints, poolTaints)
-					}
-				}
-			}
-		}
-		if len(p.types) == 0 {
-			p.excluded = fmt.Sprintf("no instance type of its %d matches its requirements and has an available offering", len(in.InstanceTypes))
-		}
-		s.pools = append(s.pools, p)
-	}
-	sort.SliceStable(s.pools, func(i, j int) bool {
-		wi, wj := weight(s.pools[i].np), weight(s.pools[j].np)
-		if wi != wj {
-			return wi > wj
-		}
-		return s.pools[i].name < s.pools[j].name
-	})
-	nodes := append([]*scheduling.Node(nil), s.in.Nodes...)
-	sort.SliceStable(nodes, func(i, j int) bool {
-		if nodes[i].InFlight != nodes[j].InFlight {
-			return !nodes[i].InFlight
-		}
-		return nodes[i].Name < nodes[j].Name
-	})
-	for _, n := range nodes {
-		e := &existing{node: n, reqs: scheduling.LabelRequirements(n.Labels), available: n.Allocatable.DeepCopy(), ports: map[string]bool{}}
-		if _, ok := n.Labels[corev1.LabelHostname]; !ok {
-			e.reqs[corev1.LabelHostname] = scheduling.NewRequirement(corev1.LabelHostname, corev1.NodeSelectorOpIn, n.Name)
-		}
-		nodeTaints := taintsKey(n.Taints)
-		for k, v := range n.Labels {
-			s.topo.addDomain(k, v, n.Taints, nodeTaints)
-		}
-		for _, p := range n.Pods {
-			e.available = scheduling.Subtract(e.available, s.requests.Of(p))
-			for _, hp := range hostPorts(p) {
-				e.ports[hp] = true
-			}
-		}
-		s.nodes = append(s.nodes, e)
-	}
-	for _, p := range s.in.Pods {
-		if err := s.topo.register(p); err != nil {
-			return fmt.Errorf("pod %s: %w", PodKey(p), err)
-		}
-	}
-	// Count the pods already bound, now that every group exists.
-	for _, e := range s.nodes {
-		for _, p := range e.node.Pods {
-			s.topo.registerExisting(p, e.labelsWithHostname())
-			s.topo.count(p, e.domain, nil)
-		}
-	}
-	return nil
 }
 
 func weight(np *karpv1.NodePool) int32 {
