@@ -43,8 +43,12 @@ fmt: ## Run gofmt on the tree.
 vet: ## Run go vet.
 	go vet ./...
 
+.PHONY: lint
+lint: ## Run golangci-lint (built from hack/tools/golangci) with the dependency rules.
+	go tool -modfile=hack/tools/golangci/go.mod golangci-lint run ./...
+
 .PHONY: verify
-verify: ## Fail if generated code, go.mod or formatting is out of date.
+verify: ## Fail if generated code, go.mod or formatting is out of date, a binary is tracked, or lint finds something.
 	hack/verify.sh
 
 ##@ Test

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Fails when regenerating code or manifests, tidying go.mod or gofmt would change the tree.
+# Fails when regenerating code or manifests, tidying go.mod or gofmt would change the tree, when
+# Git tracks a built binary or a large file, when a hand-written Go file passes 800 lines, or
+# when golangci-lint (with the dependency rules of docs/architecture.md) finds something.
 # It compares the tree before and after regenerating, so it also works with uncommitted edits
 # (in CI, on a clean clone, "before" is the commit).
 set -euo pipefail
@@ -24,4 +26,10 @@ if [[ "$before" != "$after" ]]; then
   git status --short -- "${paths[@]}" >&2
   exit 1
 fi
-echo "verify: generated code, manifests and go.mod are up to date" >&2
+hack/verify-tracked.sh
+long=$(git ls-files --cached --others --exclude-standard '*.go' | grep -v 'zz_generated' | xargs wc -l | awk '$2 != "total" && $1 > 800 {print $2 " (" $1 " lines)"}')
+if [[ -n "$long" ]]; then
+  echo "hand-written Go files over 800 lines; split them by concern:" >&2; echo "$long" >&2; exit 1
+fi
+go tool -modfile=hack/tools/golangci/go.mod golangci-lint run ./...
+echo "verify: generated code, manifests and go.mod up to date; no binaries; lint clean" >&2

@@ -268,6 +268,30 @@ func (e *Engine) Provisioning(ctx context.Context, in ProvisioningInput) *Constr
 	return c
 }
 
+// BudgetInForce evaluates the built-in budget policies alone for one namespace's
+// CapacityBudget: the limit and Spot bounds in force now and what remains, for the budget's
+// status. CapacityPolicies are not evaluated: an error of theirs is not the budget's.
+func (e *Engine) BudgetInForce(ctx context.Context, ns Namespace, b *policyv1.CapacityBudget, usage Usage, now time.Time) (*BudgetInForce, error) {
+	bd, err := e.budgetDoc(b, now)
+	if err != nil {
+		return nil, err
+	}
+	input, err := toValue(map[string]any{"namespace": namespaceDoc(ns), "nodePool": map[string]any{"name": ""},
+		"usage": usageDoc(usage), "now": now.UTC().Format(time.RFC3339), "budget": bd})
+	if err != nil {
+		return nil, err
+	}
+	r, err := e.eval(ctx, e.builtin, policyv1.DecisionPointProvisioning, input)
+	if err != nil {
+		return nil, err
+	}
+	bif := budgetInForce(r, budgetSource(b), budgetEnforcement(b))
+	if bif == nil {
+		return nil, fmt.Errorf("%s: the built-in policies gave no capacity_budget", budgetSource(b))
+	}
+	return bif, nil
+}
+
 // typeDenials evaluates deny_instance_types: with the NodePool's instance types and without
 // usage, so that the result holds until the policy, the budget, the namespace's labels or the
 // instance types change, and is cached until then. Evaluating it over hundreds of types is

@@ -67,7 +67,8 @@ type Namespace struct {
 	Labels map[string]string
 }
 
-// Usage is what a namespace runs at now, by the cost attribution of DESIGN.md section 6.
+// Usage is what a namespace runs at now, by the cost attribution of docs/architecture.md
+// ("Cost attribution").
 type Usage struct {
 	// HourlyCost is attributed from its pods on registered nodes, USD per hour.
 	HourlyCost float64 `json:"hourlyCost"`
@@ -87,14 +88,6 @@ type Usage struct {
 func (u Usage) Add(o Usage) Usage {
 	return Usage{HourlyCost: u.HourlyCost + o.HourlyCost, InFlightHourlyCost: u.InFlightHourlyCost + o.InFlightHourlyCost, IdleHourlyCost: u.IdleHourlyCost + o.IdleHourlyCost,
 		SpotCPU: u.SpotCPU + o.SpotCPU, OnDemandCPU: u.OnDemandCPU + o.OnDemandCPU}
-}
-
-// SpotPercent is the Spot share of all vCPU requested, in percent; 0 when nothing runs.
-func (u Usage) SpotPercent() float64 {
-	if u.SpotCPU+u.OnDemandCPU == 0 {
-		return 0
-	}
-	return 100 * u.SpotCPU / (u.SpotCPU + u.OnDemandCPU)
 }
 
 // unit is one compiled set of modules with what governs it: the built-in CapacityBudget
@@ -444,7 +437,7 @@ func unitEnforcement(u *unit) func(string) (Source, policyv1.EnforcementAction) 
 }
 
 // AttributedCost is what a pod on a node is charged, by the one definition used everywhere
-// (DESIGN.md section 6): the node's price times the mean of the pod's shares of the node's
+// (docs/architecture.md, "Cost attribution"): the node's price times the mean of the pod's shares of the node's
 // allocatable cpu and memory. The unrequested remainder is idle cost, charged to no one.
 func AttributedCost(price, cpu, memory, allocatableCPU, allocatableMemory float64) float64 {
 	share := 0.0

@@ -30,7 +30,7 @@ import (
 )
 
 // BudgetStatus keeps CapacityBudget status: the namespace's run-rate on running nodes and
-// in flight (by the cost attribution of DESIGN.md section 6), its spend this month accrued in
+// in flight (by the cost attribution of docs/architecture.md, "Cost attribution"), its spend this month accrued in
 // status so that a restart loses nothing, its Spot share, the limit in force and what remains,
 // and the pods the budget keeps pending.
 type BudgetStatus struct {
@@ -126,7 +126,7 @@ func (r *BudgetStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 	}
 	now := r.clock.Now().UTC()
 	usage := all[b.Namespace]
-	c := r.engine.Provisioning(ctx, policies.ProvisioningInput{Namespace: ns, Budget: b, Usage: usage, Now: now})
+	bif, evalErr := r.engine.BudgetInForce(ctx, ns, b, usage, now)
 	st := b.Status.DeepCopy()
 	st.ObservedGeneration = b.Generation
 	accrue(st, now)
@@ -138,7 +138,8 @@ func (r *BudgetStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 		return equality.Semantic.DeepEqual(a, z) && b.Status.AccruedAt != nil && now.Sub(b.Status.AccruedAt.Time) < BudgetRefresh
 	}
 	st.HourlyCost, st.InFlightHourlyCost = money(usage.HourlyCost), money(usage.InFlightHourlyCost)
-	st.SpotPercent = strconv.FormatFloat(round1(usage.SpotPercent()), 'f', 1, 64)
+	spot := SpotStatusOf(usage, spotBoundsOf(b, bif))
+	st.SpotPercent = spot.Percent
 	st.BlockedPods = int32(r.cluster.PolicyBlocked(b.Namespace))
 	st.ActiveSchedule = nil
 	if i, ok := policies.ActiveSchedule(b, now); ok {
@@ -146,14 +147,9 @@ func (r *BudgetStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 		st.ActiveSchedule = &i32
 	}
 	conds := conditions{list: &st.Conditions, generation: b.Generation}
-	bif := c.Budget
-	if bif == nil || len(c.Errors) > 0 {
+	if evalErr != nil {
 		st.HourlyLimit, st.RemainingHourlyCost = "", ""
-		msg := "the budget could not be evaluated"
-		if len(c.Errors) > 0 {
-			msg = c.Errors[0].Error()
-		}
-		conds.set(policyv1.ConditionTypeReady, false, "", "EvaluationFailed", msg)
+		conds.set(policyv1.ConditionTypeReady, false, "", "EvaluationFailed", evalErr.Error())
 	} else {
 		conds.set(policyv1.ConditionTypeReady, true, "Evaluated", "", "")
 		committed := usage.HourlyCost + usage.InFlightHourlyCost
@@ -167,17 +163,11 @@ func (r *BudgetStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 			st.HourlyLimit, st.RemainingHourlyCost = "", ""
 			conds.set(policyv1.ConditionTypeBudgetExceeded, false, "", "NoLimit", "the budget limits no cost")
 		}
-		share, above := shareAboveBase(usage, bif.Spot.OnDemandBaseCPU)
-		out := above && (share < bif.Spot.MinPercent-0.05 || share > bif.Spot.MaxPercent+0.05)
-		msg := fmt.Sprintf("Spot share above the %.1f-vCPU on-demand base is %.1f%%, bounds [%.0f, %.0f]", bif.Spot.OnDemandBaseCPU, share, bif.Spot.MinPercent, bif.Spot.MaxPercent)
-		if !above {
-			msg = "nothing runs above the on-demand base"
-		}
-		conds.set(policyv1.ConditionTypeSpotShareOutOfRange, out, "OutOfRange", "InRange", msg)
+		conds.set(policyv1.ConditionTypeSpotShareOutOfRange, spot.OutOfRange, "OutOfRange", "InRange", spot.Message)
 	}
 	metrics.BudgetHourlyCost.WithLabelValues(b.Namespace, "running").Set(usage.HourlyCost)
 	metrics.BudgetHourlyCost.WithLabelValues(b.Namespace, "inflight").Set(usage.InFlightHourlyCost)
-	metrics.BudgetSpotPercent.WithLabelValues(b.Namespace).Set(usage.SpotPercent())
+	metrics.BudgetSpotPercent.WithLabelValues(b.Namespace).Set(spot.Value)
 	changed := !unchanged()
 	b.Status = *st
 	return writeStatus(ctx, r.client, b, changed, BudgetRefresh)
@@ -203,14 +193,48 @@ func accrue(st *policyv1.CapacityBudgetStatus, now time.Time) {
 	st.AccruedAt = &metav1.Time{Time: now}
 }
 
-// shareAboveBase is the Spot share of the vCPU above the on-demand base, and whether anything
-// runs above it.
-func shareAboveBase(u policies.Usage, base float64) (float64, bool) {
-	above := u.SpotCPU + max(0, u.OnDemandCPU-base)
-	if above <= 0 {
-		return 0, false
+// SpotStatus is what a budget's status, SpotShareOutOfRange condition and
+// karpenter_budget_spot_percent gauge say of a namespace's Spot share: one share
+// (policies.SpotBounds.Share), one range test (policies.SpotBounds.InRange).
+type SpotStatus struct {
+	// Value is the share in percent, for the gauge; Percent is it rounded to a tenth, for status.
+	Value   float64
+	Percent string
+	// OutOfRange and Message are the condition's status and message.
+	OutOfRange bool
+	Message    string
+}
+
+// SpotStatusOf is the Spot status of a namespace's usage under the bounds in force.
+func SpotStatusOf(u policies.Usage, b policies.SpotBounds) SpotStatus {
+	share := u.SpotShare(b)
+	st := SpotStatus{Value: share.Percent, Percent: strconv.FormatFloat(round1(share.Percent), 'f', 1, 64), OutOfRange: !b.InRange(share),
+		Message: fmt.Sprintf("Spot share above the %.1f-vCPU on-demand base is %.1f%%, bounds [%.0f, %.0f]", b.OnDemandBaseCPU, share.Percent, b.MinPercent, b.MaxPercent)}
+	if !share.Counted {
+		st.Message = "nothing runs above the on-demand base"
 	}
-	return 100 * u.SpotCPU / above, true
+	return st
+}
+
+// spotBoundsOf are the Spot bounds in force: as evaluated, or when the budget could not be
+// evaluated, its spec's (schedule windows aside).
+func spotBoundsOf(b *policyv1.CapacityBudget, bif *policies.BudgetInForce) policies.SpotBounds {
+	if bif != nil {
+		return bif.Spot
+	}
+	out := policies.NoSpotBounds
+	if s := b.Spec.Spot; s != nil {
+		if s.MinPercent != nil {
+			out.MinPercent = float64(*s.MinPercent)
+		}
+		if s.MaxPercent != nil {
+			out.MaxPercent = float64(*s.MaxPercent)
+		}
+		if s.OnDemandBaseCPU != nil {
+			out.OnDemandBaseCPU = s.OnDemandBaseCPU.AsApproximateFloat64()
+		}
+	}
+	return out
 }
 
 // money prints an amount with four decimals: a small namespace's run-rate is a few cents an

@@ -101,22 +101,21 @@ spot_bounds(b) := {
 	"onDemandBaseCPU": base_cpu(b),
 }
 
+# spot_share is the namespace's Spot share under the bounds in force, as the Go side defines
+# it (docs/policies.md, "Spot share"): {"percent", "counted", "inRange", "below", "above"}.
+# The built-in karpenter.spot_share is that definition, so no policy judges a share otherwise.
+spot_share(b, u) := karpenter.spot_share(object.get(u, "spotCPU", 0), object.get(u, "onDemandCPU", 0), spot_bounds(b))
+
 # spot_share_above_base is the Spot share of the vCPU above the on-demand base, in percent;
 # undefined when nothing runs above the base.
-spot_share_above_base(b, u) := (100 * u.spotCPU) / above if {
-	above := u.spotCPU + max([0, u.onDemandCPU - base_cpu(b)])
-	above > 0
+spot_share_above_base(b, u) := s.percent if {
+	s := spot_share(b, u)
+	s.counted
 }
 
-# spot_in_range holds when the share above the base is within the bounds, or nothing runs
-# above the base.
-spot_in_range(b, u) if not spot_share_above_base(b, u)
-
-spot_in_range(b, u) if {
-	s := spot_share_above_base(b, u)
-	s >= spot_bounds(b).minPercent
-	s <= spot_bounds(b).maxPercent
-}
+# spot_in_range holds when the share is within the bounds (SpotTolerance aside), or nothing
+# runs above the base.
+spot_in_range(b, u) if spot_share(b, u).inRange
 
 # family_denied_by is the first deny pattern that matches the type's family or name.
 family_denied_by(b, it) := p if {

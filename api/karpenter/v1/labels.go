@@ -39,13 +39,16 @@ const (
 	// TerminationFinalizer is on Nodes and NodeClaims that Karpenter drains before deletion.
 	TerminationFinalizer = Group + "/termination"
 
-	// CapacityTypeSpot, CapacityTypeOnDemand and CapacityTypeReserved are the capacity types.
-	CapacityTypeSpot     = "spot"
-	CapacityTypeOnDemand = "on-demand" //nolint:revive // documented with CapacityTypeSpot
-	CapacityTypeReserved = "reserved"  //nolint:revive // documented with CapacityTypeSpot
+	// CapacityTypeSpot is capacity the cloud may reclaim at short notice, at a discount.
+	CapacityTypeSpot = "spot"
+	// CapacityTypeOnDemand is capacity bought by the hour.
+	CapacityTypeOnDemand = "on-demand"
+	// CapacityTypeReserved is capacity reserved ahead (capacity reservations, blocks).
+	CapacityTypeReserved = "reserved"
 
-	// ArchitectureAmd64 and ArchitectureArm64 are the values of kubernetes.io/arch.
+	// ArchitectureAmd64 is the kubernetes.io/arch of x86-64 nodes.
 	ArchitectureAmd64 = "amd64"
+	// ArchitectureArm64 is the kubernetes.io/arch of 64-bit Arm nodes.
 	ArchitectureArm64 = "arm64"
 )
 

@@ -116,7 +116,9 @@ type CapacityBudgetStatus struct {
 	// RemainingHourlyCost is HourlyLimit less HourlyCost and InFlightHourlyCost, not below zero.
 	// +optional
 	RemainingHourlyCost Money `json:"remainingHourlyCost,omitempty"`
-	// SpotPercent is the share of the namespace's requested vCPU that runs on Spot, e.g. "71.5".
+	// SpotPercent is the namespace's Spot share, e.g. "71.5": Spot vCPU requested over Spot
+	// plus on-demand vCPU requested above spot.onDemandBaseCPU, in percent; 0.0 when nothing
+	// runs above the base.
 	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
 	// +optional
 	SpotPercent string `json:"spotPercent,omitempty"`

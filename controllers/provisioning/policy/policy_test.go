@@ -207,7 +207,7 @@ func TestSpotShareEndsWithinBounds(t *testing.T) {
 		if worst := 100 * (spot + spotDrift(out.Result, out.Namespaces, sizes{})["team-a"]) / all; tc.max < 100 && worst > float64(tc.max)+0.01 {
 			t.Errorf("[%d, %d]: kube-scheduler filling Spot's spare room would make it %.1f%%", tc.min, tc.max, worst)
 		}
-		if got := out.Namespaces["team-a"].After().SpotPercent(); got != share {
+		if got := out.Namespaces["team-a"].After().SpotShare(out.Namespaces["team-a"].Budget.Spot).Percent; got != share {
 			t.Errorf("reported share %.1f, placed %.1f", got, share)
 		}
 	}

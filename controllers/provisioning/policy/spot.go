@@ -16,7 +16,7 @@ import (
 )
 
 // Spot shares. A namespace's Spot share is its Spot vCPU over its vCPU above the on-demand
-// base; a CapacityBudget bounds it (DESIGN.md section 6). The planner meets the bounds in one
+// base (policies.SpotBounds.Share; docs/policies.md, "Spot share"); a CapacityBudget bounds it. The planner meets the bounds in one
 // of two ways:
 //
 //   - By NodeClaim, first: the batch is solved with no capacity type assigned, so every
@@ -36,20 +36,14 @@ func spotBounded(ns *Namespace) bool {
 	return b != nil && b.Enforcement == policyv1.EnforcementDeny && (b.Spot.MinPercent > 0 || b.Spot.MaxPercent < 100)
 }
 
-// spotPercent is the share of spot vCPU in spot plus the on-demand vCPU above the base; 0 when
-// nothing is above the base.
-func spotPercent(b policies.SpotBounds, spot, onDemand float64) float64 {
-	above := spot + max(0, onDemand-b.OnDemandBaseCPU)
-	if above <= 0 {
-		return 0
-	}
-	return 100 * spot / above
+// belowMinimum reports whether spot and on-demand vCPU leave a Spot share under the minimum.
+func belowMinimum(b policies.SpotBounds, spot, onDemand float64) bool {
+	return b.Below(b.Share(spot, onDemand))
 }
 
-// belowMinimum reports whether spot and on-demand vCPU leave a Spot share under the minimum;
-// nothing above the base is never under it.
-func belowMinimum(b policies.SpotBounds, spot, onDemand float64) bool {
-	return b.MinPercent > 0 && spot+max(0, onDemand-b.OnDemandBaseCPU) > 0 && spotPercent(b, spot, onDemand) < b.MinPercent-0.01
+// aboveMaximum reports whether spot and on-demand vCPU leave a Spot share over the maximum.
+func aboveMaximum(b policies.SpotBounds, spot, onDemand float64) bool {
+	return b.Above(b.Share(spot, onDemand))
 }
 
 // podShare is a pod on a new NodeClaim, as the Spot share sees it.
@@ -172,7 +166,7 @@ func (s *shares) drift(spot, all map[string]float64) map[string]float64 {
 				}
 			}
 		}
-		if sp, od := s.split(name, spot, all, -drift[name]); spotPercent(b, sp, od) <= b.MaxPercent+0.01 {
+		if sp, od := s.split(name, spot, all, -drift[name]); !aboveMaximum(b, sp, od) {
 			delete(drift, name)
 		}
 	}
@@ -198,7 +192,7 @@ func (s *shares) excess(spot, all, drift map[string]float64) map[string]float64 
 		b := s.namespaces[name].Budget.Spot
 		sp, od := s.split(name, spot, all, -drift[name])
 		x := b.OnDemandBaseCPU - od
-		if b.MaxPercent < 100 && spotPercent(b, sp, od) > b.MaxPercent+0.01 {
+		if b.MaxPercent < 100 && aboveMaximum(b, sp, od) {
 			// Moving x vCPU fills the base first, then lowers the share of what is above it.
 			x = max(x, sp-b.MaxPercent/100*(sp+od-b.OnDemandBaseCPU))
 		}

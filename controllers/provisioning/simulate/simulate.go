@@ -22,6 +22,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
 	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+	"github.com/karpenter-policy/karpenter/policies"
 )
 
 // Input are the decoded objects of a simulation.
@@ -135,7 +136,7 @@ func Run(ctx context.Context, in *Input) (*Report, error) {
 	r := report(out.Result)
 	r.Namespaces = map[string]*NamespaceReport{}
 	for name, ns := range out.Namespaces {
-		nr := &NamespaceReport{PricePerHour: round(ns.PricePerHour()), SpotPercent: round(ns.After().SpotPercent()), BlockedPods: []Pending{}}
+		nr := &NamespaceReport{PricePerHour: round(ns.PricePerHour()), SpotPercent: round(SpotPercent(ns)), BlockedPods: []Pending{}}
 		if ns.Budget != nil && ns.Budget.HasLimit {
 			l := round(ns.Budget.HourlyLimit)
 			nr.HourlyLimit = &l
@@ -158,6 +159,16 @@ func Run(ctx context.Context, in *Input) (*Report, error) {
 	sort.Strings(r.PolicyWarnings)
 	r.Unschedulable = sortedPending(r.Unschedulable)
 	return r, nil
+}
+
+// SpotPercent is a namespace's Spot share once the new NodeClaims launch, under its budget's
+// bounds in force (policies.SpotBounds.Share), or with no on-demand base when it has none.
+func SpotPercent(ns *policy.Namespace) float64 {
+	b := policies.NoSpotBounds
+	if ns.Budget != nil {
+		b = ns.Budget.Spot
+	}
+	return ns.After().SpotShare(b).Percent
 }
 
 func sortedPending(ps []Pending) []Pending {
