@@ -75,27 +75,42 @@ func Subtract(a, b corev1.ResourceList) corev1.ResourceList {
 }
 
 // PodRequestCache computes each pod's requests once: a snapshot of the cluster fills it, and
-// the solver, the policy planner and disruption read the same lists instead of summing
-// containers again. The lists it returns are shared and must not be modified. It is not safe
-// for concurrent use; a nil cache computes every time.
+// the solver, the policy planner and disruption read the same lists (and the same cpu and
+// memory figures) instead of summing containers again. The lists it returns are shared and
+// must not be modified. It is not safe for concurrent use; a nil cache computes every time.
 type PodRequestCache struct {
-	m map[*corev1.Pod]corev1.ResourceList
+	m map[*corev1.Pod]*podRequests
+}
+
+type podRequests struct {
+	list     corev1.ResourceList
+	cpu, mem float64
 }
 
 // NewPodRequestCache returns an empty cache.
 func NewPodRequestCache() *PodRequestCache {
-	return &PodRequestCache{m: map[*corev1.Pod]corev1.ResourceList{}}
+	return &PodRequestCache{m: map[*corev1.Pod]*podRequests{}}
+}
+
+func (c *PodRequestCache) entry(p *corev1.Pod) *podRequests {
+	if c != nil {
+		if e, ok := c.m[p]; ok {
+			return e
+		}
+	}
+	l := PodRequests(p)
+	e := &podRequests{list: l, cpu: float64(l.Cpu().MilliValue()) / 1000, mem: float64(l.Memory().Value())}
+	if c != nil {
+		c.m[p] = e
+	}
+	return e
 }
 
 // Of is the pod's requests (PodRequests), computed on first use.
-func (c *PodRequestCache) Of(p *corev1.Pod) corev1.ResourceList {
-	if c == nil {
-		return PodRequests(p)
-	}
-	r, ok := c.m[p]
-	if !ok {
-		r = PodRequests(p)
-		c.m[p] = r
-	}
-	return r
+func (c *PodRequestCache) Of(p *corev1.Pod) corev1.ResourceList { return c.entry(p).list }
+
+// CPUAndMemory are the pod's cpu (vCPU) and memory (bytes) requests, computed on first use.
+func (c *PodRequestCache) CPUAndMemory(p *corev1.Pod) (cpu, mem float64) {
+	e := c.entry(p)
+	return e.cpu, e.mem
 }

@@ -102,7 +102,13 @@ type nsPool struct{ namespace, pool string }
 // Solve runs the batch through the policies and the solver.
 func (p *Planner) Solve(ctx context.Context, in *solver.Input) (*Outcome, error) {
 	book := NewPriceBook(poolTypes(in.NodePools)...)
-	z := sizes{}
+	if in.Requests == nil {
+		// One cache for the planner and every solve of the batch.
+		withCache := *in
+		withCache.Requests = scheduling.NewPodRequestCache()
+		in = &withCache
+	}
+	z := sizes{in.Requests}
 	before := usageOf(in.Nodes, book, z)
 	out := &Outcome{Namespaces: map[string]*Namespace{}}
 	var order []string
@@ -137,7 +143,6 @@ func (p *Planner) Solve(ctx context.Context, in *solver.Input) (*Outcome, error)
 		if res, err = solver.Solve(&solveIn); err != nil {
 			return nil, err
 		}
-		z.learn(res.Requests)
 		if !spotByClaim(res, h, out.Namespaces, z) && !perPod {
 			perPod = true
 			if res, err = spotByPod(res, &solveIn, h, out.Namespaces, z); err != nil {

@@ -71,27 +71,11 @@ func Family(it *cloudprovider.InstanceType) string {
 	return it.Name
 }
 
-// sizes caches pods' cpu (vCPU) and memory (bytes) requests for one batch.
-type sizes map[*corev1.Pod][2]float64
+// sizes are pods' cpu (vCPU) and memory (bytes) requests, from the batch's request cache
+// (the snapshot's, which the solver reads too); the zero value computes them every time.
+type sizes struct{ requests *scheduling.PodRequestCache }
 
-// learn takes the pods' sizes from the requests a solve counted.
-func (z sizes) learn(requests map[*corev1.Pod]corev1.ResourceList) {
-	for p, r := range requests {
-		if _, ok := z[p]; !ok {
-			z[p] = [2]float64{float64(r.Cpu().MilliValue()) / 1000, float64(r.Memory().Value())}
-		}
-	}
-}
-
-func (z sizes) of(p *corev1.Pod) (cpu, mem float64) {
-	if v, ok := z[p]; ok {
-		return v[0], v[1]
-	}
-	req := scheduling.PodRequests(p)
-	cpu, mem = float64(req.Cpu().MilliValue())/1000, float64(req.Memory().Value())
-	z[p] = [2]float64{cpu, mem}
-	return cpu, mem
-}
+func (z sizes) of(p *corev1.Pod) (cpu, mem float64) { return z.requests.CPUAndMemory(p) }
 
 // cost is a pod's attributed cost and vCPU on a node of this price and allocatable.
 func (z sizes) cost(p *corev1.Pod, price float64, alloc corev1.ResourceList) (cost, cpu float64) {
