@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
 	"github.com/karpenter-policy/karpenter/test/bench"
 )
 
@@ -17,8 +19,11 @@ import (
 //
 //	go test ./controllers/provisioning/scheduling -run='^$' -bench=Mixed -benchmem
 
-func benchmarkMixed(b *testing.B, n int) {
-	types := bench.SyntheticTypes(400)
+func benchmarkMixed(b *testing.B, n int) { benchmarkMixedOn(b, n, bench.SyntheticTypes(400)) }
+
+// benchmarkMixedOn is the mixed workload on the given instance types; on the kwok provider's
+// embedded catalog (MixedCatalog) it is what karpenterctl simulate solves for the same pods.
+func benchmarkMixedOn(b *testing.B, n int, types []*cloudprovider.InstanceType) {
 	np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: karpv1.NodePoolSpec{Template: karpv1.NodeClaimTemplate{Spec: karpv1.NodeClaimTemplateSpec{
 		NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
 	}}}}
@@ -52,3 +57,11 @@ func benchmarkMixed(b *testing.B, n int) {
 func BenchmarkMixed1000(b *testing.B)  { benchmarkMixed(b, 1000) }
 func BenchmarkMixed5000(b *testing.B)  { benchmarkMixed(b, 5000) }
 func BenchmarkMixed20000(b *testing.B) { benchmarkMixed(b, 20000) }
+func BenchmarkMixed50000(b *testing.B) { benchmarkMixed(b, 50000) }
+
+func BenchmarkMixedCatalog5000(b *testing.B) {
+	benchmarkMixedOn(b, 5000, catalog.Embedded().ForProvider())
+}
+func BenchmarkMixedCatalog20000(b *testing.B) {
+	benchmarkMixedOn(b, 20000, catalog.Embedded().ForProvider())
+}

@@ -112,8 +112,9 @@ func (s *solver) offerFilter(pc *Constraints) *offerFilter {
 	return f
 }
 
-func policyNote(s *solver, p *corev1.Pod, pl *pool) string {
-	if pc := s.policy(p, pl); pc != nil && pc.Source != "" {
+// policyNote names the policy whose offerings a refusal was limited to.
+func policyNote(pc *Constraints) string {
+	if pc != nil && pc.Source != "" {
 		return " allowed by " + pc.Source
 	}
 	return ""

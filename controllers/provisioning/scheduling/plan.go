@@ -83,7 +83,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 func (s *solver) fit(pl *claimPlan) error {
 	c, p := pl.c, pl.p
 	if ok, t := tolerates(p, c.pool.taints, pl.strict); !ok {
-		return fmt.Errorf("taint %s not tolerated", taintString(t))
+		return untolerated{t}
 	}
 	pl.podReq = s.resOf(p, pl.requests)
 	pl.total = c.req.plus(pl.podReq)
@@ -92,7 +92,7 @@ func (s *solver) fit(pl *claimPlan) error {
 	}
 	if c.frozen {
 		if ok, r := pl.total.fitsIn(c.cheapest.alloc); !ok {
-			return fmt.Errorf("not enough %s on %s", r, c.cheapest.it.Name)
+			return notEnoughOn{r, c.cheapest}
 		}
 	}
 	return s.topo.precheckHostname(p, pl.strict, c.hostCounts)
@@ -185,41 +185,38 @@ func (s *solver) filterTypes(pl *claimPlan) error {
 		scheduling.AddResources(limit, c.reserved)
 	}
 	kept := s.keptBuf[:0]
-	miss, missStage := "", -1
-	note := func(stage int, msg func() string) {
-		if stage > missStage {
-			miss, missStage = msg(), stage
+	// The reason reported is the one of the type that got furthest: requirements, resources,
+	// limits, policy, offerings. It is formatted only if read.
+	miss := noTypeFits{c: c, requests: pl.requests, stage: -1}
+	note := func(stage int, t *instanceType, r corev1.ResourceName, req *scheduling.Requirement) {
+		if stage > miss.stage {
+			miss.stage, miss.t, miss.r, miss.req = stage, t, r, req
 		}
 	}
 	mergedSel := s.intern.sel(merged)
 	checks, exact := s.intern.checks(merged, narrowed)
 	for _, t := range c.types {
 		if r := t.check(merged, narrowed, checks, exact); r != nil {
-			note(0, func() string { return fmt.Sprintf("requires %s, but %s does not offer it", r, t.it.Name) })
+			note(missRequirement, t, "", r)
 			continue
 		}
 		if ok, r := pl.total.fitsIn(t.alloc); !ok {
-			note(1, func() string { return fmt.Sprintf("not enough %s", r) })
+			note(missResources, t, r, nil)
 			continue
 		}
 		if limit != nil {
 			if ok, r := withinLimits(t.it.Capacity, limit); !ok {
-				note(2, func() string { return fmt.Sprintf("limit %s would be exceeded", r) })
+				note(missLimit, t, r, nil)
 				continue
 			}
 		}
 		if pl.fresh != nil && !pl.fresh(t.it) {
-			note(3, func() string {
-				return fmt.Sprintf("instance type %s is refused by %s", t.it.Name, s.policy(pl.p, c.pool).Source)
-			})
+			note(missPolicy, t, "", nil)
 			continue
 		}
 		o, ok := t.cheapestOfferingSel(mergedSel, pl.filters)
 		if !ok {
-			note(3, func() string {
-				return fmt.Sprintf("no available offering of %s matches %s and %s%s", t.it.Name,
-					reqString(merged, karpv1.LabelTopologyZone), reqString(merged, karpv1.CapacityTypeLabelKey), policyNote(s, pl.p, c.pool))
-			})
+			note(missOffering, t, "", nil)
 			continue
 		}
 		kept = append(kept, t)
@@ -230,9 +227,8 @@ func (s *solver) filterTypes(pl *claimPlan) error {
 	}
 	s.keptBuf = kept[:0]
 	if len(kept) == 0 {
-		all := c.Requests.DeepCopy()
-		scheduling.AddResources(all, pl.requests)
-		return fmt.Errorf("no instance type fits %s (%s)", resourcesString(all), miss)
+		miss.merged, miss.policy = merged, s.policy(pl.p, c.pool)
+		return miss
 	}
 	pl.kept = kept
 	return nil
@@ -251,7 +247,7 @@ func (s *solver) grow(pl *claimPlan) error {
 	efficient := s.efficientTypes(c, pl.merged, pl.kept, pl.total, pl.typeFilters)
 	if len(efficient) == 0 {
 		c.frozen = true
-		return fmt.Errorf("growing would need a type costing over %.0f%% more than the best cover", (growthTolerance-1)*100)
+		return errGrowth
 	}
 	mergedSel := s.intern.sel(pl.merged)
 	pl.kept, pl.cheapest, pl.price, pl.maxAlloc = efficient, nil, 0, res{}
@@ -282,4 +278,67 @@ func minValues(merged scheduling.Requirements, kept []*instanceType) error {
 		}
 	}
 	return nil
+}
+
+// errGrowth refuses a pod that would make a NodeClaim grow into a type that covers it too
+// dearly.
+var errGrowth = fmt.Errorf("growing would need a type costing over %.0f%% more than the best cover", (growthTolerance-1)*100)
+
+// The refusals below are formatted only when read: most are of NodeClaims a pod is merely
+// tried on, and formatting them was a large share of big solves.
+
+// notEnoughOn refuses a pod a frozen NodeClaim's cheapest type has no room for.
+type notEnoughOn struct {
+	r corev1.ResourceName
+	t *instanceType
+}
+
+func (e notEnoughOn) Error() string { return fmt.Sprintf("not enough %s on %s", e.r, e.t.it.Name) }
+
+// untolerated refuses a pod that does not tolerate a taint.
+type untolerated struct{ t *corev1.Taint }
+
+func (e untolerated) Error() string { return fmt.Sprintf("taint %s not tolerated", taintString(e.t)) }
+
+// How far an instance type got in filterTypes.
+const (
+	missRequirement = iota
+	missResources
+	missLimit
+	missPolicy
+	missOffering
+)
+
+// noTypeFits refuses a pod when no remaining type of the NodeClaim takes it, naming what
+// stopped the type that got furthest.
+type noTypeFits struct {
+	c        *NodeClaim
+	requests corev1.ResourceList
+	stage    int
+	t        *instanceType
+	r        corev1.ResourceName
+	req      *scheduling.Requirement
+	merged   scheduling.Requirements
+	// policy is the pod's policy on the NodePool, nil when it has none.
+	policy *Constraints
+}
+
+func (e noTypeFits) Error() string {
+	var why string
+	switch e.stage {
+	case missRequirement:
+		why = fmt.Sprintf("requires %s, but %s does not offer it", e.req, e.t.it.Name)
+	case missResources:
+		why = fmt.Sprintf("not enough %s", e.r)
+	case missLimit:
+		why = fmt.Sprintf("limit %s would be exceeded", e.r)
+	case missPolicy:
+		why = fmt.Sprintf("instance type %s is refused by %s", e.t.it.Name, e.policy.Source)
+	case missOffering:
+		why = fmt.Sprintf("no available offering of %s matches %s and %s%s", e.t.it.Name,
+			reqString(e.merged, karpv1.LabelTopologyZone), reqString(e.merged, karpv1.CapacityTypeLabelKey), policyNote(e.policy))
+	}
+	all := e.c.Requests.DeepCopy()
+	scheduling.AddResources(all, e.requests)
+	return fmt.Sprintf("no instance type fits %s (%s)", resourcesString(all), why)
 }
