@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	k8spolicyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/karpenter-policy/karpenter/api/install"
@@ -38,11 +39,29 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	instanceTypes := fs.String("instance-types", "", "instance-type catalog (JSON); default: the kwok provider's embedded catalog")
 	nowFlag := fs.String("now", "", "the time budgets are evaluated at (RFC 3339, UTC); default: now")
 	output := fs.String("o", "table", "output format: json, table or markdown")
+	disrupt := fs.Bool("disrupt", false, "run disruption passes on the --nodes cluster (consolidation, drift, expiration) and report the commands")
+	maxCommands := fs.Int("max-commands", 0, "with --disrupt: stop after this many commands (0: until no method acts)")
+	gates := fs.String("feature-gates", "", "with --disrupt: feature gates, e.g. SpotToSpotConsolidation=true")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	if len(nodePoolPaths) == 0 || len(workloadPaths) == 0 || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "karpenterctl simulate: give --nodepools PATH and --workload PATH")
+	switch {
+	case fs.NArg() > 0 || len(nodePoolPaths) == 0:
+		fmt.Fprintln(stderr, "karpenterctl simulate: give --nodepools PATH and --workload PATH (or --disrupt with --nodes PATH)")
+		return exitUsage
+	case !*disrupt && len(workloadPaths) == 0:
+		fmt.Fprintln(stderr, "karpenterctl simulate: give --workload PATH (or --disrupt with --nodes PATH)")
+		return exitUsage
+	case *disrupt && len(nodePaths) == 0:
+		fmt.Fprintln(stderr, "karpenterctl simulate --disrupt: give --nodes PATH, the cluster to disrupt")
+		return exitUsage
+	case *maxCommands < 0:
+		fmt.Fprintln(stderr, "karpenterctl simulate: --max-commands must not be negative")
+		return exitUsage
+	}
+	opts, err := disruptOptions(*gates)
+	if err != nil {
+		fmt.Fprintln(stderr, "karpenterctl simulate: --feature-gates:", err)
 		return exitUsage
 	}
 	switch *output {
@@ -98,7 +117,8 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return nil
 	}
 	var namespaces []*corev1.Namespace
-	err := load(nodePoolPaths, func(o runtime.Object, d offline.Document) error {
+	din := &simulate.DisruptInput{Now: now, MaxCommands: *maxCommands, Options: opts}
+	err = load(nodePoolPaths, func(o runtime.Object, d offline.Document) error {
 		switch np := o.(type) {
 		case *karpv1.NodePool:
 			in.NodePools = append(in.NodePools, np)
@@ -140,8 +160,20 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				}
 				in.BoundPods = append(in.BoundPods, v)
 				return nil
+			case *k8spolicyv1.PodDisruptionBudget:
+				if *disrupt {
+					din.PDBs = append(din.PDBs, v)
+					return nil
+				}
+				return fmt.Errorf("%s:%d: PodDisruptionBudget %s in --nodes is read only with --disrupt", d.File, d.Line, v.Name)
+			case *karpv1.NodeClaim:
+				if *disrupt {
+					din.NodeClaims = append(din.NodeClaims, v)
+					return nil
+				}
+				return fmt.Errorf("%s:%d: NodeClaim %s in --nodes is read only with --disrupt", d.File, d.Line, v.Name)
 			}
-			return fmt.Errorf("%s:%d: %s is neither a Node nor a Pod", d.File, d.Line, d.GVK().Kind)
+			return fmt.Errorf("%s:%d: %s is not a Node, a Pod, a PodDisruptionBudget or a NodeClaim", d.File, d.Line, d.GVK().Kind)
 		})
 	}
 	var pols []policyDoc
@@ -171,7 +203,13 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "karpenterctl simulate:", err)
 		return exitUsage
 	}
-	report, err := simulate.Run(context.Background(), in)
+	var report *simulate.Report
+	if *disrupt {
+		din.Input = *in
+		report, err = simulate.Disrupt(context.Background(), din)
+	} else {
+		report, err = simulate.Run(context.Background(), in)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "karpenterctl simulate:", err)
 		return exitUsage
@@ -182,9 +220,17 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(report)
 	case "markdown":
-		writeMarkdown(stdout, report)
+		if report.Disruption != nil {
+			writeDisruptionMarkdown(stdout, report.Disruption)
+		} else {
+			writeMarkdown(stdout, report)
+		}
 	default:
-		writeTable(stdout, report)
+		if report.Disruption != nil {
+			writeDisruptionTable(stdout, report.Disruption)
+		} else {
+			writeTable(stdout, report)
+		}
 	}
 	return exitOK
 }

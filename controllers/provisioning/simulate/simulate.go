@@ -47,6 +47,8 @@ type Report struct {
 	Namespaces map[string]*NamespaceReport `json:"namespaces,omitempty"`
 	// PolicyWarnings are Warn results (and DryRun ones, marked so); they blocked nothing.
 	PolicyWarnings []string `json:"policyWarnings,omitempty"`
+	// Disruption is what disruption passes do to the cluster (simulate --disrupt).
+	Disruption *DisruptionReport `json:"disruption,omitempty"`
 }
 
 // NamespaceReport is one namespace under the policies: its run-rate and Spot share once the
@@ -102,19 +104,9 @@ func Run(ctx context.Context, in *Input) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pods []*corev1.Pod
-	var templates []corev1.PodTemplateSpec
-	for _, w := range in.Workloads {
-		switch o := w.(type) {
-		case *appsv1.DaemonSet:
-			templates = append(templates, o.Spec.Template)
-		default:
-			ps, err := Expand(w)
-			if err != nil {
-				return nil, err
-			}
-			pods = append(pods, ps...)
-		}
+	pods, templates, err := expandWorkloads(in.Workloads)
+	if err != nil {
+		return nil, err
 	}
 	solverPools := make([]*solver.NodePool, 0, len(pools))
 	for _, np := range pools {
@@ -169,6 +161,26 @@ func SpotPercent(ns *policy.Namespace) float64 {
 		b = ns.Budget.Spot
 	}
 	return ns.After().SpotShare(b).Percent
+}
+
+// expandWorkloads turns workloads into their pods, and DaemonSets into the templates whose
+// requests every node carries.
+func expandWorkloads(workloads []runtime.Object) ([]*corev1.Pod, []corev1.PodTemplateSpec, error) {
+	var pods []*corev1.Pod
+	var templates []corev1.PodTemplateSpec
+	for _, w := range workloads {
+		switch o := w.(type) {
+		case *appsv1.DaemonSet:
+			templates = append(templates, o.Spec.Template)
+		default:
+			ps, err := Expand(w)
+			if err != nil {
+				return nil, nil, err
+			}
+			pods = append(pods, ps...)
+		}
+	}
+	return pods, templates, nil
 }
 
 func sortedPending(ps []Pending) []Pending {

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/karpenter-policy/karpenter/controllers/disruption"
+	"github.com/karpenter-policy/karpenter/controllers/provisioning/simulate"
+)
+
+// disruptOptions reads --feature-gates for simulate --disrupt.
+func disruptOptions(gates string) (disruption.Options, error) {
+	var opts disruption.Options
+	if gates == "" {
+		return opts, nil
+	}
+	for _, g := range strings.Split(gates, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(g), "=")
+		if !ok || (value != "true" && value != "false") {
+			return opts, fmt.Errorf("%q: want Name=true or Name=false", g)
+		}
+		switch name {
+		case "SpotToSpotConsolidation":
+			opts.SpotToSpotConsolidation = value == "true"
+		default:
+			return opts, fmt.Errorf("unknown feature gate %q (known: SpotToSpotConsolidation)", name)
+		}
+	}
+	return opts, nil
+}
+
+func writeDisruptionTable(w io.Writer, d *simulate.DisruptionReport) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tREASON\tDECISION\tNODES\tREPLACEMENTS\t$/HOUR BEFORE\t$/HOUR AFTER")
+	for i, c := range d.Commands {
+		var repl []string
+		for _, r := range c.Replacements {
+			repl = append(repl, fmt.Sprintf("%s (%s %s $%.4f)", r.Name, r.InstanceType, r.CapacityType, r.PricePerHour))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%.4f\t%.4f\n", i+1, c.Reason, c.Decision, strings.Join(c.Nodes, ","), orDash(strings.Join(repl, ", ")),
+			c.PricePerHourBefore, c.PricePerHourAfter)
+	}
+	_ = tw.Flush()
+	for _, u := range d.Unconsolidatable {
+		fmt.Fprintf(w, "unconsolidatable %s: %s\n", u.Node, u.Reason)
+	}
+	t := d.Totals
+	fmt.Fprintf(w, "total: %d commands; %d nodes at $%.4f/hour -> %d nodes at $%.4f/hour\n", len(d.Commands), t.NodesBefore, t.PricePerHourBefore, t.NodesAfter, t.PricePerHourAfter)
+}
+
+func writeDisruptionMarkdown(w io.Writer, d *simulate.DisruptionReport) {
+	t := d.Totals
+	fmt.Fprintf(w, "**%d disruption commands: %d nodes at $%.4f/hour -> %d nodes at $%.4f/hour**\n\n", len(d.Commands), t.NodesBefore, t.PricePerHourBefore, t.NodesAfter, t.PricePerHourAfter)
+	if len(d.Commands) > 0 {
+		fmt.Fprintln(w, "| # | reason | decision | nodes | replacements | $/hour before | $/hour after |")
+		fmt.Fprintln(w, "|---:|---|---|---|---|---:|---:|")
+		for i, c := range d.Commands {
+			var repl []string
+			for _, r := range c.Replacements {
+				repl = append(repl, fmt.Sprintf("%s (%s, %s, $%.4f)", r.Name, r.InstanceType, r.CapacityType, r.PricePerHour))
+			}
+			fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %.4f | %.4f |\n", i+1, c.Reason, c.Decision, strings.Join(c.Nodes, ", "), orDash(strings.Join(repl, ", ")),
+				c.PricePerHourBefore, c.PricePerHourAfter)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(d.Unconsolidatable) > 0 {
+		fmt.Fprintln(w, "Left alone:")
+		fmt.Fprintln(w)
+		for _, u := range d.Unconsolidatable {
+			fmt.Fprintf(w, "- `%s`: %s\n", u.Node, strings.ReplaceAll(u.Reason, "|", "\\|"))
+		}
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

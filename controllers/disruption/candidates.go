@@ -1,0 +1,393 @@
+package disruption
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	k8spolicyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
+)
+
+// Input is what a disruption snapshot is built from: the API objects as a cache or a
+// repository holds them.
+type Input struct {
+	Nodes []*corev1.Node
+	// Pods are the pods bound to the nodes (spec.nodeName).
+	Pods       []*corev1.Pod
+	NodeClaims []*karpv1.NodeClaim
+	NodePools  []*NodePoolState
+	PDBs       []*k8spolicyv1.PodDisruptionBudget
+	// DriftReasons are the cloud provider's drift verdicts by NodeClaim name (IsDrifted).
+	DriftReasons map[string]string
+	Now          time.Time
+	Options      Options
+}
+
+// PodDeletionCostAnnotation is the pod annotation ReplicaSets scale down by, which
+// disruption weighs too.
+const PodDeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
+
+// NewCluster builds the snapshot: every node that offers room, and the candidates among the
+// managed ones (labelled with a known NodePool, initialized when their NodeClaim is known,
+// not being deleted or disrupted), priced from their NodePool's instance types.
+func NewCluster(in Input) *Cluster {
+	c := &Cluster{NodePools: map[string]*NodePoolState{}, Disrupting: map[string]int{}, PoolSizes: map[string]int{},
+		Now: in.Now, Options: in.Options, Requests: scheduling.NewPodRequestCache(), PDBs: in.PDBs}
+	for _, np := range in.NodePools {
+		c.NodePools[np.NodePool.Name] = np
+	}
+	byNode := map[string][]*corev1.Pod{}
+	for _, p := range in.Pods {
+		if p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+		}
+	}
+	claimOf := map[string]*karpv1.NodeClaim{}
+	for _, nc := range in.NodeClaims {
+		if nc.Status.NodeName != "" {
+			claimOf[nc.Status.NodeName] = nc
+		}
+	}
+	nodes := append([]*corev1.Node(nil), in.Nodes...)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	pdbs := newPDBLimits(in.PDBs, in.Pods)
+	for _, n := range nodes {
+		pool := n.Labels[karpv1.NodePoolLabelKey]
+		disrupting := n.DeletionTimestamp != nil || hasTaint(n, karpv1.DisruptedTaintKey) || !nodeReady(n)
+		if pool != "" {
+			c.PoolSizes[pool]++
+			if disrupting {
+				c.Disrupting[pool]++
+			}
+		}
+		if n.DeletionTimestamp != nil || n.Spec.Unschedulable {
+			continue
+		}
+		np := c.NodePools[pool]
+		sn := &scheduling.Node{Name: n.Name, Labels: nodeLabels(n, np, in.NodePools), Taints: n.Spec.Taints, Allocatable: n.Status.Allocatable, Pods: byNode[n.Name]}
+		if np != nil {
+			sn.PricePerHour, _ = price(np.InstanceTypes, n.Labels)
+		} else {
+			// A node of no known NodePool is priced from any NodePool's catalog.
+			for _, other := range in.NodePools {
+				if p, ok := price(other.InstanceTypes, n.Labels); ok {
+					sn.PricePerHour = p
+					break
+				}
+			}
+		}
+		c.Nodes = append(c.Nodes, sn)
+		if pool == "" || disrupting {
+			continue
+		}
+		if np == nil {
+			c.Unconsolidatable = append(c.Unconsolidatable, Unconsolidatable{Node: n.Name, Reason: fmt.Sprintf("NodePool %s not found", pool)})
+			continue
+		}
+		nc := claimOf[n.Name]
+		if nc != nil && !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
+			continue
+		}
+		cand := newCandidate(c, sn, n, nc, np, byNode[n.Name], in.DriftReasons)
+		if reason := blocked(n, cand, pdbs, c.Now); reason != "" {
+			cand.Blocked = reason
+			c.Unconsolidatable = append(c.Unconsolidatable, Unconsolidatable{Node: n.Name, Reason: reason})
+		}
+		c.Candidates = append(c.Candidates, cand)
+	}
+	c.pdbs = pdbs
+	c.blockedNotes = append([]Unconsolidatable(nil), c.Unconsolidatable...)
+	return c
+}
+
+func newCandidate(c *Cluster, sn *scheduling.Node, n *corev1.Node, nc *karpv1.NodeClaim, np *NodePoolState, pods []*corev1.Pod, drift map[string]string) *Candidate {
+	cand := &Candidate{Node: sn, NodeClaim: nc, NodePool: np.NodePool, CapacityType: n.Labels[karpv1.CapacityTypeLabelKey],
+		Zone: n.Labels[corev1.LabelTopologyZone], CreatedAt: n.CreationTimestamp.Time}
+	for _, it := range np.InstanceTypes {
+		if it.Name == n.Labels[corev1.LabelInstanceTypeStable] {
+			cand.InstanceType = it
+		}
+	}
+	cand.PricePerHour, _ = price(np.InstanceTypes, n.Labels)
+	for _, p := range pods {
+		if reschedulable(p) {
+			cand.Pods = append(cand.Pods, p)
+		}
+	}
+	if nc != nil {
+		cand.LastPodEvent = nc.Status.LastPodEventTime.Time
+		if !nc.CreationTimestamp.IsZero() {
+			cand.CreatedAt = nc.CreationTimestamp.Time
+		}
+		if cond := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeDrifted); cond != nil && cond.Status == metav1.ConditionTrue {
+			cand.DriftedSince, cand.DriftReason = cond.LastTransitionTime.Time, cond.Reason
+		}
+		if r := drift[nc.Name]; r != "" && cand.DriftReason == "" {
+			cand.DriftedSince, cand.DriftReason = c.Now, r
+		}
+	}
+	if cand.DriftReason == "" {
+		if r := staticDrift(sn.Labels, nc, np.NodePool); r != "" {
+			cand.DriftedSince, cand.DriftReason = cand.CreatedAt, r
+		}
+	}
+	cand.DisruptionCost = disruptionCost(cand, c.Now)
+	return cand
+}
+
+// staticDrift says why a node no longer matches its NodePool: its NodeClaim's template hash
+// differs (same hash version), or its labels no longer meet the NodePool's requirements.
+func staticDrift(labels map[string]string, nc *karpv1.NodeClaim, np *karpv1.NodePool) string {
+	if nc != nil {
+		if h, ok := nc.Annotations[karpv1.NodePoolHashAnnotationKey]; ok &&
+			nc.Annotations[karpv1.NodePoolHashVersionAnnotationKey] == karpv1.NodePoolHashVersion && h != np.Hash() {
+			return "NodePoolDrifted"
+		}
+	}
+	reqs := scheduling.NewRequirements(np.Spec.Template.Spec.Requirements...)
+	for k, v := range np.Spec.Template.Labels {
+		reqs.Add(scheduling.NewRequirement(k, corev1.NodeSelectorOpIn, v))
+	}
+	if err := scheduling.LabelRequirements(labels).Compatible(reqs); err != nil {
+		return "RequirementsDrifted"
+	}
+	return ""
+}
+
+// blocked says why voluntary, graceful disruption of the node must wait: the node's or a
+// pod's karpenter.sh/do-not-disrupt, or a PodDisruptionBudget that allows none of its pods to
+// be evicted now. Expiration goes ahead regardless; the drain then waits for them.
+func blocked(n *corev1.Node, cand *Candidate, pdbs *pdbLimits, now time.Time) string {
+	if n.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
+		return "node has " + karpv1.DoNotDisruptAnnotationKey
+	}
+	for _, p := range cand.Pods {
+		if doNotDisrupt(p, now) {
+			return fmt.Sprintf("pod %s/%s has %s", p.Namespace, p.Name, karpv1.DoNotDisruptAnnotationKey)
+		}
+	}
+	if pdb := pdbs.blocking(cand.Pods, nil); pdb != "" {
+		return "PodDisruptionBudget " + pdb + " allows no eviction of its pods now"
+	}
+	return ""
+}
+
+// doNotDisrupt reports whether a pod's karpenter.sh/do-not-disrupt holds now: "true" always,
+// a duration ("30m") for that long after the pod was created.
+func doNotDisrupt(p *corev1.Pod, now time.Time) bool {
+	v, ok := p.Annotations[karpv1.DoNotDisruptAnnotationKey]
+	if !ok {
+		return false
+	}
+	if v == "true" {
+		return true
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		return now.Before(p.CreationTimestamp.Add(d))
+	}
+	return false
+}
+
+// reschedulable reports whether a pod must find another node if its node goes: not a
+// DaemonSet's or a mirror pod, not finished, not terminating.
+func reschedulable(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return false
+		}
+	}
+	return true
+}
+
+// disruptionCost is what disrupting the node costs its pods, as upstream weighs it: each pod
+// 1, plus its pod-deletion-cost over 2^27 and its priority over 2^25, clamped to [-10, 10];
+// summed and weighted by the share of the node's lifetime (expireAfter) still ahead, so that
+// nodes about to expire anyway are cheap to disrupt.
+func disruptionCost(c *Candidate, now time.Time) float64 {
+	total := 0.0
+	for _, p := range c.Pods {
+		cost := 1.0
+		if v, err := strconv.ParseFloat(p.Annotations[PodDeletionCostAnnotation], 64); err == nil {
+			cost += v / math.Exp2(27)
+		}
+		if p.Spec.Priority != nil {
+			cost += float64(*p.Spec.Priority) / math.Exp2(25)
+		}
+		total += min(10, max(-10, cost))
+	}
+	if d := c.NodePool.Spec.Template.Spec.ExpireAfter.Duration; d != nil && *d > 0 {
+		remaining := 1 - float64(now.Sub(c.CreatedAt))/float64(*d)
+		total *= min(1, max(0, remaining))
+	}
+	return total
+}
+
+// price is the node's offering price: its type at its capacity type in its zone, or the
+// cheapest of its capacity type when the zone is not offered.
+func price(types []*cloudprovider.InstanceType, l map[string]string) (float64, bool) {
+	for _, it := range types {
+		if it.Name != l[corev1.LabelInstanceTypeStable] {
+			continue
+		}
+		best, found := 0.0, false
+		for _, o := range it.Offerings {
+			if ct := l[karpv1.CapacityTypeLabelKey]; ct != "" && o.CapacityType != ct {
+				continue
+			}
+			if o.Zone == l[corev1.LabelTopologyZone] {
+				return o.Price, true
+			}
+			if !found || o.Price < best {
+				best, found = o.Price, true
+			}
+		}
+		return best, found
+	}
+	return 0, false
+}
+
+// nodeLabels are the node's labels, with its hostname, and the labels of its instance type
+// that it lacks (a node Karpenter launched carries them all; a manifest for simulate often
+// names only the type).
+func nodeLabels(n *corev1.Node, np *NodePoolState, all []*NodePoolState) map[string]string {
+	l := map[string]string{corev1.LabelHostname: n.Name}
+	pools := all
+	if np != nil {
+		pools = []*NodePoolState{np}
+	}
+	name := n.Labels[corev1.LabelInstanceTypeStable]
+	for _, p := range pools {
+		for _, it := range p.InstanceTypes {
+			if it.Name == name && name != "" {
+				for k, v := range it.Labels {
+					l[k] = v
+				}
+				break
+			}
+		}
+	}
+	for k, v := range n.Labels {
+		l[k] = v
+	}
+	return l
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeReady reports whether the node is Ready; a node that reports no conditions (a manifest
+// for simulate) counts as Ready.
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return true
+}
+
+// pdbLimits are how many more pods each PodDisruptionBudget lets be evicted now.
+type pdbLimits struct {
+	pdbs    []*k8spolicyv1.PodDisruptionBudget
+	allowed []int
+	sel     []labels.Selector
+}
+
+func newPDBLimits(pdbs []*k8spolicyv1.PodDisruptionBudget, pods []*corev1.Pod) *pdbLimits {
+	l := &pdbLimits{}
+	for _, pdb := range pdbs {
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil {
+			sel = labels.Everything()
+		}
+		matching := 0
+		for _, p := range pods {
+			if p.Namespace == pdb.Namespace && sel.Matches(labels.Set(p.Labels)) && reschedulable(p) {
+				matching++
+			}
+		}
+		l.pdbs, l.sel, l.allowed = append(l.pdbs, pdb), append(l.sel, sel), append(l.allowed, pdbAllowed(pdb, matching))
+	}
+	return l
+}
+
+// pdbAllowed is the PDB's disruptionsAllowed: from status when the PDB controller wrote it,
+// else from spec over the matching pods (all taken as healthy).
+func pdbAllowed(pdb *k8spolicyv1.PodDisruptionBudget, matching int) int {
+	if pdb.Status.ObservedGeneration > 0 {
+		return int(pdb.Status.DisruptionsAllowed)
+	}
+	scaled := func(v *intstr.IntOrString) int {
+		n, err := intstr.GetScaledValueFromIntOrPercent(v, matching, true)
+		if err != nil {
+			return matching
+		}
+		return n
+	}
+	switch {
+	case pdb.Spec.MinAvailable != nil:
+		return max(0, matching-scaled(pdb.Spec.MinAvailable))
+	case pdb.Spec.MaxUnavailable != nil:
+		return max(0, scaled(pdb.Spec.MaxUnavailable))
+	}
+	return matching
+}
+
+// blocking names the first PDB that would not allow evicting all the pods (with taken, the
+// evictions already counted against each PDB), "" when they may all go.
+func (l *pdbLimits) blocking(pods []*corev1.Pod, taken []int) string {
+	for i, pdb := range l.pdbs {
+		n := 0
+		for _, p := range pods {
+			if p.Namespace == pdb.Namespace && l.sel[i].Matches(labels.Set(p.Labels)) {
+				n++
+			}
+		}
+		used := 0
+		if taken != nil {
+			used = taken[i]
+		}
+		if n > 0 && n+used > l.allowed[i] {
+			return pdb.Namespace + "/" + pdb.Name
+		}
+	}
+	return ""
+}
+
+// take counts evicting the pods against each PDB they match.
+func (l *pdbLimits) take(pods []*corev1.Pod, taken []int) []int {
+	if taken == nil {
+		taken = make([]int, len(l.pdbs))
+	}
+	for i, pdb := range l.pdbs {
+		for _, p := range pods {
+			if p.Namespace == pdb.Namespace && l.sel[i].Matches(labels.Set(p.Labels)) {
+				taken[i]++
+			}
+		}
+	}
+	return taken
+}

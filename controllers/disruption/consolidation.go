@@ -1,0 +1,154 @@
+package disruption
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+)
+
+// MinSpotToSpotTypes is how many cheaper instance types a Spot-to-Spot replacement needs: a
+// replacement with fewer options would be interrupted more often than the node it replaces.
+// The replacement launches from the cheapest this many.
+const MinSpotToSpotTypes = 15
+
+// consolidationCandidates are the candidates consolidation may remove or replace: their
+// NodePool allows consolidating underutilized nodes, consolidateAfter has passed, nothing
+// blocks them, and they can be priced; cheapest to disrupt first.
+func consolidationCandidates(c *Cluster, candidates []*Candidate) []*Candidate {
+	var out []*Candidate
+	for _, cand := range candidates {
+		switch {
+		case !underutilizedAllowed(cand.NodePool) || !consolidatable(c, cand) || cand.Blocked != "":
+		case cand.InstanceType == nil:
+			c.note(cand, fmt.Sprintf("instance type %s is not in its NodePool's catalog", instanceTypeName(cand)))
+		default:
+			out = append(out, cand)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].DisruptionCost != out[j].DisruptionCost {
+			return out[i].DisruptionCost < out[j].DisruptionCost
+		}
+		return out[i].Name() < out[j].Name()
+	})
+	return out
+}
+
+// consolidate is the command that removes the candidates, their pods moved to the other nodes
+// and at most one new node that costs less than they do; nil, with why, when there is none.
+func (c *Cluster) consolidate(cands []*Candidate, consolidationType string) (*Command, string, error) {
+	before := 0.0
+	allSpot := true
+	for _, cand := range cands {
+		before += cand.PricePerHour
+		allSpot = allSpot && cand.CapacityType == karpv1.CapacityTypeSpot
+	}
+	rule := replacementRule{maxPrice: before * (1 - c.Options.MinSavingsFraction)}
+	if len(cands) == 1 {
+		// The same type again is a delete in disguise, or churn.
+		rule.excludeTypes = map[string]bool{cands[0].InstanceType.Name: true}
+	}
+	if allSpot {
+		if !c.Options.SpotToSpotConsolidation {
+			rule.onDemandOnly = true
+		} else if len(cands) == 1 {
+			rule.cheapest = MinSpotToSpotTypes
+		}
+	}
+	sim, err := c.simulate(cands, rule)
+	if err != nil {
+		return nil, "", err
+	}
+	if sim.unschedulable != "" {
+		return nil, sim.unschedulable, nil
+	}
+	switch n := len(sim.result.NodeClaims); {
+	case n > 1:
+		return nil, fmt.Sprintf("its pods would need %d new nodes", n), nil
+	case n == 1 && allSpot && c.Options.SpotToSpotConsolidation && len(cands) == 1 && len(sim.result.NodeClaims[0].InstanceTypes) < MinSpotToSpotTypes:
+		return nil, fmt.Sprintf("a Spot replacement needs %d cheaper instance types, %d are", MinSpotToSpotTypes, len(sim.result.NodeClaims[0].InstanceTypes)), nil
+	}
+	cmd := c.command(ReasonUnderutilized, cands, sim)
+	cmd.ConsolidationType = consolidationType
+	if cmd.Decision == DecisionReplace && cmd.PriceAfter() >= before*(1-c.Options.MinSavingsFraction) {
+		return nil, "no cheaper replacement", nil
+	}
+	return cmd, "", nil
+}
+
+// withinBudgets keeps, in order, the candidates each NodePool's Underutilized budget allows.
+func withinBudgets(c *Cluster, cands []*Candidate, budgets *Budgets) []*Candidate {
+	used := map[string]int{}
+	var out []*Candidate
+	for _, cand := range cands {
+		pool := cand.NodePoolName()
+		if used[pool] >= budgets.Allowed(pool, ReasonUnderutilized) {
+			c.note(cand, "the NodePool's disruption budget allows no more Underutilized disruptions now")
+			continue
+		}
+		used[pool]++
+		out = append(out, cand)
+	}
+	return out
+}
+
+// replacing is the command that removes the candidates with whatever replacements their pods
+// need; nil, with why, when some pod would fit nowhere.
+func (c *Cluster) replacing(r Reason, cands []*Candidate, rule replacementRule) (*Command, string, error) {
+	sim, err := c.simulate(cands, rule)
+	if err != nil {
+		return nil, "", err
+	}
+	if sim.unschedulable != "" {
+		return nil, sim.unschedulable, nil
+	}
+	return c.command(r, cands, sim), "", nil
+}
+
+// command makes the simulation a command.
+func (c *Cluster) command(r Reason, cands []*Candidate, sim *simulation) *Command {
+	cmd := &Command{Reason: r, Decision: DecisionDelete, Candidates: cands, Moves: sim.moves, Replacements: sim.result.NodeClaims}
+	if len(cmd.Replacements) > 0 {
+		cmd.Decision = DecisionReplace
+	}
+	return cmd
+}
+
+// admit checks a command against the PodDisruptionBudgets, counting the evictions the pass's
+// commands already take (expiration is forceful and does not), and the gate; it records
+// what it takes when it lets the command go.
+func (c *Cluster) admit(ctx context.Context, cmd *Command) bool {
+	var pods = cmd.pods()
+	if cmd.Reason != ReasonExpired && c.pdbs != nil {
+		if pdb := c.pdbs.blocking(pods, c.pdbTaken); pdb != "" {
+			for _, cand := range cmd.Candidates {
+				c.note(cand, "PodDisruptionBudget "+pdb+" allows no more evictions now")
+			}
+			return false
+		}
+	}
+	if c.Gate != nil {
+		if why := c.Gate.Check(ctx, c, cmd); why != "" {
+			for _, cand := range cmd.Candidates {
+				c.note(cand, "denied by policy: "+why)
+			}
+			return false
+		}
+	}
+	if c.pdbs != nil {
+		c.pdbTaken = c.pdbs.take(pods, c.pdbTaken)
+	}
+	return true
+}
+
+// note records why consolidation left a node alone, once per node per pass.
+func (c *Cluster) note(cand *Candidate, why string) {
+	for _, u := range c.Unconsolidatable {
+		if u.Node == cand.Name() {
+			return
+		}
+	}
+	c.Unconsolidatable = append(c.Unconsolidatable, Unconsolidatable{Node: cand.Name(), Reason: why})
+}

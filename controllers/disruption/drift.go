@@ -1,0 +1,57 @@
+package disruption
+
+import (
+	"context"
+	"sort"
+)
+
+// Drift replaces nodes that no longer match their NodePool: the template hash differs from the
+// NodeClaim's, the node's labels no longer meet the NodePool's requirements, or the cloud
+// provider says the instance drifted (a changed node class). Empty drifted nodes go first, all
+// the Drifted budget allows; then one node at a time, the longest drifted first, with its
+// replacements launched (and initialized, by the queue) before it drains.
+type Drift struct{}
+
+// Reason implements Method.
+func (Drift) Reason() Reason { return ReasonDrifted }
+
+// Consolidation implements Method.
+func (Drift) Consolidation() string { return "" }
+
+// Qualifies implements Method.
+func (Drift) Qualifies(_ *Cluster, cand *Candidate) bool {
+	return cand.DriftReason != "" && cand.Blocked == ""
+}
+
+// Commands implements Method.
+func (Drift) Commands(ctx context.Context, c *Cluster, candidates []*Candidate, budgets *Budgets) ([]*Command, error) {
+	if empty := emptyCommands(ctx, c, candidates, budgets, ReasonDrifted, ""); len(empty) > 0 {
+		return empty, nil
+	}
+	sorted := append([]*Candidate(nil), candidates...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		if !sorted[i].DriftedSince.Equal(sorted[j].DriftedSince) {
+			return sorted[i].DriftedSince.Before(sorted[j].DriftedSince)
+		}
+		return sorted[i].Name() < sorted[j].Name()
+	})
+	for _, cand := range sorted {
+		if budgets.Allowed(cand.NodePoolName(), ReasonDrifted) < 1 {
+			c.note(cand, "the NodePool's disruption budget allows no more Drifted disruptions now")
+			continue
+		}
+		cmd, why, err := c.replacing(ReasonDrifted, []*Candidate{cand}, replacementRule{})
+		if err != nil {
+			return nil, err
+		}
+		if cmd == nil {
+			c.note(cand, why)
+			continue
+		}
+		if c.admit(ctx, cmd) {
+			budgets.Take(cand.NodePoolName(), 1)
+			return []*Command{cmd}, nil
+		}
+	}
+	return nil, nil
+}

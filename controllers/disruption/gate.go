@@ -1,0 +1,166 @@
+package disruption
+
+import (
+	"context"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
+	provpolicy "github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
+	"github.com/karpenter-policy/karpenter/policies"
+)
+
+// Gate decides whether a command may go ahead; "" lets it, else the reason it may not.
+type Gate interface {
+	Check(ctx context.Context, c *Cluster, cmd *Command) string
+}
+
+// PolicyGate is the only caller of the policy engine's karpenter.disruption decision point:
+// it gives the command with each affected namespace's run-rate change (by the cost attribution
+// of docs/architecture.md), budget and usage, and refuses it when a Deny policy does. A
+// CapacityBudget's rules refuse a command that takes a namespace over its hourly limit or onto
+// an instance type it refuses; a CapacityPolicy may refuse by anything the input holds, such
+// as the namespaces' labels and the time ("no disruption of tier=prod nodes during office
+// hours"). It also refuses a command that moves a budgeted namespace's Spot share out of its
+// range when it was within it.
+type PolicyGate struct {
+	Engine     *policies.Engine
+	Namespaces map[string]policies.Namespace
+	Budgets    map[string]*policyv1.CapacityBudget
+	Usage      map[string]policies.Usage
+}
+
+// Check implements Gate.
+func (g *PolicyGate) Check(ctx context.Context, c *Cluster, cmd *Command) string {
+	in := policies.DisruptionInput{Reason: string(cmd.Reason), Now: c.Now}
+	for _, cand := range cmd.Candidates {
+		in.Nodes = append(in.Nodes, policies.DisruptionNode{Name: cand.Name(), InstanceType: instanceTypeName(cand),
+			CapacityType: cand.CapacityType, PricePerHour: cand.PricePerHour})
+	}
+	for _, r := range cmd.Replacements {
+		in.Replacements = append(in.Replacements, policies.DisruptionNode{Name: r.Hostname, InstanceType: r.InstanceType.Name,
+			Family: provpolicy.Family(r.InstanceType), CapacityType: r.Offering.CapacityType, PricePerHour: r.Offering.Price})
+	}
+	deltas := costDeltas(c, cmd)
+	for ns, d := range deltas {
+		n, ok := g.Namespaces[ns]
+		if !ok {
+			n = policies.Namespace{Name: ns}
+		}
+		before := g.Usage[ns]
+		if b := g.Budgets[ns]; b != nil {
+			if reason := spotLeavesRange(b, before, d); reason != "" {
+				return reason
+			}
+		}
+		in.Namespaces = append(in.Namespaces, policies.DisruptionNamespace{Namespace: n, CostDelta: d.cost, Budget: g.Budgets[ns], Usage: before})
+	}
+	if g.Engine == nil {
+		return ""
+	}
+	dec := g.Engine.Disruption(ctx, in)
+	if denied := dec.Denied(); len(denied) > 0 {
+		msgs := make([]string, 0, len(denied))
+		for _, v := range denied {
+			msgs = append(msgs, v.Message)
+		}
+		return strings.Join(msgs, "; ")
+	}
+	return ""
+}
+
+func instanceTypeName(c *Candidate) string {
+	if c.InstanceType != nil {
+		return c.InstanceType.Name
+	}
+	return c.Node.Labels[corev1.LabelInstanceTypeStable]
+}
+
+// delta is how a command changes a namespace's run-rate and Spot and on-demand vCPU.
+type delta struct {
+	cost, spotCPU, onDemandCPU float64
+}
+
+// costDeltas are, by namespace, the attributed run-rate and vCPU of its moved pods where
+// they go less where they were.
+func costDeltas(c *Cluster, cmd *Command) map[string]delta {
+	out := map[string]delta{}
+	from := map[*corev1.Pod]*Candidate{}
+	for _, cand := range cmd.Candidates {
+		for _, p := range cand.Pods {
+			from[p] = cand
+		}
+	}
+	targets := map[string]*scheduling.Node{}
+	for _, n := range c.Nodes {
+		targets[n.Name] = n
+	}
+	replacements := map[string]*replacementTarget{}
+	for _, r := range cmd.Replacements {
+		replacements[r.Hostname] = &replacementTarget{price: r.Offering.Price, alloc: r.InstanceType.Allocatable(), capacityType: r.Offering.CapacityType}
+	}
+	for _, m := range cmd.Moves {
+		cand := from[m.Pod]
+		if cand == nil {
+			continue
+		}
+		cpu, mem := c.Requests.CPUAndMemory(m.Pod)
+		d := out[m.Pod.Namespace]
+		d.cost -= policies.AttributedCost(cand.PricePerHour, cpu, mem, cpuOf(cand.Node.Allocatable), memOf(cand.Node.Allocatable))
+		addCPU(&d, cand.CapacityType, -cpu)
+		if r, ok := replacements[m.To]; ok {
+			d.cost += policies.AttributedCost(r.price, cpu, mem, cpuOf(r.alloc), memOf(r.alloc))
+			addCPU(&d, r.capacityType, cpu)
+		} else if n, ok := targets[m.To]; ok {
+			d.cost += policies.AttributedCost(n.PricePerHour, cpu, mem, cpuOf(n.Allocatable), memOf(n.Allocatable))
+			addCPU(&d, n.Labels[karpv1.CapacityTypeLabelKey], cpu)
+		}
+		out[m.Pod.Namespace] = d
+	}
+	// Pods of nodes deleted without moving (none: every pod has a move) cost nothing more.
+	return out
+}
+
+type replacementTarget struct {
+	price        float64
+	alloc        corev1.ResourceList
+	capacityType string
+}
+
+func addCPU(d *delta, capacityType string, cpu float64) {
+	if capacityType == karpv1.CapacityTypeSpot {
+		d.spotCPU += cpu
+	} else {
+		d.onDemandCPU += cpu
+	}
+}
+
+func cpuOf(l corev1.ResourceList) float64 { return float64(l.Cpu().MilliValue()) / 1000 }
+func memOf(l corev1.ResourceList) float64 { return float64(l.Memory().Value()) }
+
+// spotLeavesRange refuses a command that takes a namespace's Spot share, in range before,
+// out of its budget's range (with the spec's bounds: schedule windows are the engine's).
+func spotLeavesRange(b *policyv1.CapacityBudget, before policies.Usage, d delta) string {
+	if b.Spec.Spot == nil || (b.Spec.Enforcement != "" && b.Spec.Enforcement != policyv1.EnforcementDeny) {
+		return ""
+	}
+	bounds := policies.NoSpotBounds
+	if s := b.Spec.Spot; s.MinPercent != nil {
+		bounds.MinPercent = float64(*s.MinPercent)
+	}
+	if s := b.Spec.Spot; s.MaxPercent != nil {
+		bounds.MaxPercent = float64(*s.MaxPercent)
+	}
+	if s := b.Spec.Spot; s.OnDemandBaseCPU != nil {
+		bounds.OnDemandBaseCPU = s.OnDemandBaseCPU.AsApproximateFloat64()
+	}
+	after := before
+	after.SpotCPU, after.OnDemandCPU = max(0, before.SpotCPU+d.spotCPU), max(0, before.OnDemandCPU+d.onDemandCPU)
+	if bounds.InRange(before.SpotShare(bounds)) && !bounds.InRange(after.SpotShare(bounds)) {
+		return "CapacityBudget " + b.Namespace + "/" + b.Name + ": the move would take the namespace's Spot share out of its range"
+	}
+	return ""
+}

@@ -1,0 +1,136 @@
+package disruption
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
+	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+)
+
+// Methods are the methods in the order a pass tries them: emptiness, drift, expiration,
+// multi-node then single-node consolidation.
+func Methods() []Method {
+	return []Method{Emptiness{}, Drift{}, Expiration{}, &MultiNode{}, SingleNode{}}
+}
+
+// Pass runs the methods in order on the cluster and returns the commands of the first that
+// finds any, with that method; none when no method acts. Budgets are computed once for the
+// pass and taken from as commands are decided.
+func Pass(ctx context.Context, c *Cluster, methods []Method) ([]*Command, Method, error) {
+	budgets := NewBudgets(c)
+	for _, m := range methods {
+		var cands []*Candidate
+		for _, cand := range c.Candidates {
+			if m.Qualifies(c, cand) {
+				cands = append(cands, cand)
+			}
+		}
+		if len(cands) == 0 {
+			continue
+		}
+		cmds, err := m.Commands(ctx, c, cands, budgets)
+		if err != nil {
+			return nil, m, fmt.Errorf("%s: %w", m.Reason(), err)
+		}
+		if len(cmds) > 0 {
+			return cmds, m, nil
+		}
+	}
+	return nil, nil, nil
+}
+
+// Apply is the cluster once the command is done, for a simulation of several passes: the
+// candidates gone, their pods on the nodes the command moved them to, and its replacements
+// there as nodes (named by their Hostname), candidates themselves for later passes. The
+// cluster it is called on is left as it was only in its Nodes' and Candidates' slices; pods
+// are copied when they move.
+func (c *Cluster) Apply(cmd *Command) *Cluster {
+	gone := map[string]bool{}
+	for _, cand := range cmd.Candidates {
+		gone[cand.Name()] = true
+	}
+	moved := map[string][]*corev1.Pod{}
+	for _, m := range cmd.Moves {
+		p := m.Pod.DeepCopy()
+		p.Spec.NodeName = m.To
+		moved[m.To] = append(moved[m.To], p)
+	}
+	next := *c
+	next.Nodes, next.Candidates, next.Unconsolidatable = nil, nil, nil
+	next.PoolSizes, next.Disrupting = copyCounts(c.PoolSizes), copyCounts(c.Disrupting)
+	next.pdbTaken = nil
+	for _, u := range c.blockedNotes {
+		if !gone[u.Node] {
+			next.Unconsolidatable = append(next.Unconsolidatable, u)
+		}
+	}
+	next.blockedNotes = append([]Unconsolidatable(nil), next.Unconsolidatable...)
+	byName := map[string]*Candidate{}
+	for _, cand := range c.Candidates {
+		byName[cand.Name()] = cand
+	}
+	for _, n := range c.Nodes {
+		if gone[n.Name] {
+			continue
+		}
+		if len(moved[n.Name]) > 0 {
+			cp := *n
+			cp.Pods = append(append([]*corev1.Pod(nil), n.Pods...), moved[n.Name]...)
+			n = &cp
+		}
+		next.Nodes = append(next.Nodes, n)
+		if cand := byName[n.Name]; cand != nil {
+			cc := *cand
+			cc.Node = n
+			if len(moved[n.Name]) > 0 {
+				cc.Pods = append(append([]*corev1.Pod(nil), cand.Pods...), moved[n.Name]...)
+				cc.DisruptionCost = disruptionCost(&cc, c.Now)
+			}
+			next.Candidates = append(next.Candidates, &cc)
+		}
+	}
+	for _, cand := range cmd.Candidates {
+		next.PoolSizes[cand.NodePoolName()]--
+	}
+	for _, r := range cmd.Replacements {
+		cand := c.replacementNode(r, moved[r.Hostname])
+		next.Nodes = append(next.Nodes, cand.Node)
+		next.Candidates = append(next.Candidates, cand)
+		next.PoolSizes[r.NodePool]++
+	}
+	return &next
+}
+
+// replacementNode is a replacement as the node it becomes: its type's labels and allocatable,
+// its offering's zone and capacity type, its NodePool's labels and taints.
+func (c *Cluster) replacementNode(r *solver.NodeClaim, pods []*corev1.Pod) *Candidate {
+	np := c.NodePools[r.NodePool]
+	l := map[string]string{}
+	for k, v := range r.InstanceType.Labels {
+		l[k] = v
+	}
+	for k, v := range np.NodePool.Spec.Template.Labels {
+		l[k] = v
+	}
+	l[karpv1.NodePoolLabelKey], l[corev1.LabelInstanceTypeStable] = r.NodePool, r.InstanceType.Name
+	l[karpv1.CapacityTypeLabelKey], l[corev1.LabelTopologyZone] = r.Offering.CapacityType, r.Offering.Zone
+	l[corev1.LabelHostname] = r.Hostname
+	n := &scheduling.Node{Name: r.Hostname, Labels: l, Taints: np.NodePool.Spec.Template.Spec.Taints,
+		Allocatable: r.InstanceType.Allocatable(), Pods: pods, PricePerHour: r.Offering.Price}
+	cand := &Candidate{Node: n, NodePool: np.NodePool, InstanceType: r.InstanceType, CapacityType: r.Offering.CapacityType,
+		Zone: r.Offering.Zone, PricePerHour: r.Offering.Price, Pods: pods, CreatedAt: c.Now}
+	cand.DisruptionCost = disruptionCost(cand, c.Now)
+	return cand
+}
+
+func copyCounts(m map[string]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,128 @@
+package disruption
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
+	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+)
+
+// simulation is what rescheduling some candidates' pods takes: the solver's placements on
+// the other nodes and the new NodeClaims it would launch.
+type simulation struct {
+	result *solver.Result
+	moves  []Move
+	// unschedulable is the first pod the solver could not place, with why; "" when all fit.
+	unschedulable string
+}
+
+// priceCap limits replacements to offerings cheaper than a price (consolidation); 0 is none.
+type replacementRule struct {
+	maxPrice float64
+	// onDemandOnly forbids Spot replacements (Spot candidates without SpotToSpotConsolidation).
+	onDemandOnly bool
+	// excludeTypes are instance types a replacement may not be (the candidate's own).
+	excludeTypes map[string]bool
+	// cheapest keeps only the n cheapest instance types (Spot-to-Spot: 15); 0 keeps all.
+	cheapest int
+}
+
+// simulate solves the candidates' pods onto every other node that offers room (not being
+// disrupted) and, when needed, new NodeClaims from the NodePools, within the rule.
+func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulation, error) {
+	gone := map[string]bool{}
+	var pods []*corev1.Pod
+	for _, cand := range cands {
+		gone[cand.Name()] = true
+		pods = append(pods, cand.Pods...)
+	}
+	in := &solver.Input{Pods: pods, Requests: c.Requests}
+	for _, n := range c.Nodes {
+		if !gone[n.Name] {
+			in.Nodes = append(in.Nodes, n)
+		}
+	}
+	for _, name := range sortedKeys(c.NodePools) {
+		np := c.NodePools[name]
+		in.NodePools = append(in.NodePools, &solver.NodePool{NodePool: np.NodePool, InstanceTypes: rule.filter(np.InstanceTypes),
+			DaemonSetOverhead: np.DaemonSetOverhead, Usage: c.poolUsage(name, gone)})
+	}
+	res, err := solver.Solve(in)
+	if err != nil {
+		return nil, fmt.Errorf("simulating the rescheduling of %d pods: %w", len(pods), err)
+	}
+	sim := &simulation{result: res}
+	if len(res.Unschedulable) > 0 {
+		u := res.Unschedulable[0]
+		sim.unschedulable = fmt.Sprintf("pod %s/%s would not schedule: %s", u.Pod.Namespace, u.Pod.Name, u.Reason)
+	}
+	for _, name := range sortedKeys(res.Existing) {
+		for _, p := range res.Existing[name] {
+			sim.moves = append(sim.moves, Move{Pod: p, To: name})
+		}
+	}
+	for _, nc := range res.NodeClaims {
+		for _, p := range nc.Pods {
+			sim.moves = append(sim.moves, Move{Pod: p, To: nc.Hostname})
+		}
+	}
+	return sim, nil
+}
+
+// filter is the instance types a replacement may be, with the offerings the rule allows.
+func (r replacementRule) filter(types []*cloudprovider.InstanceType) []*cloudprovider.InstanceType {
+	if r.maxPrice == 0 && !r.onDemandOnly && len(r.excludeTypes) == 0 && r.cheapest == 0 {
+		return types
+	}
+	var out []*cloudprovider.InstanceType
+	for _, it := range types {
+		if r.excludeTypes[it.Name] {
+			continue
+		}
+		var offs cloudprovider.Offerings
+		for _, o := range it.Offerings {
+			if r.maxPrice > 0 && o.Price >= r.maxPrice {
+				continue
+			}
+			if r.onDemandOnly && o.CapacityType == karpv1.CapacityTypeSpot {
+				continue
+			}
+			offs = append(offs, o)
+		}
+		if len(offs.Available()) == 0 {
+			continue
+		}
+		cp := *it
+		cp.Offerings = offs
+		out = append(out, &cp)
+	}
+	if r.cheapest > 0 && len(out) > r.cheapest {
+		cheapestOf := func(it *cloudprovider.InstanceType) float64 {
+			o, _ := it.Offerings.Available().Cheapest()
+			return o.Price
+		}
+		sortByPrice(out, cheapestOf)
+		out = out[:r.cheapest]
+	}
+	return out
+}
+
+// poolUsage is what the NodePool's nodes hold against its limits, the gone ones aside.
+func (c *Cluster) poolUsage(pool string, gone map[string]bool) corev1.ResourceList {
+	u := corev1.ResourceList{}
+	nodes := 0
+	for _, cand := range c.Candidates {
+		if cand.NodePool.Name != pool || gone[cand.Name()] || cand.InstanceType == nil {
+			continue
+		}
+		scheduling.AddResources(u, cand.InstanceType.Capacity)
+		nodes++
+	}
+	nodes += c.Disrupting[pool]
+	scheduling.AddResources(u, corev1.ResourceList{"nodes": *resourceQuantity(int64(nodes))})
+	return u
+}

@@ -1,0 +1,38 @@
+package disruption
+
+import "context"
+
+// SingleNode consolidation removes one node whose pods fit on the others, or replaces it with
+// one cheaper node: on-demand may be replaced by Spot; Spot by Spot only with the
+// SpotToSpotConsolidation feature gate and at least MinSpotToSpotTypes cheaper types; never by
+// its own instance type; and only when the replacement saves at least MinSavingsFraction.
+// Candidates are tried cheapest to disrupt first, until one works.
+type SingleNode struct{}
+
+// Reason implements Method.
+func (SingleNode) Reason() Reason { return ReasonUnderutilized }
+
+// Consolidation implements Method.
+func (SingleNode) Consolidation() string { return "single" }
+
+// Qualifies implements Method.
+func (SingleNode) Qualifies(c *Cluster, cand *Candidate) bool { return len(cand.Pods) > 0 }
+
+// Commands implements Method.
+func (SingleNode) Commands(ctx context.Context, c *Cluster, candidates []*Candidate, budgets *Budgets) ([]*Command, error) {
+	for _, cand := range withinBudgets(c, consolidationCandidates(c, candidates), budgets) {
+		cmd, why, err := c.consolidate([]*Candidate{cand}, "single")
+		if err != nil {
+			return nil, err
+		}
+		if cmd == nil {
+			c.note(cand, why)
+			continue
+		}
+		if c.admit(ctx, cmd) {
+			budgets.Take(cand.NodePoolName(), 1)
+			return []*Command{cmd}, nil
+		}
+	}
+	return nil, nil
+}

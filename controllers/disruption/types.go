@@ -1,0 +1,205 @@
+package disruption
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	k8spolicyv1 "k8s.io/api/policy/v1"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
+	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+)
+
+// Reason is why a command disrupts its nodes.
+type Reason string
+
+// The reasons, in the order Pass tries their methods (consolidation last).
+const (
+	ReasonEmpty         Reason = "Empty"
+	ReasonDrifted       Reason = "Drifted"
+	ReasonExpired       Reason = "Expired"
+	ReasonUnderutilized Reason = "Underutilized"
+)
+
+// Decision is what a command does with its candidates.
+type Decision string
+
+// The decisions.
+const (
+	// DecisionDelete removes the candidates; their pods fit on the remaining nodes.
+	DecisionDelete Decision = "delete"
+	// DecisionReplace launches the replacements first, then removes the candidates.
+	DecisionReplace Decision = "replace"
+)
+
+// Method is one way of disrupting nodes (emptiness, drift, expiration, multi-node and
+// single-node consolidation). It is pure: it reads the cluster and the simulator, never a
+// client.
+type Method interface {
+	// Reason is the reason of the commands it returns.
+	Reason() Reason
+	// Qualifies reports whether a candidate is one the method may disrupt at all.
+	Qualifies(c *Cluster, cand *Candidate) bool
+	// Commands are what the method would do with the qualifying candidates, within budgets.
+	// More than one command acts on disjoint candidates (emptiness: one per NodePool).
+	Commands(ctx context.Context, c *Cluster, candidates []*Candidate, budgets *Budgets) ([]*Command, error)
+	// Consolidation reports whether the method is a consolidation (its commands must save
+	// money), for metrics and events.
+	Consolidation() string
+}
+
+// Candidate is a managed, initialized node a method may disrupt.
+type Candidate struct {
+	Node *scheduling.Node
+	// NodeClaim is the node's NodeClaim, when known.
+	NodeClaim *karpv1.NodeClaim
+	NodePool  *karpv1.NodePool
+	// InstanceType is the node's type in its NodePool's catalog; nil when unknown (the node
+	// cannot be priced: consolidation leaves it alone).
+	InstanceType *cloudprovider.InstanceType
+	CapacityType string
+	Zone         string
+	PricePerHour float64
+	// Pods are the pods that must be rescheduled if the node goes: not DaemonSet, mirror,
+	// finished or terminating pods.
+	Pods []*corev1.Pod
+	// CreatedAt is the node's creation time; LastPodEvent when a pod last came or went (zero:
+	// unknown, consolidateAfter taken as passed).
+	CreatedAt    time.Time
+	LastPodEvent time.Time
+	// DriftedSince is when the node drifted, zero when it did not; DriftReason says why.
+	DriftedSince time.Time
+	DriftReason  string
+	// DisruptionCost orders consolidation candidates, cheapest to disrupt first: the pods'
+	// eviction costs weighted by how much of the node's lifetime remains.
+	DisruptionCost float64
+	// Blocked says why graceful disruption must wait (do-not-disrupt, a PDB); "" when it
+	// need not. Expiration goes ahead regardless.
+	Blocked string
+}
+
+// Name is the candidate's node name.
+func (c *Candidate) Name() string { return c.Node.Name }
+
+// NodePoolName is the candidate's NodePool.
+func (c *Candidate) NodePoolName() string { return c.NodePool.Name }
+
+// Command is one disruption decision: the candidates to remove, the replacements to launch
+// first, and where every pod of the candidates goes.
+type Command struct {
+	Reason       Reason
+	Decision     Decision
+	Candidates   []*Candidate
+	Replacements []*solver.NodeClaim
+	// Moves name, for every pod of the candidates, the remaining node or the replacement
+	// (by its Hostname) the simulation put it on.
+	Moves []Move
+	// ConsolidationType is "empty", "single" or "multi" for consolidation, "" otherwise.
+	ConsolidationType string
+}
+
+// Move is where a candidate's pod goes.
+type Move struct {
+	Pod *corev1.Pod
+	To  string
+}
+
+// PriceBefore is what the candidates cost per hour.
+func (cmd *Command) PriceBefore() float64 {
+	total := 0.0
+	for _, c := range cmd.Candidates {
+		total += c.PricePerHour
+	}
+	return total
+}
+
+// PriceAfter is what the replacements cost per hour.
+func (cmd *Command) PriceAfter() float64 {
+	total := 0.0
+	for _, r := range cmd.Replacements {
+		total += r.Offering.Price
+	}
+	return total
+}
+
+// Savings is what the command saves per hour (negative: it costs more, as drift may).
+func (cmd *Command) Savings() float64 { return cmd.PriceBefore() - cmd.PriceAfter() }
+
+// Unconsolidatable is a node consolidation leaves alone, with why, for the
+// Unconsolidatable event and simulate's report.
+type Unconsolidatable struct {
+	Node   string
+	Reason string
+}
+
+// NodePoolState is a NodePool with what disruption needs of it.
+type NodePoolState struct {
+	NodePool      *karpv1.NodePool
+	InstanceTypes []*cloudprovider.InstanceType
+	// DaemonSetOverhead is what the DaemonSets on its nodes request, for replacements.
+	DaemonSetOverhead corev1.ResourceList
+}
+
+// Cluster is the snapshot methods decide from.
+type Cluster struct {
+	// Nodes are every node that offers room, managed or not, with the pods bound to them.
+	Nodes []*scheduling.Node
+	// Candidates are the managed, initialized nodes, with what disruption knows of them;
+	// Unconsolidatable says why the others are not candidates.
+	Candidates       []*Candidate
+	Unconsolidatable []Unconsolidatable
+	NodePools        map[string]*NodePoolState
+	PDBs             []*k8spolicyv1.PodDisruptionBudget
+	// Disrupting counts, by NodePool, the nodes being disrupted or NotReady now.
+	Disrupting map[string]int
+	// PoolSizes counts each NodePool's nodes, for percentage budgets.
+	PoolSizes map[string]int
+	Now       time.Time
+	Options   Options
+	// Requests caches the pods' requests for every simulation of the pass.
+	Requests *scheduling.PodRequestCache
+	// Gate, when set, is consulted for every command before it is returned (gate.go).
+	Gate Gate
+	// pdbs are the PodDisruptionBudgets' allowances, and pdbTaken what the pass's commands
+	// took of them.
+	pdbs     *pdbLimits
+	pdbTaken []int
+	// blockedNotes are the Unconsolidatable entries of the snapshot itself (not of a pass).
+	blockedNotes []Unconsolidatable
+}
+
+// PricePerHour is what the cluster's priced nodes cost per hour.
+func (c *Cluster) PricePerHour() float64 {
+	total := 0.0
+	for _, n := range c.Nodes {
+		total += n.PricePerHour
+	}
+	return total
+}
+
+// Options tune the methods.
+type Options struct {
+	// SpotToSpotConsolidation lets single-node consolidation replace a Spot node with a
+	// cheaper Spot node (feature gate SpotToSpotConsolidation).
+	SpotToSpotConsolidation bool
+	// MinSavingsFraction is the least fraction of a candidate's price a replacement must save
+	// (0: any saving), to stop churn.
+	MinSavingsFraction float64
+	// MultiNodeTimeout bounds multi-node consolidation's search; 0 is a minute.
+	MultiNodeTimeout time.Duration
+}
+
+// NodePoolOf is the state of a candidate's NodePool.
+func (c *Cluster) NodePoolOf(cand *Candidate) *NodePoolState { return c.NodePools[cand.NodePool.Name] }
+
+// pods are the pods of the command's candidates.
+func (cmd *Command) pods() []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, c := range cmd.Candidates {
+		out = append(out, c.Pods...)
+	}
+	return out
+}
