@@ -225,4 +225,3 @@ func sortedNames(m map[string][]*corev1.Pod) []string {
 	sort.Strings(out)
 	return out
 }
-
