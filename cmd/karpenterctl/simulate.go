@@ -50,7 +50,7 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "karpenterctl simulate: give --nodepools PATH and --workload PATH (or --disrupt with --nodes PATH)")
 		return exitUsage
 	case !*disrupt && len(workloadPaths) == 0:
-		fmt.Fprintln(stderr, "karpenterctl simulate: give --workload PATH (or --disrupt with --nodes PATH)")
+		fmt.Fprintln(stderr, "karpenterctl simulate: give --nodepools PATH and --workload PATH (or --disrupt with --nodes PATH)")
 		return exitUsage
 	case *disrupt && len(nodePaths) == 0:
 		fmt.Fprintln(stderr, "karpenterctl simulate --disrupt: give --nodes PATH, the cluster to disrupt")
