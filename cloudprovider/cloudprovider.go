@@ -48,6 +48,19 @@ type NodeClass interface {
 	runtime.Object
 }
 
+// InterruptionNoticeAnnotation is the annotation a provider puts on a Node whose instance the
+// cloud will reclaim (a Spot interruption), with the deadline as RFC 3339; the interruption
+// controller then deletes the node's NodeClaim at once, so its pods drain and are provisioned
+// elsewhere before the instance is gone.
+const InterruptionNoticeAnnotation = "karpenter.sh/interruption-deadline"
+
+// CapacityReporter is implemented by providers that can be told an offering has no capacity
+// now (its Spot instances are being interrupted): they leave it out of GetInstanceTypes for a
+// while, so that new capacity goes elsewhere.
+type CapacityReporter interface {
+	MarkUnavailable(instanceType, zone, capacityType string)
+}
+
 // DriftReason says why an instance drifted, e.g. "AMIDrift"; empty means not drifted.
 type DriftReason string
 

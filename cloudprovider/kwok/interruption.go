@@ -14,6 +14,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
 )
 
 // Spot interruptions of the simulated cloud. A running Spot node is interrupted at the rate
@@ -24,7 +25,7 @@ import (
 // reclaimed: the Node object is deleted, which Karpenter's termination drains.
 const (
 	InterruptAnnotation            = "karpenter.kwok.sh/interrupt"
-	InterruptionDeadlineAnnotation = "karpenter.kwok.sh/interruption-deadline"
+	InterruptionDeadlineAnnotation = cloudprovider.InterruptionNoticeAnnotation
 	// DefaultInterruptionNotice is the warning time when the node class gives none (AWS
 	// gives two minutes).
 	DefaultInterruptionNotice = 2 * time.Minute

@@ -64,6 +64,14 @@ func New(c client.Client, clk clock.Clock, seed int64) *Provider {
 		unavailable: map[string]time.Time{}, rand: rand.New(rand.NewSource(seed))} //nolint:gosec // simulation, not security
 }
 
+// MarkUnavailable implements cloudprovider.CapacityReporter: the offering is skipped for
+// UnavailableFor, as after an insufficient-capacity error.
+func (p *Provider) MarkUnavailable(instanceType, zone, capacityType string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.unavailable[offeringKey(instanceType, cloudprovider.Offering{Zone: zone, CapacityType: capacityType})] = p.clock.Now().Add(UnavailableFor)
+}
+
 // Name is "kwok".
 func (p *Provider) Name() string { return Name }
 

@@ -26,10 +26,13 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
 	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
+	"github.com/karpenter-policy/karpenter/controllers/disruption"
 	"github.com/karpenter-policy/karpenter/controllers/index"
+	"github.com/karpenter-policy/karpenter/controllers/interruption"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	podmetrics "github.com/karpenter-policy/karpenter/controllers/metrics/pod"
 	nodetermination "github.com/karpenter-policy/karpenter/controllers/node/termination"
+	nodeclaimdisruption "github.com/karpenter-policy/karpenter/controllers/nodeclaim/disruption"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/garbagecollection"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/lifecycle"
 	nodeclaimtermination "github.com/karpenter-policy/karpenter/controllers/nodeclaim/termination"
@@ -145,6 +148,21 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	}
 	if err := podmetrics.NewController(mgr.GetClient()).Register(mgr); err != nil {
 		return fmt.Errorf("registering the pod metrics controller: %w", err)
+	}
+	if err := nodeclaimdisruption.NewController(mgr.GetClient(), cloud, cluster, clock.RealClock{}).Register(mgr); err != nil {
+		return fmt.Errorf("registering the nodeclaim disruption-conditions controller: %w", err)
+	}
+	if err := interruption.NewController(mgr.GetClient(), cloud, recorder).Register(mgr); err != nil {
+		return fmt.Errorf("registering the interruption controller: %w", err)
+	}
+	if opts.Disruption {
+		dopts := disruption.Options{MinSavingsFraction: opts.ConsolidationMinSavings}
+		if err := disruption.ParseFeatureGates(opts.FeatureGates, &dopts); err != nil {
+			return fmt.Errorf("--feature-gates: %w", err)
+		}
+		if err := mgr.Add(disruption.NewController(mgr.GetClient(), cloud, cluster, recorder, clock.RealClock{}, d.engine, dopts)); err != nil {
+			return fmt.Errorf("registering the disruption controller: %w", err)
+		}
 	}
 	if err := nodepool.NewController(mgr.GetClient(), cloud).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodepool status controller: %w", err)

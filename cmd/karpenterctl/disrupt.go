@@ -13,22 +13,8 @@ import (
 // disruptOptions reads --feature-gates for simulate --disrupt.
 func disruptOptions(gates string) (disruption.Options, error) {
 	var opts disruption.Options
-	if gates == "" {
-		return opts, nil
-	}
-	for _, g := range strings.Split(gates, ",") {
-		name, value, ok := strings.Cut(strings.TrimSpace(g), "=")
-		if !ok || (value != "true" && value != "false") {
-			return opts, fmt.Errorf("%q: want Name=true or Name=false", g)
-		}
-		switch name {
-		case "SpotToSpotConsolidation":
-			opts.SpotToSpotConsolidation = value == "true"
-		default:
-			return opts, fmt.Errorf("unknown feature gate %q (known: SpotToSpotConsolidation)", name)
-		}
-	}
-	return opts, nil
+	err := disruption.ParseFeatureGates(gates, &opts)
+	return opts, err
 }
 
 func writeDisruptionTable(w io.Writer, d *simulate.DisruptionReport) {

@@ -30,8 +30,11 @@ type Input struct {
 	PDBs       []*k8spolicyv1.PodDisruptionBudget
 	// DriftReasons are the cloud provider's drift verdicts by NodeClaim name (IsDrifted).
 	DriftReasons map[string]string
-	Now          time.Time
-	Options      Options
+	// Nominated, when set, reports whether pending pods are nominated to a node or NodeClaim:
+	// the provisioner counts on its room, so it is not disrupted.
+	Nominated func(name string) bool
+	Now       time.Time
+	Options   Options
 }
 
 // PodDeletionCostAnnotation is the pod annotation ReplicaSets scale down by, which
@@ -100,7 +103,11 @@ func NewCluster(in Input) *Cluster {
 			continue
 		}
 		cand := newCandidate(c, sn, n, nc, np, byNode[n.Name], in.DriftReasons)
-		if reason := blocked(n, cand, pdbs, c.Now); reason != "" {
+		reason := blocked(n, cand, pdbs, c.Now)
+		if reason == "" && in.Nominated != nil && (in.Nominated(n.Name) || nc != nil && in.Nominated(nc.Name)) {
+			reason = "pods are nominated to it"
+		}
+		if reason != "" {
 			cand.Blocked = reason
 			c.Unconsolidatable = append(c.Unconsolidatable, Unconsolidatable{Node: n.Name, Reason: reason})
 		}
@@ -138,7 +145,7 @@ func newCandidate(c *Cluster, sn *scheduling.Node, n *corev1.Node, nc *karpv1.No
 		}
 	}
 	if cand.DriftReason == "" {
-		if r := staticDrift(sn.Labels, nc, np.NodePool); r != "" {
+		if r := StaticDrift(sn.Labels, nc, np.NodePool); r != "" {
 			cand.DriftedSince, cand.DriftReason = cand.CreatedAt, r
 		}
 	}
@@ -146,9 +153,9 @@ func newCandidate(c *Cluster, sn *scheduling.Node, n *corev1.Node, nc *karpv1.No
 	return cand
 }
 
-// staticDrift says why a node no longer matches its NodePool: its NodeClaim's template hash
+// StaticDrift says why a node no longer matches its NodePool: its NodeClaim's template hash
 // differs (same hash version), or its labels no longer meet the NodePool's requirements.
-func staticDrift(labels map[string]string, nc *karpv1.NodeClaim, np *karpv1.NodePool) string {
+func StaticDrift(labels map[string]string, nc *karpv1.NodeClaim, np *karpv1.NodePool) string {
 	if nc != nil {
 		if h, ok := nc.Annotations[karpv1.NodePoolHashAnnotationKey]; ok &&
 			nc.Annotations[karpv1.NodePoolHashVersionAnnotationKey] == karpv1.NodePoolHashVersion && h != np.Hash() {

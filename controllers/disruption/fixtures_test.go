@@ -126,8 +126,8 @@ func commands(t *testing.T, m Method, c *Cluster) []*Command {
 	return cmds
 }
 
-// names are the candidates' node names of each command, joined.
-func names(cmds []*Command) []string {
+// commandNames are the candidates' node names of each command, joined.
+func commandNames(cmds []*Command) []string {
 	var out []string
 	for _, cmd := range cmds {
 		s := string(cmd.Decision) + ":"

@@ -135,7 +135,7 @@ func TestMethods(t *testing.T) {
 			pods: []*corev1.Pod{pod("w1", "a", "1", "2Gi", sameApp), pod("w2", "b", "1", "2Gi", sameApp), pod("w3", "c", "1", "2Gi", sameApp)}, pdbs: []*k8spolicyv1.PodDisruptionBudget{pdb("web", 2, "web")}}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got := strings.Join(names(commands(t, tc.method, tc.w.cluster())), " | ")
+			got := strings.Join(commandNames(commands(t, tc.method, tc.w.cluster())), " | ")
 			if got != tc.want {
 				t.Errorf("commands %q, want %q", got, tc.want)
 			}

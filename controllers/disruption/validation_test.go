@@ -18,8 +18,8 @@ func TestValidate(t *testing.T) {
 			pods: []*corev1.Pod{pod("web", "a", "1", "2Gi"), pod("api", "b", "2", "4Gi")}}
 	}
 	cmds := commands(t, SingleNode{}, base().cluster())
-	if len(cmds) != 1 || names(cmds)[0] != "delete:a" {
-		t.Fatalf("setup: %v", names(cmds))
+	if len(cmds) != 1 || commandNames(cmds)[0] != "delete:a" {
+		t.Fatalf("setup: %v", commandNames(cmds))
 	}
 	for name, tc := range map[string]struct {
 		change    func(w *world)

@@ -64,11 +64,33 @@ var (
 	BudgetSpotPercent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_budget_spot_percent", Help: "A namespace's Spot share: Spot vCPU requested over Spot plus on-demand vCPU above its budget's on-demand base, in percent.",
 	}, []string{"namespace"})
+	// DisruptionDecisions counts the disruption commands carried out, by decision (delete,
+	// replace), reason and consolidation type (empty, single, multi, or "").
+	DisruptionDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_voluntary_disruption_decisions_total", Help: "Disruption commands carried out, by decision, reason and consolidation type.",
+	}, []string{"decision", "reason", "consolidation_type"})
+	// DisruptionEligibleNodes is how many nodes each method found eligible in the last pass.
+	DisruptionEligibleNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_voluntary_disruption_eligible_nodes", Help: "Nodes eligible for disruption in the last pass, by reason.",
+	}, []string{"reason"})
+	// NodePoolAllowedDisruptions is each NodePool's budget allowance per reason.
+	NodePoolAllowedDisruptions = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_nodepools_allowed_disruptions", Help: "How many more of a NodePool's nodes its budgets allow to be disrupted now, by reason.",
+	}, []string{"nodepool", "reason"})
+	// ConsolidationTimeouts counts multi-node consolidation searches cut by their timeout.
+	ConsolidationTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_voluntary_disruption_consolidation_timeouts_total", Help: "Consolidation searches that ran out of time, by consolidation type.",
+	}, []string{"consolidation_type"})
+	// InterruptionsHandled counts the interruption notices acted on, by capacity type.
+	InterruptionsHandled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_interruption_received_messages_total", Help: "Interruption notices acted on (NodeClaim deleted before the instance is reclaimed), by capacity type.",
+	}, []string{"capacity_type"})
 )
 
 func init() {
 	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, PodsStartupDuration, NodesAllocatable, NodePoolUsage,
-		PolicyEvaluations, PolicyEvaluationDuration, PolicyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent)
+		PolicyEvaluations, PolicyEvaluationDuration, PolicyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent,
+		DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, InterruptionsHandled)
 }
 
 // PolicyObserver records the policy engine's evaluations.

@@ -200,7 +200,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	errs := make([]error, len(res.NodeClaims))
 	workqueue.ParallelizeUntil(ctx, createParallelism, len(res.NodeClaims), func(i int) {
 		c := res.NodeClaims[i]
-		nc := nodeClaimFor(snap.NodePool(c.NodePool), c)
+		nc := NodeClaimFor(snap.NodePool(c.NodePool), c)
 		if err := p.client.Create(ctx, nc); err != nil {
 			errs[i] = fmt.Errorf("creating nodeclaim for nodepool %s: %w", c.NodePool, err)
 			return
@@ -347,8 +347,9 @@ func (p *Provisioner) eventOn(ctx context.Context, src policies.Source, kind, re
 	p.recorder.Eventf(obj, nil, kind, reason, "Provisioning", "%s", msg)
 }
 
-// nodeClaimFor builds the NodeClaim of a decision from its NodePool's template.
-func nodeClaimFor(np *karpv1.NodePool, c *solver.NodeClaim) *karpv1.NodeClaim {
+// NodeClaimFor builds the NodeClaim of a decision (a batch's, or a disruption replacement) from its
+// NodePool's template.
+func NodeClaimFor(np *karpv1.NodePool, c *solver.NodeClaim) *karpv1.NodeClaim {
 	reqs := c.Requirements.Copy()
 	// The NodePool is named by the NodeClaim's label; requirements on Karpenter's own label are
 	// refused by validation.

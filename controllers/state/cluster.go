@@ -57,6 +57,8 @@ type Cluster struct {
 	blocked map[string]int
 	// displacedGrace is how long a displaced pod waits after its node became Ready.
 	displacedGrace time.Duration
+	// podEvents are, by node name, when a pod last came to the node or left it.
+	podEvents map[string]time.Time
 }
 
 type nomination struct {
@@ -77,7 +79,7 @@ const CreatedClaimTTL = 10 * time.Second
 // NewCluster returns the state over a cached client.
 func NewCluster(c client.Client, clk clock.Clock) *Cluster {
 	return &Cluster{client: c, clock: clk, nominations: map[types.UID]nomination{}, rejected: map[types.UID]time.Time{},
-		created: map[string]createdClaim{}, displacedGrace: DefaultDisplacedGrace}
+		created: map[string]createdClaim{}, displacedGrace: DefaultDisplacedGrace, podEvents: map[string]time.Time{}}
 }
 
 // WithDisplacedGrace sets how long a displaced pod waits after its node became Ready.
@@ -199,6 +201,40 @@ func (c *Cluster) forgetSettled(pods []corev1.Pod, listed time.Time) int {
 		}
 	}
 	return len(pending)
+}
+
+// PodEvent records that a pod came to the node or left it now.
+func (c *Cluster) PodEvent(node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.podEvents[node] = c.clock.Now()
+}
+
+// LastPodEvent is when a pod last came to the node or left it, as this process saw; zero when
+// it saw none (the NodeClaim's status.lastPodEventTime then tells).
+func (c *Cluster) LastPodEvent(node string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.podEvents[node]
+}
+
+// ForgetNode drops what the state holds of a node that is gone.
+func (c *Cluster) ForgetNode(node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.podEvents, node)
+}
+
+// NominatedTo reports whether a pending pod is nominated to the node or NodeClaim.
+func (c *Cluster) NominatedTo(target string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nominations {
+		if n.target == target && c.clock.Since(n.at) <= LaunchNominationTTL {
+			return true
+		}
+	}
+	return false
 }
 
 // SetPolicyBlocked records, by namespace, how many pods policies kept pending in a batch.

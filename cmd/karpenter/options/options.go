@@ -37,6 +37,13 @@ type Options struct {
 	BatchMaxDuration        time.Duration
 	DisplacedPodGrace       time.Duration
 	LogLevel                string
+	// Disruption runs the disruption controller (consolidation, drift, expiration).
+	Disruption bool
+	// FeatureGates are the feature gates, "Name=true,...".
+	FeatureGates string
+	// ConsolidationMinSavings is the least fraction of a node's price a consolidation
+	// replacement must save.
+	ConsolidationMinSavings float64
 }
 
 // envName is the environment variable that stands in for a flag: --leader-elect reads
@@ -122,6 +129,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 	duration(&o.BatchMaxDuration, "batch-max-duration", 10*time.Second, "the longest a provisioning batch stays open")
 	duration(&o.DisplacedPodGrace, "displaced-pod-grace", 5*time.Second, "how long after its nominated node became Ready a pod that kube-scheduler left without room there waits before capacity is launched for it (kube-scheduler places pending pods where room is free meanwhile); about its pod retry backoff")
 	str(&o.LogLevel, "log-level", "info", "log level: debug, info or error")
+	boolean(&o.Disruption, "disruption", true, "run the disruption controller: remove empty nodes, replace drifted and expired ones, consolidate underutilized ones, within the NodePools' budgets")
+	str(&o.FeatureGates, "feature-gates", "", "feature gates, e.g. SpotToSpotConsolidation=true (alpha)")
+	float(&o.ConsolidationMinSavings, "consolidation-min-savings", 0, "the least fraction (0 to 1) of a node's price a consolidation replacement must save; 0 takes any saving")
 	return errs
 }
 
@@ -146,6 +156,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--batch-idle-duration and --batch-max-duration must be positive"))
 	} else if o.BatchIdleDuration > o.BatchMaxDuration {
 		errs = append(errs, fmt.Errorf("--batch-idle-duration (%s) must not exceed --batch-max-duration (%s)", o.BatchIdleDuration, o.BatchMaxDuration))
+	}
+	if o.ConsolidationMinSavings < 0 || o.ConsolidationMinSavings >= 1 {
+		errs = append(errs, fmt.Errorf("--consolidation-min-savings must be in [0, 1), got %v", o.ConsolidationMinSavings))
 	}
 	if o.DisplacedPodGrace < 0 {
 		errs = append(errs, fmt.Errorf("--displaced-pod-grace must not be negative, got %s", o.DisplacedPodGrace))

@@ -1,0 +1,81 @@
+// Package interruption acts on a cloud's notice that it will reclaim an instance (a Spot
+// interruption): the provider marks the Node with cloudprovider.InterruptionNoticeAnnotation,
+// and this controller deletes the node's NodeClaim at once, so that termination drains the
+// pods and the provisioner places them elsewhere before the instance is gone, and tells the
+// provider (cloudprovider.CapacityReporter) that the offering has no capacity now. It only
+// deletes NodeClaims; it does not drain, launch or write Nodes.
+package interruption
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/index"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
+)
+
+// Controller deletes the NodeClaims of interrupted nodes.
+type Controller struct {
+	client   client.Client
+	cloud    cloudprovider.CloudProvider
+	recorder events.EventRecorder
+}
+
+// NewController builds the interruption controller.
+func NewController(c client.Client, cloud cloudprovider.CloudProvider, recorder events.EventRecorder) *Controller {
+	return &Controller{client: c, cloud: cloud, recorder: recorder}
+}
+
+// Register watches Nodes that carry an interruption notice.
+func (c *Controller) Register(mgr ctrl.Manager) error {
+	noticed := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		_, ok := o.GetAnnotations()[cloudprovider.InterruptionNoticeAnnotation]
+		return ok
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("interruption").
+		For(&corev1.Node{}, builder.WithPredicates(noticed, predicate.Funcs{DeleteFunc: func(event.DeleteEvent) bool { return false }})).
+		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
+}
+
+// Reconcile deletes the interrupted node's NodeClaim, once.
+func (c *Controller) Reconcile(ctx context.Context, n *corev1.Node) (reconcile.Result, error) {
+	deadline, ok := n.Annotations[cloudprovider.InterruptionNoticeAnnotation]
+	if !ok || n.Spec.ProviderID == "" {
+		return reconcile.Result{}, nil
+	}
+	claims, err := index.NodeClaimsByProviderID(ctx, c.client, n.Spec.ProviderID)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	for i := range claims {
+		nc := &claims[i]
+		if nc.DeletionTimestamp != nil {
+			continue
+		}
+		if r, ok := c.cloud.(cloudprovider.CapacityReporter); ok {
+			r.MarkUnavailable(n.Labels[corev1.LabelInstanceTypeStable], n.Labels[corev1.LabelTopologyZone], n.Labels[karpv1.CapacityTypeLabelKey])
+		}
+		if err := c.client.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
+			return reconcile.Result{}, fmt.Errorf("deleting nodeclaim %s of interrupted node %s: %w", nc.Name, n.Name, err)
+		}
+		metrics.InterruptionsHandled.WithLabelValues(n.Labels[karpv1.CapacityTypeLabelKey]).Inc()
+		log.FromContext(ctx).Info("interruption: deleting the nodeclaim before the instance is reclaimed", "NodeClaim", nc.Name, "Node", n.Name, "deadline", deadline)
+		c.recorder.Eventf(nc, nil, corev1.EventTypeWarning, "Interrupted", "Disruption",
+			"Instance %s will be reclaimed at %s: draining its node now", n.Spec.ProviderID, deadline)
+		c.recorder.Eventf(n, nil, corev1.EventTypeWarning, "Interrupted", "Disruption",
+			"Instance will be reclaimed at %s: NodeClaim %s deleted, pods drain to other nodes", deadline, nc.Name)
+	}
+	return reconcile.Result{}, nil
+}
