@@ -289,3 +289,43 @@ func TestSimulateDisruptMaxCommandsAndBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// The sample disruption CapacityPolicy holds the nodes of tier=prod pods during office hours:
+// only nodes without them (empty ones, the batch node) go; after hours consolidation acts.
+func TestSimulateDisruptHonoursTheSampleDisruptionPolicy(t *testing.T) {
+	policies := []string{"--policies", filepath.Join(repo, "config", "samples", "examples", "capacitypolicy-disruption.yaml"),
+		"--policies", filepath.Join(disruptWorkloads, "namespaces.yaml")}
+	at := func(now string) *simulate.DisruptionReport {
+		args := append([]string{"simulate", "--disrupt", "--nodepools", filepath.Join(disruptWorkloads, "nodepools.yaml"),
+			"--nodes", filepath.Join(disruptWorkloads, "overprovisioned.yaml"), "--now", now, "-o", "json"}, policies...)
+		code, out, errOut := karpenterctl(t, "", args...)
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		r := &simulate.Report{}
+		if err := json.Unmarshal([]byte(out), r); err != nil || r.Disruption == nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return r.Disruption
+	}
+	office := at("2026-12-01T10:30:00Z")
+	for _, cmd := range office.Commands {
+		for _, m := range cmd.Moves {
+			if strings.HasPrefix(m.Pod, "shop/") {
+				t.Errorf("at 10:30 a %s command moves %s: the policy holds tier=prod pods' nodes", cmd.Reason, m.Pod)
+			}
+		}
+	}
+	denied := false
+	for _, u := range office.Unconsolidatable {
+		denied = denied || strings.Contains(u.Reason, "denied by policy") && strings.Contains(u.Reason, "between 09:00 and 17:00 UTC")
+	}
+	if !denied {
+		t.Errorf("no node says the policy held it: %+v", office.Unconsolidatable)
+	}
+	evening := at("2026-12-01T18:00:00Z")
+	if evening.Totals.PricePerHourAfter >= office.Totals.PricePerHourAfter {
+		t.Errorf("after hours $%.4f/hour, in office hours $%.4f: consolidation should act once the window closes",
+			evening.Totals.PricePerHourAfter, office.Totals.PricePerHourAfter)
+	}
+}
