@@ -26,7 +26,7 @@ func TestValidateSamplesPass(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("config/samples must be valid; exit %d\n%s%s", code, out, errOut)
 	}
-	if !strings.Contains(out, "7 objects: 7 valid, 0 invalid") || !strings.Contains(out, "skipped") {
+	if !strings.Contains(out, "8 objects: 8 valid, 0 invalid") || !strings.Contains(out, "skipped") {
 		t.Errorf("summary: %s", out)
 	}
 }
