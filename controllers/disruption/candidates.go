@@ -184,7 +184,7 @@ func blocked(n *corev1.Node, cand *Candidate, pdbs *pdbLimits, now time.Time) st
 			return fmt.Sprintf("pod %s/%s has %s", p.Namespace, p.Name, karpv1.DoNotDisruptAnnotationKey)
 		}
 	}
-	if pdb := pdbs.blocking(cand.Pods, nil); pdb != "" {
+	if pdb := pdbs.blocking(cand.Pods); pdb != "" {
 		return "PodDisruptionBudget " + pdb + " allows no eviction of its pods now"
 	}
 	return ""
@@ -363,38 +363,19 @@ func pdbAllowed(pdb *k8spolicyv1.PodDisruptionBudget, matching int) int {
 	return matching
 }
 
-// blocking names the first PDB that would not allow evicting all the pods (with taken, the
-// evictions already counted against each PDB), "" when they may all go.
-func (l *pdbLimits) blocking(pods []*corev1.Pod, taken []int) string {
+// blocking names the first PDB that allows no eviction now of a pod among pods, "" when each
+// may be evicted. As upstream, each pod must be evictable now, not all at once: the drain
+// evicts them within the PDB over time, waiting for the replacements to become ready.
+func (l *pdbLimits) blocking(pods []*corev1.Pod) string {
 	for i, pdb := range l.pdbs {
-		n := 0
+		if l.allowed[i] > 0 {
+			continue
+		}
 		for _, p := range pods {
 			if p.Namespace == pdb.Namespace && l.sel[i].Matches(labels.Set(p.Labels)) {
-				n++
+				return pdb.Namespace + "/" + pdb.Name
 			}
-		}
-		used := 0
-		if taken != nil {
-			used = taken[i]
-		}
-		if n > 0 && n+used > l.allowed[i] {
-			return pdb.Namespace + "/" + pdb.Name
 		}
 	}
 	return ""
-}
-
-// take counts evicting the pods against each PDB they match.
-func (l *pdbLimits) take(pods []*corev1.Pod, taken []int) []int {
-	if taken == nil {
-		taken = make([]int, len(l.pdbs))
-	}
-	for i, pdb := range l.pdbs {
-		for _, p := range pods {
-			if p.Namespace == pdb.Namespace && l.sel[i].Matches(labels.Set(p.Labels)) {
-				taken[i]++
-			}
-		}
-	}
-	return taken
 }

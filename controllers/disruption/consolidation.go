@@ -116,13 +116,11 @@ func (c *Cluster) command(r Reason, cands []*Candidate, sim *simulation) *Comman
 	return cmd
 }
 
-// admit checks a command against the PodDisruptionBudgets, counting the evictions the pass's
-// commands already take (expiration is forceful and does not), and the gate; it records
-// what it takes when it lets the command go.
+// admit checks a command against the PodDisruptionBudgets (expiration is forceful and does
+// not heed them) and the gate.
 func (c *Cluster) admit(ctx context.Context, cmd *Command) bool {
-	var pods = cmd.pods()
 	if cmd.Reason != ReasonExpired && c.pdbs != nil {
-		if pdb := c.pdbs.blocking(pods, c.pdbTaken); pdb != "" {
+		if pdb := c.pdbs.blocking(cmd.pods()); pdb != "" {
 			for _, cand := range cmd.Candidates {
 				c.note(cand, "PodDisruptionBudget "+pdb+" allows no more evictions now")
 			}
@@ -136,9 +134,6 @@ func (c *Cluster) admit(ctx context.Context, cmd *Command) bool {
 			}
 			return false
 		}
-	}
-	if c.pdbs != nil {
-		c.pdbTaken = c.pdbs.take(pods, c.pdbTaken)
 	}
 	return true
 }

@@ -132,7 +132,9 @@ func TestMethods(t *testing.T) {
 		})}, nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a"), node("c", "m5.xlarge", "on-demand", "z-a")},
 			pods: []*corev1.Pod{pod("w1", "a", "1", "2Gi"), pod("w2", "b", "1", "2Gi"), pod("w3", "c", "1", "2Gi")}}, "delete:a,b"},
 		"multi-node respects a PDB across the command": {&MultiNode{}, world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a"), node("c", "m5.xlarge", "on-demand", "z-a")},
-			pods: []*corev1.Pod{pod("w1", "a", "1", "2Gi", sameApp), pod("w2", "b", "1", "2Gi", sameApp), pod("w3", "c", "1", "2Gi", sameApp)}, pdbs: []*k8spolicyv1.PodDisruptionBudget{pdb("web", 2, "web")}}, ""},
+			pods: []*corev1.Pod{pod("w1", "a", "1", "2Gi", sameApp), pod("w2", "b", "1", "2Gi", sameApp), pod("w3", "c", "1", "2Gi", sameApp)}, pdbs: []*k8spolicyv1.PodDisruptionBudget{pdb("web", 3, "web")}}, ""},
+		"multi-node goes ahead when each pod may be evicted now": {&MultiNode{}, world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a"), node("c", "m5.xlarge", "on-demand", "z-a")},
+			pods: []*corev1.Pod{pod("w1", "a", "1", "2Gi", sameApp), pod("w2", "b", "1", "2Gi", sameApp), pod("w3", "c", "1", "2Gi", sameApp)}, pdbs: []*k8spolicyv1.PodDisruptionBudget{pdb("web", 2, "web")}}, "delete:a,b"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := strings.Join(commandNames(commands(t, tc.method, tc.w.cluster())), " | ")

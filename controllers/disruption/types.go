@@ -163,10 +163,8 @@ type Cluster struct {
 	Requests *scheduling.PodRequestCache
 	// Gate, when set, is consulted for every command before it is returned (gate.go).
 	Gate Gate
-	// pdbs are the PodDisruptionBudgets' allowances, and pdbTaken what the pass's commands
-	// took of them.
-	pdbs     *pdbLimits
-	pdbTaken []int
+	// pdbs are the PodDisruptionBudgets' allowances.
+	pdbs *pdbLimits
 	// blockedNotes are the Unconsolidatable entries of the snapshot itself (not of a pass).
 	blockedNotes []Unconsolidatable
 }
