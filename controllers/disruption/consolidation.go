@@ -61,6 +61,16 @@ func (c *Cluster) consolidate(cands []*Candidate, consolidationType string) (*Co
 	if err != nil {
 		return nil, "", err
 	}
+	if sim.unschedulable == "" && len(sim.result.NodeClaims) > 1 {
+		// The cheapest cover took several smaller nodes; consolidation launches one, so try
+		// again with each NodePool limited to one more node.
+		rule.oneNode = true
+		if again, err := c.simulate(cands, rule); err != nil {
+			return nil, "", err
+		} else if again.unschedulable == "" && len(again.result.NodeClaims) == 1 {
+			sim = again
+		}
+	}
 	if sim.unschedulable != "" {
 		return nil, sim.unschedulable, nil
 	}

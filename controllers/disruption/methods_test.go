@@ -124,7 +124,7 @@ func TestMethods(t *testing.T) {
 		"single-node under WhenEmpty does nothing": {SingleNode{}, world{pools: []*karpv1.NodePool{whenEmpty}, nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a")},
 			pods: []*corev1.Pod{pod("web", "a", "1", "2Gi"), pod("api", "b", "2", "4Gi")}}, ""},
 		"multi-node removes several nodes for one cheaper": {&MultiNode{}, world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a"), node("c", "m5.xlarge", "on-demand", "z-a")},
-			pods: []*corev1.Pod{pod("w1", "a", "2", "4Gi"), pod("w2", "b", "2", "4Gi"), pod("w3", "c", "2", "4Gi")}}, "replace:a,b+c5.large/spot"},
+			pods: []*corev1.Pod{pod("w1", "a", "2", "4Gi"), pod("w2", "b", "2", "4Gi"), pod("w3", "c", "2", "4Gi")}}, "replace:a,b,c+m5.2xlarge/spot"},
 		"multi-node leaves a single candidate to single-node": {&MultiNode{}, world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a")},
 			pods: []*corev1.Pod{pod("w1", "a", "1", "2Gi")}}, ""},
 		"multi-node stays within the Underutilized budget": {&MultiNode{}, world{pools: []*karpv1.NodePool{nodePool("default", func(np *karpv1.NodePool) {
@@ -134,7 +134,7 @@ func TestMethods(t *testing.T) {
 		"multi-node respects a PDB across the command": {&MultiNode{}, world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a"), node("c", "m5.xlarge", "on-demand", "z-a")},
 			pods: []*corev1.Pod{pod("w1", "a", "1", "2Gi", sameApp), pod("w2", "b", "1", "2Gi", sameApp), pod("w3", "c", "1", "2Gi", sameApp)}, pdbs: []*k8spolicyv1.PodDisruptionBudget{pdb("web", 3, "web")}}, ""},
 		"multi-node goes ahead when each pod may be evicted now": {&MultiNode{}, world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a"), node("c", "m5.xlarge", "on-demand", "z-a")},
-			pods: []*corev1.Pod{pod("w1", "a", "1", "2Gi", sameApp), pod("w2", "b", "1", "2Gi", sameApp), pod("w3", "c", "1", "2Gi", sameApp)}, pdbs: []*k8spolicyv1.PodDisruptionBudget{pdb("web", 2, "web")}}, "delete:a,b"},
+			pods: []*corev1.Pod{pod("w1", "a", "1", "2Gi", sameApp), pod("w2", "b", "1", "2Gi", sameApp), pod("w3", "c", "1", "2Gi", sameApp)}, pdbs: []*k8spolicyv1.PodDisruptionBudget{pdb("web", 2, "web")}}, "replace:a,b,c+m5.xlarge/spot"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := strings.Join(commandNames(commands(t, tc.method, tc.w.cluster())), " | ")

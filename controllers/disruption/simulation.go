@@ -29,6 +29,9 @@ type replacementRule struct {
 	excludeTypes map[string]bool
 	// cheapest keeps only the n cheapest instance types (Spot-to-Spot: 15); 0 keeps all.
 	cheapest int
+	// oneNode lets each NodePool launch one node at most (its nodes limit), for a
+	// consolidation whose cheapest cover took several smaller nodes.
+	oneNode bool
 }
 
 // simulate solves the candidates' pods onto every other node that offers room (not being
@@ -40,7 +43,7 @@ func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulatio
 		gone[cand.Name()] = true
 		pods = append(pods, cand.Pods...)
 	}
-	in := &solver.Input{Pods: pods, Requests: c.Requests}
+	in := &solver.Input{Pods: pods, Requests: c.Requests, GrowFreely: rule.oneNode}
 	for _, n := range c.Nodes {
 		if !gone[n.Name] {
 			in.Nodes = append(in.Nodes, n)
@@ -48,8 +51,21 @@ func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulatio
 	}
 	for _, name := range sortedKeys(c.NodePools) {
 		np := c.NodePools[name]
-		in.NodePools = append(in.NodePools, &solver.NodePool{NodePool: np.NodePool, InstanceTypes: rule.filter(np.InstanceTypes),
-			DaemonSetOverhead: np.DaemonSetOverhead, Usage: c.poolUsage(name, gone)})
+		usage := c.poolUsage(name, gone)
+		pool := np.NodePool
+		if rule.oneNode {
+			pool = pool.DeepCopy()
+			if pool.Spec.Limits == nil {
+				pool.Spec.Limits = karpv1.Limits{}
+			}
+			n := usage["nodes"]
+			n.Add(*resourceQuantity(1))
+			if cur, ok := pool.Spec.Limits["nodes"]; !ok || cur.Cmp(n) > 0 {
+				pool.Spec.Limits["nodes"] = n
+			}
+		}
+		in.NodePools = append(in.NodePools, &solver.NodePool{NodePool: pool, InstanceTypes: rule.filter(np.InstanceTypes),
+			DaemonSetOverhead: np.DaemonSetOverhead, Usage: usage})
 	}
 	res, err := solver.Solve(in)
 	if err != nil {

@@ -26,6 +26,9 @@ type Input struct {
 	VolumeRequirements map[string][]corev1.NodeSelectorRequirement
 	// Policy, when set, adds per-namespace constraints on new NodeClaims.
 	Policy PolicyHook
+	// GrowFreely lets a NodeClaim grow into any type that fits its pods, however it compares
+	// with a node of their own: disruption sets it when its replacement must be one node.
+	GrowFreely bool
 	// Requests, when set, holds the pods' requests computed once for the snapshot the input
 	// comes from; the solver adds the pods it has not seen.
 	Requests *scheduling.PodRequestCache
