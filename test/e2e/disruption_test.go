@@ -151,9 +151,17 @@ func ready(p *corev1.Pod) bool {
 func TestDoNotDisruptAndPDBHoldTheirNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	held := deployment("held", 1, "general", "100m", nil)
+	// A preferred anti-affinity puts the two pods on two nodes at launch; consolidation may
+	// relax it, so once released the pods can share a node and one node can go.
+	apart := func(spec *corev1.PodSpec) {
+		spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+			Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"hold-test": "apart"}}}}}}}
+	}
+	held := deployment("held", 1, "general", "100m", apart)
+	held.Spec.Template.Labels["hold-test"] = "apart"
 	held.Spec.Template.Annotations = map[string]string{karpv1.DoNotDisruptAnnotationKey: "true"}
-	pinned := deployment("pinned", 1, "general", "100m", nil)
+	pinned := deployment("pinned", 1, "general", "100m", apart)
+	pinned.Spec.Template.Labels["hold-test"] = "apart"
 	pdb := &k8spolicyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "pinned", Namespace: "default"},
 		Spec: k8spolicyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: pinned.Spec.Selector}}
 	create(t, ctx, held, pdb, pinned)
