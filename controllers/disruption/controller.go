@@ -148,7 +148,16 @@ func (c *Controller) Snapshot(ctx context.Context) (*Cluster, error) {
 	for _, ds := range daemonSets.Items {
 		templates = append(templates, ds.Spec.Template)
 	}
-	in := Input{Now: c.clock.Now(), Options: c.opts, Nominated: c.cluster.NominatedTo}
+	// Nodes the provisioner nominated pending pods to: it counts on their room.
+	nominated := map[string]bool{}
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			if target, ok := c.cluster.NominationOf(p); ok {
+				nominated[target] = true
+			}
+		}
+	}
+	in := Input{Now: c.clock.Now(), Options: c.opts, Nominated: func(name string) bool { return nominated[name] }}
 	for i := range nodes.Items {
 		in.Nodes = append(in.Nodes, &nodes.Items[i])
 	}

@@ -225,16 +225,12 @@ func (c *Cluster) ForgetNode(node string) {
 	delete(c.podEvents, node)
 }
 
-// NominatedTo reports whether a pending pod is nominated to the node or NodeClaim.
-func (c *Cluster) NominatedTo(target string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, n := range c.nominations {
-		if n.target == target && c.clock.Since(n.at) <= LaunchNominationTTL {
-			return true
-		}
-	}
-	return false
+// NominationOf is the node or NodeClaim the pod is nominated to, if its nomination holds.
+// Nominations of pods that have since bound are forgotten only at the provisioner's next
+// snapshot, so callers ask for pending pods only.
+func (c *Cluster) NominationOf(pod *corev1.Pod) (string, bool) {
+	target, _, ok := c.nominatedTo(pod)
+	return target, ok
 }
 
 // SetPolicyBlocked records, by namespace, how many pods policies kept pending in a batch.
