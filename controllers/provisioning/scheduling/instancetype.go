@@ -52,13 +52,17 @@ func newInterner() *interner {
 }
 
 // bit numbers a name; past 64 names every further one shares the last bit, which only makes
-// masks allow more, never less (candidates are checked against the names again).
-func bit(m map[string]uint64, name string) uint64 {
+// masks allow more, never less (candidates are checked against the names again). A new name
+// drops the masks computed so far: they were computed without it, and a requirement that
+// allows it would otherwise keep a mask that does not (a pool's first types may offer only
+// some capacity types, as when disruption keeps only the offerings cheaper than a node).
+func (in *interner) bit(m map[string]uint64, name string) uint64 {
 	if b, ok := m[name]; ok {
 		return b
 	}
 	b := uint64(1) << min(len(m), 63)
 	m[name] = b
+	clear(in.masks)
 	return b
 }
 

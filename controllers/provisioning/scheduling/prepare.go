@@ -124,7 +124,7 @@ func (s *solver) prepareType(it *cloudprovider.InstanceType) *instanceType {
 	t.zones, t.capacityTypes, t.in = zones, cts, s.intern
 	sort.SliceStable(t.offerings, func(i, j int) bool { return t.offerings[i].Price < t.offerings[j].Price })
 	for _, o := range t.offerings {
-		zb, cb := bit(s.intern.zones, o.Zone), bit(s.intern.cts, o.CapacityType)
+		zb, cb := s.intern.bit(s.intern.zones, o.Zone), s.intern.bit(s.intern.cts, o.CapacityType)
 		t.offerZone, t.offerCT = append(t.offerZone, zb), append(t.offerCT, cb)
 		t.zoneMask, t.ctMask = t.zoneMask|zb, t.ctMask|cb
 	}

@@ -603,3 +603,25 @@ func TestPreferencesRelaxOneAtATime(t *testing.T) {
 		t.Fatalf("the anti-affinity preference holds once the impossible affinity is dropped: want 3 NodeClaims, got %d", len(r.NodeClaims))
 	}
 }
+
+// A NodePool whose first instance types offer only Spot still launches on-demand from the
+// later ones: the capacity types its requirement allows are not decided before every type's
+// offerings are known.
+func TestCapacityTypesOfferedOnlyByLaterTypes(t *testing.T) {
+	spotOnly := itype("c5.xlarge", "amd64", 4, 8, 0.17)
+	var offs cloudprovider.Offerings
+	for _, o := range spotOnly.Offerings {
+		if o.CapacityType == karpv1.CapacityTypeSpot {
+			offs = append(offs, o)
+		}
+	}
+	spotOnly.Offerings = offs
+	np := nodePool("default", func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{karpv1.CapacityTypeOnDemand}}}
+	})
+	r := solve(t, &Input{Pods: pods("w", 1, "1", "1Gi"), NodePools: []*NodePool{{NodePool: np, InstanceTypes: append([]*cloudprovider.InstanceType{spotOnly}, testCatalog()...)}}})
+	expectPlaced(t, r)
+	if c := r.NodeClaims[0]; c.Offering.CapacityType != karpv1.CapacityTypeOnDemand {
+		t.Errorf("launched %s on %s, want on-demand", c.InstanceType.Name, c.Offering.CapacityType)
+	}
+}
