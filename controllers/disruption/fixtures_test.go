@@ -96,6 +96,8 @@ type world struct {
 	pods  []*corev1.Pod
 	pdbs  []*k8spolicyv1.PodDisruptionBudget
 	opts  Options
+	// nominated names a node the provisioner nominated pending pods to.
+	nominated string
 }
 
 func (w world) cluster() *Cluster {
@@ -107,7 +109,8 @@ func (w world) cluster() *Cluster {
 	for _, np := range pools {
 		states = append(states, &NodePoolState{NodePool: np, InstanceTypes: types()})
 	}
-	return NewCluster(Input{Nodes: w.nodes, Pods: w.pods, NodePools: states, PDBs: w.pdbs, Now: now, Options: w.opts})
+	return NewCluster(Input{Nodes: w.nodes, Pods: w.pods, NodePools: states, PDBs: w.pdbs, Now: now, Options: w.opts,
+		Nominated: func(name string) bool { return name != "" && name == w.nominated }})
 }
 
 // commands runs one method on the world's candidates that qualify for it.

@@ -48,6 +48,8 @@ func TestCandidates(t *testing.T) {
 			node("a", "m5.large", "on-demand", "z-a", func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{karpv1.DisruptedNoScheduleTaint} }),
 			node("b", "m5.large", "on-demand", "z-a", func(n *corev1.Node) { ts := metav1.NewTime(now); n.DeletionTimestamp = &ts }),
 			node("c", "m5.large", "on-demand", "z-a")}}, candidates: "c"},
+		"a node the provisioner nominated pods to is blocked": {w: world{nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a")}, nominated: "a"},
+			candidates: "a", blocked: "a=pods are nominated to it"},
 		"a node of an unknown NodePool is not a candidate": {w: world{nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a", func(n *corev1.Node) {
 			n.Labels[karpv1.NodePoolLabelKey] = "gone"
 		})}}, candidates: "", blocked: "a=NodePool gone not found"},
