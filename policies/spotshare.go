@@ -1,6 +1,7 @@
 package policies
 
 import (
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/types"
@@ -49,6 +50,24 @@ func (b SpotBounds) InRange(s SpotShare) bool { return !b.Below(s) && !b.Above(s
 
 // SpotShare is the namespace's Spot share under the bounds.
 func (u Usage) SpotShare(b SpotBounds) SpotShare { return b.Share(u.SpotCPU, u.OnDemandCPU) }
+
+// SpecSpotBounds are a CapacityBudget's Spot bounds as its spec states them, schedule windows
+// aside (the engine's BudgetInForce applies those): for when the budget cannot be evaluated.
+func SpecSpotBounds(b *policyv1.CapacityBudget) SpotBounds {
+	out := NoSpotBounds
+	if s := b.Spec.Spot; s != nil {
+		if s.MinPercent != nil {
+			out.MinPercent = float64(*s.MinPercent)
+		}
+		if s.MaxPercent != nil {
+			out.MaxPercent = float64(*s.MaxPercent)
+		}
+		if s.OnDemandBaseCPU != nil {
+			out.OnDemandBaseCPU = s.OnDemandBaseCPU.AsApproximateFloat64()
+		}
+	}
+	return out
+}
 
 // NoSpotBounds are the bounds of a namespace without a budget: any share, no on-demand base.
 var NoSpotBounds = SpotBounds{MaxPercent: 100}

@@ -21,11 +21,7 @@ func writeDisruptionTable(w io.Writer, d *simulate.DisruptionReport) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tREASON\tDECISION\tNODES\tREPLACEMENTS\t$/HOUR BEFORE\t$/HOUR AFTER")
 	for i, c := range d.Commands {
-		var repl []string
-		for _, r := range c.Replacements {
-			repl = append(repl, fmt.Sprintf("%s (%s %s $%.4f)", r.Name, r.InstanceType, r.CapacityType, r.PricePerHour))
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%.4f\t%.4f\n", i+1, c.Reason, c.Decision, strings.Join(c.Nodes, ","), orDash(strings.Join(repl, ", ")),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%.4f\t%.4f\n", i+1, c.Reason, c.Decision, strings.Join(c.Nodes, ","), replacements(c, " "),
 			c.PricePerHourBefore, c.PricePerHourAfter)
 	}
 	_ = tw.Flush()
@@ -43,11 +39,7 @@ func writeDisruptionMarkdown(w io.Writer, d *simulate.DisruptionReport) {
 		fmt.Fprintln(w, "| # | reason | decision | nodes | replacements | $/hour before | $/hour after |")
 		fmt.Fprintln(w, "|---:|---|---|---|---|---:|---:|")
 		for i, c := range d.Commands {
-			var repl []string
-			for _, r := range c.Replacements {
-				repl = append(repl, fmt.Sprintf("%s (%s, %s, $%.4f)", r.Name, r.InstanceType, r.CapacityType, r.PricePerHour))
-			}
-			fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %.4f | %.4f |\n", i+1, c.Reason, c.Decision, strings.Join(c.Nodes, ", "), orDash(strings.Join(repl, ", ")),
+			fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %.4f | %.4f |\n", i+1, c.Reason, c.Decision, strings.Join(c.Nodes, ", "), replacements(c, ", "),
 				c.PricePerHourBefore, c.PricePerHourAfter)
 		}
 		fmt.Fprintln(w)
@@ -61,9 +53,14 @@ func writeDisruptionMarkdown(w io.Writer, d *simulate.DisruptionReport) {
 	}
 }
 
-func orDash(s string) string {
-	if s == "" {
+// replacements are a command's replacements, "name (type<sep>capacity<sep>$price)" each, or "-".
+func replacements(c simulate.CommandReport, sep string) string {
+	if len(c.Replacements) == 0 {
 		return "-"
 	}
-	return s
+	out := make([]string, 0, len(c.Replacements))
+	for _, r := range c.Replacements {
+		out = append(out, fmt.Sprintf("%s (%s%s%s%s$%.4f)", r.Name, r.InstanceType, sep, r.CapacityType, sep, r.PricePerHour))
+	}
+	return strings.Join(out, ", ")
 }

@@ -17,6 +17,7 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
+	provpolicy "github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
 )
 
 // Input is what a disruption snapshot is built from: the API objects as a cache or a
@@ -28,8 +29,6 @@ type Input struct {
 	NodeClaims []*karpv1.NodeClaim
 	NodePools  []*NodePoolState
 	PDBs       []*k8spolicyv1.PodDisruptionBudget
-	// DriftReasons are the cloud provider's drift verdicts by NodeClaim name (IsDrifted).
-	DriftReasons map[string]string
 	// Nominated, when set, reports whether pending pods are nominated to a node or NodeClaim:
 	// the provisioner counts on its room, so it is not disrupted.
 	Nominated func(name string) bool
@@ -46,7 +45,7 @@ const PodDeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
 // not being deleted or disrupted), priced from their NodePool's instance types.
 func NewCluster(in Input) *Cluster {
 	c := &Cluster{NodePools: map[string]*NodePoolState{}, Disrupting: map[string]int{}, PoolSizes: map[string]int{},
-		Now: in.Now, Options: in.Options, Requests: scheduling.NewPodRequestCache(), PDBs: in.PDBs}
+		Now: in.Now, Options: in.Options, Requests: scheduling.NewPodRequestCache()}
 	for _, np := range in.NodePools {
 		c.NodePools[np.NodePool.Name] = np
 	}
@@ -65,6 +64,14 @@ func NewCluster(in Input) *Cluster {
 	nodes := append([]*corev1.Node(nil), in.Nodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	pdbs := newPDBLimits(in.PDBs, in.Pods)
+	// Each NodePool's instance types by name, to price and label its nodes.
+	books := map[string]provpolicy.PriceBook{}
+	all := make([][]*cloudprovider.InstanceType, 0, len(in.NodePools))
+	for _, np := range in.NodePools {
+		books[np.NodePool.Name] = provpolicy.NewPriceBook(np.InstanceTypes)
+		all = append(all, np.InstanceTypes)
+	}
+	anyPool := provpolicy.NewPriceBook(all...)
 	for _, n := range nodes {
 		pool := n.Labels[karpv1.NodePoolLabelKey]
 		disrupting := n.DeletionTimestamp != nil || hasTaint(n, karpv1.DisruptedTaintKey) || !nodeReady(n)
@@ -78,18 +85,13 @@ func NewCluster(in Input) *Cluster {
 			continue
 		}
 		np := c.NodePools[pool]
-		sn := &scheduling.Node{Name: n.Name, Labels: nodeLabels(n, np, in.NodePools), Taints: n.Spec.Taints, Allocatable: n.Status.Allocatable, Pods: byNode[n.Name]}
+		// A node of no known NodePool is priced and labelled from every NodePool's catalog.
+		book := anyPool
 		if np != nil {
-			sn.PricePerHour, _ = price(np.InstanceTypes, n.Labels)
-		} else {
-			// A node of no known NodePool is priced from any NodePool's catalog.
-			for _, other := range in.NodePools {
-				if p, ok := price(other.InstanceTypes, n.Labels); ok {
-					sn.PricePerHour = p
-					break
-				}
-			}
+			book = books[pool]
 		}
+		sn := &scheduling.Node{Name: n.Name, Labels: nodeLabels(n, book), Taints: n.Spec.Taints, Allocatable: n.Status.Allocatable, Pods: byNode[n.Name]}
+		sn.PricePerHour, _ = book.Price(n.Labels)
 		c.Nodes = append(c.Nodes, sn)
 		if pool == "" || disrupting {
 			continue
@@ -102,7 +104,7 @@ func NewCluster(in Input) *Cluster {
 		if nc != nil && !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
 			continue
 		}
-		cand := newCandidate(c, sn, n, nc, np, byNode[n.Name], in.DriftReasons)
+		cand := newCandidate(c, sn, n, nc, np, book, byNode[n.Name])
 		reason := blocked(n, cand, pdbs, c.Now)
 		if reason == "" && in.Nominated != nil && (in.Nominated(n.Name) || nc != nil && in.Nominated(nc.Name)) {
 			reason = "pods are nominated to it"
@@ -118,15 +120,10 @@ func NewCluster(in Input) *Cluster {
 	return c
 }
 
-func newCandidate(c *Cluster, sn *scheduling.Node, n *corev1.Node, nc *karpv1.NodeClaim, np *NodePoolState, pods []*corev1.Pod, drift map[string]string) *Candidate {
+func newCandidate(c *Cluster, sn *scheduling.Node, n *corev1.Node, nc *karpv1.NodeClaim, np *NodePoolState, book provpolicy.PriceBook, pods []*corev1.Pod) *Candidate {
 	cand := &Candidate{Node: sn, NodeClaim: nc, NodePool: np.NodePool, CapacityType: n.Labels[karpv1.CapacityTypeLabelKey],
-		Zone: n.Labels[corev1.LabelTopologyZone], CreatedAt: n.CreationTimestamp.Time}
-	for _, it := range np.InstanceTypes {
-		if it.Name == n.Labels[corev1.LabelInstanceTypeStable] {
-			cand.InstanceType = it
-		}
-	}
-	cand.PricePerHour, _ = price(np.InstanceTypes, n.Labels)
+		CreatedAt:    n.CreationTimestamp.Time,
+		InstanceType: book[n.Labels[corev1.LabelInstanceTypeStable]], PricePerHour: sn.PricePerHour}
 	for _, p := range pods {
 		if reschedulable(p) {
 			cand.Pods = append(cand.Pods, p)
@@ -139,9 +136,6 @@ func newCandidate(c *Cluster, sn *scheduling.Node, n *corev1.Node, nc *karpv1.No
 		}
 		if cond := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeDrifted); cond != nil && cond.Status == metav1.ConditionTrue {
 			cand.DriftedSince, cand.DriftReason = cond.LastTransitionTime.Time, cond.Reason
-		}
-		if r := drift[nc.Name]; r != "" && cand.DriftReason == "" {
-			cand.DriftedSince, cand.DriftReason = c.Now, r
 		}
 	}
 	if cand.DriftReason == "" {
@@ -246,48 +240,14 @@ func disruptionCost(c *Candidate, now time.Time) float64 {
 	return total
 }
 
-// price is the node's offering price: its type at its capacity type in its zone, or the
-// cheapest of its capacity type when the zone is not offered.
-func price(types []*cloudprovider.InstanceType, l map[string]string) (float64, bool) {
-	for _, it := range types {
-		if it.Name != l[corev1.LabelInstanceTypeStable] {
-			continue
-		}
-		best, found := 0.0, false
-		for _, o := range it.Offerings {
-			if ct := l[karpv1.CapacityTypeLabelKey]; ct != "" && o.CapacityType != ct {
-				continue
-			}
-			if o.Zone == l[corev1.LabelTopologyZone] {
-				return o.Price, true
-			}
-			if !found || o.Price < best {
-				best, found = o.Price, true
-			}
-		}
-		return best, found
-	}
-	return 0, false
-}
-
 // nodeLabels are the node's labels, with its hostname, and the labels of its instance type
 // that it lacks (a node Karpenter launched carries them all; a manifest for simulate often
 // names only the type).
-func nodeLabels(n *corev1.Node, np *NodePoolState, all []*NodePoolState) map[string]string {
+func nodeLabels(n *corev1.Node, book provpolicy.PriceBook) map[string]string {
 	l := map[string]string{corev1.LabelHostname: n.Name}
-	pools := all
-	if np != nil {
-		pools = []*NodePoolState{np}
-	}
-	name := n.Labels[corev1.LabelInstanceTypeStable]
-	for _, p := range pools {
-		for _, it := range p.InstanceTypes {
-			if it.Name == name && name != "" {
-				for k, v := range it.Labels {
-					l[k] = v
-				}
-				break
-			}
+	if it, ok := book[n.Labels[corev1.LabelInstanceTypeStable]]; ok {
+		for k, v := range it.Labels {
+			l[k] = v
 		}
 	}
 	for k, v := range n.Labels {

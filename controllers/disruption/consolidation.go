@@ -88,6 +88,33 @@ func (c *Cluster) consolidate(cands []*Candidate, consolidationType string) (*Co
 	return cmd, "", nil
 }
 
+// firstCommand is the command of the first candidate, in order, that its NodePool's budget for
+// the reason allows, that build finds one for and that admit lets go; it takes the node from the
+// budgets and notes why the candidates before it were left alone. One node at a time: drift and
+// single-node consolidation.
+func (c *Cluster) firstCommand(ctx context.Context, cands []*Candidate, budgets *Budgets, r Reason,
+	build func(*Candidate) (*Command, string, error)) ([]*Command, error) {
+	for _, cand := range cands {
+		if budgets.Allowed(cand.NodePoolName(), r) < 1 {
+			c.note(cand, "the NodePool's disruption budget allows no more "+string(r)+" disruptions now")
+			continue
+		}
+		cmd, why, err := build(cand)
+		if err != nil {
+			return nil, err
+		}
+		if cmd == nil {
+			c.note(cand, why)
+			continue
+		}
+		if c.admit(ctx, cmd) {
+			budgets.Take(cand.NodePoolName(), 1)
+			return []*Command{cmd}, nil
+		}
+	}
+	return nil, nil
+}
+
 // withinBudgets keeps, in order, the candidates each NodePool's Underutilized budget allows.
 func withinBudgets(c *Cluster, cands []*Candidate, budgets *Budgets) []*Candidate {
 	used := map[string]int{}

@@ -9,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	k8spolicyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -17,10 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
-	provpolicy "github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
+	"github.com/karpenter-policy/karpenter/controllers/provisioning"
 	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
@@ -59,8 +57,14 @@ type Controller struct {
 // NewController builds the disruption controller; engine, when set, gates every command.
 func NewController(c client.Client, cloud cloudprovider.CloudProvider, cluster *state.Cluster, recorder events.EventRecorder, clk clock.Clock,
 	engine *policies.Engine, opts Options) *Controller {
-	return &Controller{client: c, cloud: cloud, cluster: cluster, recorder: recorder, clock: clk, queue: NewQueue(c, cluster, recorder, clk),
+	ctl := &Controller{client: c, cloud: cloud, cluster: cluster, recorder: recorder, clock: clk, queue: NewQueue(c, cluster, recorder),
 		engine: engine, opts: opts, methods: Methods(), noted: map[string]time.Time{}, period: PollPeriod, delay: ValidationDelay}
+	for _, m := range ctl.methods {
+		if mn, ok := m.(*MultiNode); ok {
+			mn.Clock = clk.Now
+		}
+	}
+	return ctl
 }
 
 // NeedLeaderElection is true: one replica disrupts.
@@ -158,9 +162,12 @@ func (c *Controller) Snapshot(ctx context.Context) (*Cluster, error) {
 		}
 	}
 	in := Input{Now: c.clock.Now(), Options: c.opts, Nominated: func(name string) bool { return nominated[name] }}
+	present := make([]string, 0, len(nodes.Items))
 	for i := range nodes.Items {
 		in.Nodes = append(in.Nodes, &nodes.Items[i])
+		present = append(present, nodes.Items[i].Name)
 	}
+	c.cluster.KeepPodEvents(present)
 	for i := range pods.Items {
 		in.Pods = append(in.Pods, &pods.Items[i])
 	}
@@ -169,15 +176,7 @@ func (c *Controller) Snapshot(ctx context.Context) (*Cluster, error) {
 	}
 	for i := range claims.Items {
 		nc := claims.Items[i].DeepCopy()
-		// The last pod event: this process's, else status's, else the node's initialization.
-		last := nc.Status.LastPodEventTime.Time
-		if t := c.cluster.LastPodEvent(nc.Status.NodeName); t.After(last) {
-			last = t
-		}
-		if cond := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeInitialized); cond != nil && cond.LastTransitionTime.After(last) {
-			last = cond.LastTransitionTime.Time
-		}
-		nc.Status.LastPodEventTime = metav1.NewTime(last)
+		nc.Status.LastPodEventTime = metav1.NewTime(LastPodEvent(nc, c.cluster.LastPodEvent(nc.Status.NodeName)))
 		in.NodeClaims = append(in.NodeClaims, nc)
 	}
 	for i := range pools.Items {
@@ -193,42 +192,13 @@ func (c *Controller) Snapshot(ctx context.Context) (*Cluster, error) {
 	}
 	snap := NewCluster(in)
 	if c.engine != nil {
-		gate, err := c.gate(ctx, snap)
+		pl, err := provisioning.NewPlanner(ctx, c.client, c.engine, in.Now)
 		if err != nil {
 			return nil, err
 		}
-		snap.Gate = gate
+		snap.Gate = NewPolicyGate(pl, snap)
 	}
 	return snap, nil
-}
-
-// gate gathers what the policy gate reads: namespaces with their labels, budgets, usage.
-func (c *Controller) gate(ctx context.Context, snap *Cluster) (*PolicyGate, error) {
-	var nss corev1.NamespaceList
-	if err := c.client.List(ctx, &nss); err != nil {
-		return nil, err
-	}
-	var budgets policyv1.CapacityBudgetList
-	if err := c.client.List(ctx, &budgets); err != nil {
-		return nil, err
-	}
-	g := &PolicyGate{Engine: c.engine, Namespaces: map[string]policies.Namespace{}, Budgets: map[string]*policyv1.CapacityBudget{}}
-	for _, ns := range nss.Items {
-		g.Namespaces[ns.Name] = policies.Namespace{Name: ns.Name, Labels: ns.Labels}
-	}
-	for i := range budgets.Items {
-		if b := &budgets.Items[i]; g.Budgets[b.Namespace] == nil || b.Name < g.Budgets[b.Namespace].Name {
-			g.Budgets[b.Namespace] = b
-		}
-	}
-	book := provpolicy.PriceBook{}
-	for _, np := range snap.NodePools {
-		for _, it := range np.InstanceTypes {
-			book[it.Name] = it
-		}
-	}
-	g.Usage = provpolicy.UsageOf(snap.Nodes, book)
-	return g, nil
 }
 
 // observe exports the budgets' allowances and the eligible nodes.

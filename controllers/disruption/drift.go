@@ -35,23 +35,7 @@ func (Drift) Commands(ctx context.Context, c *Cluster, candidates []*Candidate, 
 		}
 		return sorted[i].Name() < sorted[j].Name()
 	})
-	for _, cand := range sorted {
-		if budgets.Allowed(cand.NodePoolName(), ReasonDrifted) < 1 {
-			c.note(cand, "the NodePool's disruption budget allows no more Drifted disruptions now")
-			continue
-		}
-		cmd, why, err := c.replacing(ReasonDrifted, []*Candidate{cand}, replacementRule{})
-		if err != nil {
-			return nil, err
-		}
-		if cmd == nil {
-			c.note(cand, why)
-			continue
-		}
-		if c.admit(ctx, cmd) {
-			budgets.Take(cand.NodePoolName(), 1)
-			return []*Command{cmd}, nil
-		}
-	}
-	return nil, nil
+	return c.firstCommand(ctx, sorted, budgets, ReasonDrifted, func(cand *Candidate) (*Command, string, error) {
+		return c.replacing(ReasonDrifted, []*Candidate{cand}, replacementRule{})
+	})
 }

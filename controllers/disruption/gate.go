@@ -8,6 +8,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
 	provpolicy "github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
 	"github.com/karpenter-policy/karpenter/policies"
@@ -27,10 +28,20 @@ type Gate interface {
 // hours"). It also refuses a command that moves a budgeted namespace's Spot share out of its
 // range when it was within it.
 type PolicyGate struct {
-	Engine     *policies.Engine
-	Namespaces map[string]policies.Namespace
-	Budgets    map[string]*policyv1.CapacityBudget
-	Usage      map[string]policies.Usage
+	// Planner holds the engine, the namespaces' labels and their governing budgets.
+	Planner *provpolicy.Planner
+	// Usage is each namespace's run-rate before the command.
+	Usage map[string]policies.Usage
+}
+
+// NewPolicyGate is the gate for a snapshot: the planner's policies, with each namespace's usage
+// attributed over the snapshot's nodes.
+func NewPolicyGate(pl *provpolicy.Planner, c *Cluster) *PolicyGate {
+	types := make([][]*cloudprovider.InstanceType, 0, len(c.NodePools))
+	for _, np := range c.NodePools {
+		types = append(types, np.InstanceTypes)
+	}
+	return &PolicyGate{Planner: pl, Usage: provpolicy.UsageOf(c.Nodes, provpolicy.NewPriceBook(types...))}
 }
 
 // Check implements Gate.
@@ -46,22 +57,23 @@ func (g *PolicyGate) Check(ctx context.Context, c *Cluster, cmd *Command) string
 	}
 	deltas := costDeltas(c, cmd)
 	for ns, d := range deltas {
-		n, ok := g.Namespaces[ns]
+		n, ok := g.Planner.Namespaces[ns]
 		if !ok {
 			n = policies.Namespace{Name: ns}
 		}
 		before := g.Usage[ns]
-		if b := g.Budgets[ns]; b != nil {
+		b := g.Planner.Budgets[ns]
+		if b != nil {
 			if reason := spotLeavesRange(b, before, d); reason != "" {
 				return reason
 			}
 		}
-		in.Namespaces = append(in.Namespaces, policies.DisruptionNamespace{Namespace: n, CostDelta: d.cost, Budget: g.Budgets[ns], Usage: before})
+		in.Namespaces = append(in.Namespaces, policies.DisruptionNamespace{Namespace: n, CostDelta: d.cost, Budget: b, Usage: before})
 	}
-	if g.Engine == nil {
+	if g.Planner.Engine == nil {
 		return ""
 	}
-	dec := g.Engine.Disruption(ctx, in)
+	dec := g.Planner.Engine.Disruption(ctx, in)
 	if denied := dec.Denied(); len(denied) > 0 {
 		msgs := make([]string, 0, len(denied))
 		for _, v := range denied {
@@ -147,16 +159,7 @@ func spotLeavesRange(b *policyv1.CapacityBudget, before policies.Usage, d delta)
 	if b.Spec.Spot == nil || (b.Spec.Enforcement != "" && b.Spec.Enforcement != policyv1.EnforcementDeny) {
 		return ""
 	}
-	bounds := policies.NoSpotBounds
-	if s := b.Spec.Spot; s.MinPercent != nil {
-		bounds.MinPercent = float64(*s.MinPercent)
-	}
-	if s := b.Spec.Spot; s.MaxPercent != nil {
-		bounds.MaxPercent = float64(*s.MaxPercent)
-	}
-	if s := b.Spec.Spot; s.OnDemandBaseCPU != nil {
-		bounds.OnDemandBaseCPU = s.OnDemandBaseCPU.AsApproximateFloat64()
-	}
+	bounds := policies.SpecSpotBounds(b)
 	after := before
 	after.SpotCPU, after.OnDemandCPU = max(0, before.SpotCPU+d.spotCPU), max(0, before.OnDemandCPU+d.onDemandCPU)
 	if bounds.InRange(before.SpotShare(bounds)) && !bounds.InRange(after.SpotShare(bounds)) {

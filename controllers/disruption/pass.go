@@ -121,7 +121,7 @@ func (c *Cluster) replacementNode(r *solver.NodeClaim, pods []*corev1.Pod) *Cand
 	n := &scheduling.Node{Name: r.Hostname, Labels: l, Taints: np.NodePool.Spec.Template.Spec.Taints,
 		Allocatable: r.InstanceType.Allocatable(), Pods: pods, PricePerHour: r.Offering.Price}
 	cand := &Candidate{Node: n, NodePool: np.NodePool, InstanceType: r.InstanceType, CapacityType: r.Offering.CapacityType,
-		Zone: r.Offering.Zone, PricePerHour: r.Offering.Price, Pods: pods, CreatedAt: c.Now}
+		PricePerHour: r.Offering.Price, Pods: pods, CreatedAt: c.Now}
 	cand.DisruptionCost = disruptionCost(cand, c.Now)
 	return cand
 }

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -35,14 +34,13 @@ type Queue struct {
 	client   client.Client
 	cluster  *state.Cluster
 	recorder events.EventRecorder
-	clock    clock.Clock
 	// poll is how often a command looks at its replacements.
 	poll time.Duration
 }
 
 // NewQueue returns the queue.
-func NewQueue(c client.Client, cluster *state.Cluster, recorder events.EventRecorder, clk clock.Clock) *Queue {
-	return &Queue{client: c, cluster: cluster, recorder: recorder, clock: clk, poll: 2 * time.Second}
+func NewQueue(c client.Client, cluster *state.Cluster, recorder events.EventRecorder) *Queue {
+	return &Queue{client: c, cluster: cluster, recorder: recorder, poll: 2 * time.Second}
 }
 
 // Execute carries one command out, start to end.

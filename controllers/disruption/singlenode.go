@@ -20,19 +20,6 @@ func (SingleNode) Qualifies(c *Cluster, cand *Candidate) bool { return len(cand.
 
 // Commands implements Method.
 func (SingleNode) Commands(ctx context.Context, c *Cluster, candidates []*Candidate, budgets *Budgets) ([]*Command, error) {
-	for _, cand := range withinBudgets(c, consolidationCandidates(c, candidates), budgets) {
-		cmd, why, err := c.consolidate([]*Candidate{cand}, "single")
-		if err != nil {
-			return nil, err
-		}
-		if cmd == nil {
-			c.note(cand, why)
-			continue
-		}
-		if c.admit(ctx, cmd) {
-			budgets.Take(cand.NodePoolName(), 1)
-			return []*Command{cmd}, nil
-		}
-	}
-	return nil, nil
+	return c.firstCommand(ctx, withinBudgets(c, consolidationCandidates(c, candidates), budgets), budgets, ReasonUnderutilized,
+		func(cand *Candidate) (*Command, string, error) { return c.consolidate([]*Candidate{cand}, "single") })
 }

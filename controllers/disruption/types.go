@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	k8spolicyv1 "k8s.io/api/policy/v1"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
@@ -61,7 +60,6 @@ type Candidate struct {
 	// cannot be priced: consolidation leaves it alone).
 	InstanceType *cloudprovider.InstanceType
 	CapacityType string
-	Zone         string
 	PricePerHour float64
 	// Pods are the pods that must be rescheduled if the node goes: not DaemonSet, mirror,
 	// finished or terminating pods.
@@ -152,7 +150,6 @@ type Cluster struct {
 	Candidates       []*Candidate
 	Unconsolidatable []Unconsolidatable
 	NodePools        map[string]*NodePoolState
-	PDBs             []*k8spolicyv1.PodDisruptionBudget
 	// Disrupting counts, by NodePool, the nodes being disrupted or NotReady now.
 	Disrupting map[string]int
 	// PoolSizes counts each NodePool's nodes, for percentage budgets.

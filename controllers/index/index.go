@@ -20,12 +20,19 @@ const (
 	NodeProviderID = "spec.providerID"
 	// PodNodeName indexes Pods by spec.nodeName.
 	PodNodeName = "spec.nodeName"
+	// NodeClaimNodeName indexes NodeClaims by status.nodeName.
+	NodeClaimNodeName = "status.nodeName"
 )
 
 // Register adds the indexes to the manager's cache; call it once, before the manager starts.
 func Register(ctx context.Context, fi client.FieldIndexer) error {
 	if err := fi.IndexField(ctx, &karpv1.NodeClaim{}, NodeClaimProviderID, func(o client.Object) []string {
 		return nonEmpty(o.(*karpv1.NodeClaim).Status.ProviderID)
+	}); err != nil {
+		return err
+	}
+	if err := fi.IndexField(ctx, &karpv1.NodeClaim{}, NodeClaimNodeName, func(o client.Object) []string {
+		return nonEmpty(o.(*karpv1.NodeClaim).Status.NodeName)
 	}); err != nil {
 		return err
 	}
@@ -74,6 +81,20 @@ func NodeClaimsByProviderID(ctx context.Context, c client.Reader, providerID str
 		}
 	}
 	return out, nil
+}
+
+// NodeClaimOfNode is the name of the NodeClaim whose node this is, or "".
+func NodeClaimOfNode(ctx context.Context, c client.Reader, node string) (string, error) {
+	var claims karpv1.NodeClaimList
+	if err := listBy(ctx, c, &claims, NodeClaimNodeName, node); err != nil {
+		return "", err
+	}
+	for i := range claims.Items {
+		if claims.Items[i].Status.NodeName == node {
+			return claims.Items[i].Name, nil
+		}
+	}
+	return "", nil
 }
 
 // listBy lists by the index; a reader without it (a client that reads the API server

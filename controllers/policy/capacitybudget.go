@@ -217,24 +217,12 @@ func SpotStatusOf(u policies.Usage, b policies.SpotBounds) SpotStatus {
 }
 
 // spotBoundsOf are the Spot bounds in force: as evaluated, or when the budget could not be
-// evaluated, its spec's (schedule windows aside).
+// evaluated, its spec's.
 func spotBoundsOf(b *policyv1.CapacityBudget, bif *policies.BudgetInForce) policies.SpotBounds {
 	if bif != nil {
 		return bif.Spot
 	}
-	out := policies.NoSpotBounds
-	if s := b.Spec.Spot; s != nil {
-		if s.MinPercent != nil {
-			out.MinPercent = float64(*s.MinPercent)
-		}
-		if s.MaxPercent != nil {
-			out.MaxPercent = float64(*s.MaxPercent)
-		}
-		if s.OnDemandBaseCPU != nil {
-			out.OnDemandBaseCPU = s.OnDemandBaseCPU.AsApproximateFloat64()
-		}
-	}
-	return out
+	return policies.SpecSpotBounds(b)
 }
 
 // money prints an amount with four decimals: a small namespace's run-rate is a few cents an

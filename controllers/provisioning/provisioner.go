@@ -265,15 +265,22 @@ func (p *Provisioner) solve(ctx context.Context, in *solver.Input) (*solver.Resu
 // planner gathers what the policies read: namespaces with their labels and the budgets. A
 // namespace with several CapacityBudgets is governed by the first by name.
 func (p *Provisioner) planner(ctx context.Context) (*policy.Planner, error) {
+	return NewPlanner(ctx, p.client, p.engine, p.clock.Now())
+}
+
+// NewPlanner gathers what the policies read from the cluster (namespaces with their labels,
+// each namespace's governing CapacityBudget) into a planner over the engine; the provisioner
+// and the disruption gate share it.
+func NewPlanner(ctx context.Context, c client.Client, engine *policies.Engine, now time.Time) (*policy.Planner, error) {
 	var nss corev1.NamespaceList
-	if err := p.client.List(ctx, &nss); err != nil {
+	if err := c.List(ctx, &nss); err != nil {
 		return nil, fmt.Errorf("listing namespaces: %w", err)
 	}
 	var budgets policyv1.CapacityBudgetList
-	if err := p.client.List(ctx, &budgets); err != nil {
+	if err := c.List(ctx, &budgets); err != nil {
 		return nil, fmt.Errorf("listing capacitybudgets: %w", err)
 	}
-	pl := &policy.Planner{Engine: p.engine, Namespaces: map[string]policies.Namespace{}, Budgets: map[string]*policyv1.CapacityBudget{}, Now: p.clock.Now()}
+	pl := &policy.Planner{Engine: engine, Namespaces: map[string]policies.Namespace{}, Budgets: map[string]*policyv1.CapacityBudget{}, Now: now}
 	for _, ns := range nss.Items {
 		pl.Namespaces[ns.Name] = policies.Namespace{Name: ns.Name, Labels: ns.Labels}
 	}

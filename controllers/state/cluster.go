@@ -218,11 +218,19 @@ func (c *Cluster) LastPodEvent(node string) time.Time {
 	return c.podEvents[node]
 }
 
-// ForgetNode drops what the state holds of a node that is gone.
-func (c *Cluster) ForgetNode(node string) {
+// KeepPodEvents forgets the pod events of nodes that are gone, keeping those of the nodes named.
+func (c *Cluster) KeepPodEvents(nodes []string) {
+	keep := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		keep[n] = true
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.podEvents, node)
+	for n := range c.podEvents {
+		if !keep[n] {
+			delete(c.podEvents, n)
+		}
+	}
 }
 
 // NominationOf is the node or NodeClaim the pod is nominated to, if its nomination holds.

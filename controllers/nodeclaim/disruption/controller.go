@@ -29,6 +29,7 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	methods "github.com/karpenter-policy/karpenter/controllers/disruption"
+	"github.com/karpenter-policy/karpenter/controllers/index"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 )
 
@@ -50,17 +51,14 @@ func NewController(c client.Client, cloud cloudprovider.CloudProvider, cluster *
 
 // Register watches NodeClaims, their NodePools, and pods coming to nodes and leaving them.
 func (c *Controller) Register(mgr ctrl.Manager) error {
+	// A pod event is a cache lookup by index, not a list of every NodeClaim: a scale-out binds
+	// thousands of pods.
 	claimOfNode := func(ctx context.Context, node string) []reconcile.Request {
-		var claims karpv1.NodeClaimList
-		if node == "" || c.client.List(ctx, &claims) != nil {
+		name, err := index.NodeClaimOfNode(ctx, c.client, node)
+		if err != nil || name == "" {
 			return nil
 		}
-		for _, nc := range claims.Items {
-			if nc.Status.NodeName == node {
-				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: nc.Name}}}
-			}
-		}
-		return nil
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
 	}
 	pods := handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -141,13 +139,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (recon
 // else initialization) and consolidateAfter, recording the event in status when the condition
 // flips; it returns how long until it would turn true.
 func (c *Controller) consolidatable(nc *karpv1.NodeClaim, np *karpv1.NodePool) time.Duration {
-	last := nc.Status.LastPodEventTime.Time
-	if t := c.cluster.LastPodEvent(nc.Status.NodeName); t.After(last) {
-		last = t
-	}
-	if cond := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeInitialized); cond != nil && cond.LastTransitionTime.After(last) {
-		last = cond.LastTransitionTime.Time
-	}
+	last := methods.LastPodEvent(nc, c.cluster.LastPodEvent(nc.Status.NodeName))
 	after := np.Spec.Disruption.ConsolidateAfter.Duration
 	cur := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeConsolidatable)
 	switch {

@@ -11,7 +11,6 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/controllers/disruption"
-	provpolicy "github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
 	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
 )
 
@@ -102,10 +101,12 @@ func Disrupt(ctx context.Context, in *DisruptInput) (*Report, error) {
 			return nil, err
 		}
 	}
-	if in.Planner != nil {
-		c.Gate = &disruption.PolicyGate{Engine: in.Planner.Engine, Namespaces: in.Planner.Namespaces, Budgets: in.Planner.Budgets,
-			Usage: provpolicy.UsageOf(c.Nodes, provpolicy.NewPriceBook(in.InstanceTypes))}
+	gate := func(c *disruption.Cluster) {
+		if in.Planner != nil {
+			c.Gate = disruption.NewPolicyGate(in.Planner, c)
+		}
 	}
+	gate(c)
 	d := &DisruptionReport{Commands: []CommandReport{}, Unconsolidatable: []UnconsolidatableReport{},
 		Totals: DisruptionTotals{PricePerHourBefore: round(c.PricePerHour()), NodesBefore: len(c.Nodes)}}
 	replacements := 0
@@ -127,10 +128,7 @@ func Disrupt(ctx context.Context, in *DisruptInput) (*Report, error) {
 				done = true
 				break
 			}
-			if in.Planner != nil {
-				c.Gate = &disruption.PolicyGate{Engine: in.Planner.Engine, Namespaces: in.Planner.Namespaces, Budgets: in.Planner.Budgets,
-					Usage: provpolicy.UsageOf(c.Nodes, provpolicy.NewPriceBook(in.InstanceTypes))}
-			}
+			gate(c)
 		}
 	}
 	for _, u := range c.Unconsolidatable {
