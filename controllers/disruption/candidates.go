@@ -2,9 +2,7 @@ package disruption
 
 import (
 	"fmt"
-	"math"
 	"sort"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -217,21 +215,13 @@ func reschedulable(p *corev1.Pod) bool {
 	return true
 }
 
-// disruptionCost is what disrupting the node costs its pods, as upstream weighs it: each pod
-// 1, plus its pod-deletion-cost over 2^27 and its priority over 2^25, clamped to [-10, 10];
-// summed and weighted by the share of the node's lifetime (expireAfter) still ahead, so that
-// nodes about to expire anyway are cheap to disrupt.
+// disruptionCost is what disrupting the node costs its pods: their eviction costs
+// (podEvictionCost) summed and weighted by the share of the node's lifetime (expireAfter)
+// still ahead, so that nodes about to expire anyway are cheap to disrupt.
 func disruptionCost(c *Candidate, now time.Time) float64 {
 	total := 0.0
 	for _, p := range c.Pods {
-		cost := 1.0
-		if v, err := strconv.ParseFloat(p.Annotations[PodDeletionCostAnnotation], 64); err == nil {
-			cost += v / math.Exp2(27)
-		}
-		if p.Spec.Priority != nil {
-			cost += float64(*p.Spec.Priority) / math.Exp2(25)
-		}
-		total += min(10, max(-10, cost))
+		total += podEvictionCost(p)
 	}
 	if d := c.NodePool.Spec.Template.Spec.ExpireAfter.Duration; d != nil && *d > 0 {
 		remaining := 1 - float64(now.Sub(c.CreatedAt))/float64(*d)

@@ -15,8 +15,9 @@ const MinSpotToSpotTypes = 15
 
 // consolidationCandidates are the candidates consolidation may remove or replace: their
 // NodePool allows consolidating underutilized nodes, consolidateAfter has passed, nothing
-// blocks them, and they can be priced; cheapest to disrupt first.
-func consolidationCandidates(c *Cluster, candidates []*Candidate) []*Candidate {
+// blocks them, and they can be priced; those the gate prefers (running pods of a namespace
+// over its budget) first, then cheapest to disrupt first.
+func consolidationCandidates(ctx context.Context, c *Cluster, candidates []*Candidate) []*Candidate {
 	var out []*Candidate
 	for _, cand := range candidates {
 		switch {
@@ -27,7 +28,16 @@ func consolidationCandidates(c *Cluster, candidates []*Candidate) []*Candidate {
 			out = append(out, cand)
 		}
 	}
+	preferred := map[*Candidate]bool{}
+	if p, ok := c.Gate.(Preferrer); ok {
+		for _, cand := range out {
+			preferred[cand] = p.Prefer(ctx, c, cand)
+		}
+	}
 	sort.SliceStable(out, func(i, j int) bool {
+		if preferred[out[i]] != preferred[out[j]] {
+			return preferred[out[i]]
+		}
 		if out[i].DisruptionCost != out[j].DisruptionCost {
 			return out[i].DisruptionCost < out[j].DisruptionCost
 		}
@@ -84,6 +94,9 @@ func (c *Cluster) consolidate(cands []*Candidate, consolidationType string) (*Co
 	cmd.ConsolidationType = consolidationType
 	if cmd.Decision == DecisionReplace && cmd.PriceAfter() >= before*(1-c.Options.MinSavingsFraction) {
 		return nil, "no cheaper replacement", nil
+	}
+	if why := c.balancedRefusal(cands, cmd.Savings()); why != "" {
+		return nil, why, nil
 	}
 	return cmd, "", nil
 }

@@ -19,6 +19,11 @@ type Gate interface {
 	Check(ctx context.Context, c *Cluster, cmd *Command) string
 }
 
+// Preferrer is a Gate that also names the candidates consolidation should try first.
+type Preferrer interface {
+	Prefer(ctx context.Context, c *Cluster, cand *Candidate) bool
+}
+
 // PolicyGate is the only caller of the policy engine's karpenter.disruption decision point:
 // it gives the command with each affected namespace's run-rate change (by the cost attribution
 // of docs/architecture.md), budget and usage, and refuses it when a Deny policy does. A
@@ -32,6 +37,8 @@ type PolicyGate struct {
 	Planner *provpolicy.Planner
 	// Usage is each namespace's run-rate before the command.
 	Usage map[string]policies.Usage
+	// over caches, by namespace, whether its run-rate is over its hourly limit in force.
+	over map[string]bool
 }
 
 // NewPolicyGate is the gate for a snapshot: the planner's policies, with each namespace's usage
@@ -82,6 +89,42 @@ func (g *PolicyGate) Check(ctx context.Context, c *Cluster, cmd *Command) string
 		return strings.Join(msgs, "; ")
 	}
 	return ""
+}
+
+// Prefer implements Preferrer: a candidate running pods of a namespace whose run-rate (with
+// its in-flight reservation) is over the hourly limit its CapacityBudget has in force now, so
+// that consolidation lowers that namespace's cost before anyone else's. The engine's rules let
+// such a command through: they refuse only moves that raise an over-budget namespace's cost.
+func (g *PolicyGate) Prefer(ctx context.Context, c *Cluster, cand *Candidate) bool {
+	for _, p := range cand.Pods {
+		if g.overBudget(ctx, c, p.Namespace) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *PolicyGate) overBudget(ctx context.Context, c *Cluster, ns string) bool {
+	if over, ok := g.over[ns]; ok {
+		return over
+	}
+	over := false
+	if b := g.Planner.Budgets[ns]; b != nil && g.Planner.Engine != nil {
+		n, ok := g.Planner.Namespaces[ns]
+		if !ok {
+			n = policies.Namespace{Name: ns}
+		}
+		// A budget the engine cannot evaluate prefers nothing; the gate reports its error
+		// when a command reaches it.
+		if in, err := g.Planner.Engine.BudgetInForce(ctx, n, b, g.Usage[ns], c.Now); err == nil && in != nil && in.HasLimit {
+			over = in.Committed > in.HourlyLimit
+		}
+	}
+	if g.over == nil {
+		g.over = map[string]bool{}
+	}
+	g.over[ns] = over
+	return over
 }
 
 func instanceTypeName(c *Candidate) string {

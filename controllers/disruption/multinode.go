@@ -44,7 +44,7 @@ func (m *MultiNode) Commands(ctx context.Context, c *Cluster, candidates []*Cand
 	}
 	deadline := now().Add(timeout)
 	m.TimedOut = false
-	cands := withinBudgets(c, consolidationCandidates(c, candidates), budgets)
+	cands := withinBudgets(c, consolidationCandidates(ctx, c, candidates), budgets)
 	if len(cands) > MaxMultiNodeCandidates {
 		cands = cands[:MaxMultiNodeCandidates]
 	}

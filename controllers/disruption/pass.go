@@ -62,6 +62,7 @@ func (c *Cluster) Apply(cmd *Command) *Cluster {
 	next := *c
 	next.Nodes, next.Candidates, next.Unconsolidatable = nil, nil, nil
 	next.PoolSizes, next.Disrupting = copyCounts(c.PoolSizes), copyCounts(c.Disrupting)
+	next.balances = nil
 	for _, u := range c.blockedNotes {
 		if !gone[u.Node] {
 			next.Unconsolidatable = append(next.Unconsolidatable, u)

@@ -6,7 +6,9 @@ import "context"
 // one cheaper node: on-demand may be replaced by Spot; Spot by Spot only with the
 // SpotToSpotConsolidation feature gate and at least MinSpotToSpotTypes cheaper types; never by
 // its own instance type; and only when the replacement saves at least MinSavingsFraction.
-// Candidates are tried cheapest to disrupt first, until one works.
+// Under the Balanced policy a candidate whose deletion (the best a move on it can do) would
+// not pass the score is not simulated at all. Candidates are tried cheapest to disrupt first,
+// until one works.
 type SingleNode struct{}
 
 // Reason implements Method.
@@ -20,6 +22,11 @@ func (SingleNode) Qualifies(c *Cluster, cand *Candidate) bool { return len(cand.
 
 // Commands implements Method.
 func (SingleNode) Commands(ctx context.Context, c *Cluster, candidates []*Candidate, budgets *Budgets) ([]*Command, error) {
-	return c.firstCommand(ctx, withinBudgets(c, consolidationCandidates(c, candidates), budgets), budgets, ReasonUnderutilized,
-		func(cand *Candidate) (*Command, string, error) { return c.consolidate([]*Candidate{cand}, "single") })
+	return c.firstCommand(ctx, withinBudgets(c, consolidationCandidates(ctx, c, candidates), budgets), budgets, ReasonUnderutilized,
+		func(cand *Candidate) (*Command, string, error) {
+			if why := c.balancedRefusal([]*Candidate{cand}, cand.PricePerHour); why != "" {
+				return nil, why + " even deleted", nil
+			}
+			return c.consolidate([]*Candidate{cand}, "single")
+		})
 }

@@ -164,6 +164,8 @@ type Cluster struct {
 	pdbs *pdbLimits
 	// blockedNotes are the Unconsolidatable entries of the snapshot itself (not of a pass).
 	blockedNotes []Unconsolidatable
+	// balances are the NodePools' totals for the Balanced score, computed on first use.
+	balances map[string]poolBalance
 }
 
 // PricePerHour is what the cluster's priced nodes cost per hour.

@@ -143,3 +143,23 @@ func TestEC2NodeClassAMIMapping(t *testing.T) {
 		})
 	}
 }
+
+// v1beta1 has no Balanced: it reads WhenUnderutilized, and Balanced comes back on the way to v1.
+func TestNodePoolBalancedSurvivesV1beta1(t *testing.T) {
+	src := &karpv1.NodePool{Spec: karpv1.NodePoolSpec{Disruption: karpv1.Disruption{
+		ConsolidationPolicy: karpv1.ConsolidationPolicyBalanced, ConsolidateAfter: karpv1.MustParseNillableDuration("5m")}}}
+	mid := &karpv1beta1.NodePool{}
+	if err := converter.NodePoolToV1beta1(context.Background(), src, mid); err != nil {
+		t.Fatal(err)
+	}
+	if got := mid.Spec.Disruption.ConsolidationPolicy; got != karpv1beta1.ConsolidationPolicyWhenUnderutilized {
+		t.Errorf("v1beta1 consolidationPolicy = %s, want WhenUnderutilized", got)
+	}
+	back := &karpv1.NodePool{}
+	if err := converter.NodePoolToV1(context.Background(), mid, back); err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Spec.Disruption; got.ConsolidationPolicy != karpv1.ConsolidationPolicyBalanced || got.ConsolidateAfter.String() != "5m" {
+		t.Errorf("back in v1: %s after %s, want Balanced after 5m", got.ConsolidationPolicy, got.ConsolidateAfter.String())
+	}
+}

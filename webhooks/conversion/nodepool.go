@@ -44,7 +44,9 @@ func disruptionToV1(d v1beta1Disruption) v1Disruption {
 
 func disruptionToV1beta1(d v1Disruption) v1beta1Disruption {
 	out := v1beta1Disruption{ConsolidationPolicy: karpv1beta1.ConsolidationPolicy(d.ConsolidationPolicy)}
-	if d.ConsolidationPolicy == karpv1.ConsolidationPolicyWhenEmptyOrUnderutilized {
+	// v1beta1 has no Balanced: its nearest is WhenUnderutilized, and the annotation keeps
+	// Balanced for the way back.
+	if d.ConsolidationPolicy == karpv1.ConsolidationPolicyWhenEmptyOrUnderutilized || d.ConsolidationPolicy == karpv1.ConsolidationPolicyBalanced {
 		out.ConsolidationPolicy = karpv1beta1.ConsolidationPolicyWhenUnderutilized
 	}
 	// v1beta1 allows consolidateAfter with WhenUnderutilized only as Never.

@@ -64,7 +64,7 @@ func filler(seed int64) *randfill.Filler {
 			*p = pick(c, karpv1beta1.ConsolidationPolicyWhenEmpty, karpv1beta1.ConsolidationPolicyWhenUnderutilized)
 		},
 		func(p *karpv1.ConsolidationPolicy, c randfill.Continue) {
-			*p = pick(c, karpv1.ConsolidationPolicyWhenEmpty, karpv1.ConsolidationPolicyWhenEmptyOrUnderutilized)
+			*p = pick(c, karpv1.ConsolidationPolicyWhenEmpty, karpv1.ConsolidationPolicyWhenEmptyOrUnderutilized, karpv1.ConsolidationPolicyBalanced)
 		},
 		func(r *karpv1beta1.NodeClassReference, c randfill.Continue) {
 			*r = karpv1beta1.NodeClassReference{

@@ -39,9 +39,12 @@ type Disruption struct {
 	// +required
 	ConsolidateAfter NillableDuration `json:"consolidateAfter"`
 	// ConsolidationPolicy describes which nodes Karpenter can disrupt through its consolidation
-	// algorithm.
+	// algorithm: WhenEmpty only empty nodes; WhenEmptyOrUnderutilized also nodes whose pods fit
+	// elsewhere or on one cheaper node, for any saving; Balanced those too, but only when the
+	// move's share of the pool's cost saved is at least half its share of the pool's disruption
+	// cost (pods, weighted by deletion cost and priority).
 	// +kubebuilder:default:=WhenEmptyOrUnderutilized
-	// +kubebuilder:validation:Enum:={WhenEmpty,WhenEmptyOrUnderutilized}
+	// +kubebuilder:validation:Enum:={WhenEmpty,WhenEmptyOrUnderutilized,Balanced}
 	// +optional
 	ConsolidationPolicy ConsolidationPolicy `json:"consolidationPolicy,omitempty"`
 	// Budgets is a list of Budgets. If there are multiple active budgets, Karpenter uses the
@@ -95,6 +98,9 @@ type ConsolidationPolicy string
 const (
 	ConsolidationPolicyWhenEmpty                ConsolidationPolicy = "WhenEmpty"
 	ConsolidationPolicyWhenEmptyOrUnderutilized ConsolidationPolicy = "WhenEmptyOrUnderutilized"
+	// ConsolidationPolicyBalanced consolidates underutilized nodes only when the savings
+	// justify the disruption (upstream's designs/balanced-consolidation.md, k = 2).
+	ConsolidationPolicyBalanced ConsolidationPolicy = "Balanced"
 )
 
 // Limits bound the total resources of a NodePool's nodes.

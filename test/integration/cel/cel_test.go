@@ -62,6 +62,9 @@ func policy(f func(*policyv1.CapacityPolicy)) func() client.Object {
 var cases = []celCase{
 	// NodePool v1
 	{name: "nodepool/valid", obj: nodePool(nil)},
+	{name: "nodepool/valid Balanced consolidation", obj: nodePool(func(np *karpv1.NodePool) {
+		np.Spec.Disruption.ConsolidationPolicy = karpv1.ConsolidationPolicyBalanced
+	})},
 	{name: "nodepool/valid with every optional field", obj: nodePool(func(np *karpv1.NodePool) {
 		np.Spec.Weight = ptr.To[int32](50)
 		np.Spec.Template.Labels = map[string]string{"team": "a", "node.kubernetes.io/role": "web", "topology.kubernetes.io/zone": "z1"}

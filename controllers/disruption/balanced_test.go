@@ -1,0 +1,123 @@
+package disruption
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+)
+
+// The Balanced policy's table: each case that acts beside one that must not, the numbers
+// worked in the comments (the catalog: m5.large $0.10, m5.xlarge $0.20, m5.2xlarge $0.40
+// on-demand; Spot 30% of that).
+func TestBalanced(t *testing.T) {
+	balanced := func(mut ...func(*karpv1.NodePool)) []*karpv1.NodePool {
+		return []*karpv1.NodePool{nodePool("default", append([]func(*karpv1.NodePool){func(np *karpv1.NodePool) {
+			np.Spec.Disruption.ConsolidationPolicy = karpv1.ConsolidationPolicyBalanced
+		}}, mut...)...)}
+	}
+	onDemandOnly := func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{{
+			Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{karpv1.CapacityTypeOnDemand}}}
+	}
+	pinned := func(p *corev1.Pod) { p.Annotations = map[string]string{karpv1.DoNotDisruptAnnotationKey: "true"} }
+	expensive := func(p *corev1.Pod) { p.Annotations = map[string]string{PodDeletionCostAnnotation: "2147483647"} }
+	// a runs one pod that fits beside b's and c's, which are pinned: deleting a saves 1/3 of
+	// the pool's cost.
+	deletable := func(podOfA ...func(*corev1.Pod)) world {
+		return world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a"), node("c", "m5.xlarge", "on-demand", "z-a")},
+			pods: []*corev1.Pod{pod("web", "a", "1", "2Gi", podOfA...), pod("db-0", "b", "1", "2Gi", pinned), pod("db-1", "c", "1", "2Gi", pinned)}}
+	}
+	// Four m5.xlarge ($0.80); a's pods fit on a large ($0.10: saves 1/8 of the cost), the
+	// others' are too big for anything but their own type.
+	uniform := func(podsOfA int) world {
+		w := world{pools: balanced(onDemandOnly)}
+		for _, n := range []string{"a", "b", "c", "d"} {
+			w.nodes = append(w.nodes, node(n, "m5.xlarge", "on-demand", "z-a"))
+		}
+		for i := 0; i < podsOfA; i++ {
+			w.pods = append(w.pods, pod(fmt.Sprintf("small-%d", i), "a", "400m", "512Mi"))
+		}
+		for _, n := range []string{"b", "c", "d"} {
+			for i := 0; i < 3; i++ {
+				w.pods = append(w.pods, pod(fmt.Sprintf("big-%s%d", n, i), n, "1300m", "2Gi"))
+			}
+		}
+		return w
+	}
+	with := func(w world, pools []*karpv1.NodePool) world { w.pools = pools; return w }
+	for name, tc := range map[string]struct {
+		method Method
+		w      world
+		want   string
+		why    string // a substring of a's Unconsolidatable note, when nothing acts
+	}{
+		// Deleting a: saves 1/3 of the cost, disrupts (1+1)/(2+2+2) = 1/3: score 1.
+		"a delete of default-cost pods passes": {SingleNode{}, with(deletable(), balanced()), "delete:a", ""},
+		// The same delete with a pod that is expensive to evict: a costs 1+10 of 15, score 0.45.
+		"a delete evicting an expensive pod is refused": {SingleNode{}, with(deletable(expensive), balanced()), "", "Balanced: score 0.45 < 0.50"},
+		"WhenEmptyOrUnderutilized takes that delete":    {SingleNode{}, deletable(expensive), "delete:a", ""},
+		// Replacing a (4 pods) by a large: saves 1/8, disrupts 5/17: score 0.42.
+		"a replace saving too little for its pods is refused": {SingleNode{}, uniform(4), "", "Balanced: score 0.42 < 0.50"},
+		// With 3 pods: saves 1/8, disrupts 4/16: exactly 0.5, the uniform pool's boundary.
+		"a half-price replace in a uniform pool passes": {SingleNode{}, uniform(3), "replace:a+c5.large/on-demand", ""},
+		"WhenEmptyOrUnderutilized takes the marginal replace": {SingleNode{}, with(uniform(4), []*karpv1.NodePool{nodePool("default", onDemandOnly)}),
+			"replace:a+c5.large/on-demand", ""},
+		// Three m5.xlarge for one m5.2xlarge on Spot: saves 80%, disrupts all: score 0.8.
+		"multi-node passes when the saving is large": {&MultiNode{}, threeBusy(balanced()), "replace:a,b,c+m5.2xlarge/spot", ""},
+		// The same on-demand only: all three for an m5.2xlarge save 1/3 for all the disruption
+		// (0.33), so the search settles on a and b for a large beside c: saves 1/2, disrupts
+		// 2/3 (0.75).
+		"multi-node takes the largest prefix worth its pods": {&MultiNode{}, threeBusy(balanced(onDemandOnly)), "replace:a,b+c5.large/on-demand", ""},
+		"WhenEmptyOrUnderutilized takes all three":           {&MultiNode{}, threeBusy([]*karpv1.NodePool{nodePool("default", onDemandOnly)}), "replace:a,b,c+m5.2xlarge/on-demand", ""},
+		// Emptiness is not scored: an empty node goes under Balanced too.
+		"an empty node goes": {Emptiness{}, world{pools: balanced(), nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a"), node("b", "m5.4xlarge", "on-demand", "z-a")},
+			pods: []*corev1.Pod{pod("w1", "b", "2", "4Gi")}}, "delete:a", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := tc.w.cluster()
+			got := strings.Join(commandNames(commands(t, tc.method, c)), " | ")
+			if got != tc.want {
+				t.Errorf("commands %q, want %q", got, tc.want)
+			}
+			if tc.why == "" {
+				return
+			}
+			for _, u := range c.Unconsolidatable {
+				if u.Node == "a" {
+					if !strings.Contains(u.Reason, tc.why) {
+						t.Errorf("a is unconsolidatable because %q, want %q", u.Reason, tc.why)
+					}
+					return
+				}
+			}
+			t.Errorf("no note for a, want %q (notes %v)", tc.why, c.Unconsolidatable)
+		})
+	}
+}
+
+// threeBusy is three m5.xlarge, each with half of it requested.
+func threeBusy(pools []*karpv1.NodePool) world {
+	return world{pools: pools, nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a"), node("c", "m5.xlarge", "on-demand", "z-a")},
+		pods: []*corev1.Pod{pod("w1", "a", "2", "4Gi"), pod("w2", "b", "2", "4Gi"), pod("w3", "c", "2", "4Gi")}}
+}
+
+// A move across NodePools is scored against both pools' totals when either is Balanced.
+func TestBalancedScoreAcrossPools(t *testing.T) {
+	w := world{pools: []*karpv1.NodePool{
+		nodePool("default", func(np *karpv1.NodePool) { np.Spec.Disruption.ConsolidationPolicy = karpv1.ConsolidationPolicyBalanced }),
+		nodePool("other")},
+		nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a", func(n *corev1.Node) { n.Labels[karpv1.NodePoolLabelKey] = "other" })},
+		pods:  []*corev1.Pod{pod("w1", "a", "1", "2Gi"), pod("w2", "b", "1", "2Gi")}}
+	c := w.cluster()
+	score, saved, disrupted, scored := c.balancedScore(c.Candidates, 0.2)
+	if !scored || saved != 0.5 || disrupted != 1 || score != 0.5 {
+		t.Errorf("score %v (saved %v, disrupted %v, scored %v), want 0.5 (0.5, 1, true)", score, saved, disrupted, scored)
+	}
+	if _, _, _, scored := c.balancedScore(c.Candidates[1:], 0.2); scored {
+		t.Error("a move off a WhenEmptyOrUnderutilized pool only was scored")
+	}
+}
