@@ -49,7 +49,7 @@ type Controller struct {
 	methods  []Method
 
 	mu     sync.Mutex
-	noted  map[string]time.Time
+	noted  map[string]time.Time // by node and reason: when the last Unconsolidatable event was told
 	period time.Duration
 	delay  time.Duration
 }
@@ -224,16 +224,24 @@ func (c *Controller) observe(snap *Cluster) {
 }
 
 // noteUnconsolidatable emits an Unconsolidatable event per node left alone, at most once per
-// UnconsolidatableEvery.
+// UnconsolidatableEvery for the same reason (a new reason, such as a policy denial after a
+// nomination, is told at once). Entries older than that are forgotten, so nodes long gone do
+// not accumulate.
 func (c *Controller) noteUnconsolidatable(snap *Cluster) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
+	for key, at := range c.noted {
+		if now.Sub(at) >= UnconsolidatableEvery {
+			delete(c.noted, key)
+		}
+	}
 	for _, u := range snap.Unconsolidatable {
-		if at, ok := c.noted[u.Node]; ok && now.Sub(at) < UnconsolidatableEvery {
+		key := u.Node + "\x00" + u.Reason
+		if _, ok := c.noted[key]; ok {
 			continue
 		}
-		c.noted[u.Node] = now
+		c.noted[key] = now
 		for _, cand := range snap.Candidates {
 			if cand.Name() == u.Node && cand.NodeClaim != nil {
 				c.recorder.Eventf(cand.NodeClaim, nil, corev1.EventTypeNormal, "Unconsolidatable", "Disruption", "%s", u.Reason)

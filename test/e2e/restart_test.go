@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -78,4 +81,110 @@ func TestControllerCrashDuringScaleUp(t *testing.T) {
 		}
 	}
 	t.Logf("%d NodeClaims in flight at the crash, %d after; 12 pods running", len(before.Items), len(after.Items))
+}
+
+// Killing the manager while a consolidation waits for its replacement to launch leaves no
+// node tainted karpenter.sh/disrupted once it is back (it removes the stale taint at start),
+// and no NodeClaim beyond what the pods need once the cluster settles: the replacement the
+// dead command created is consolidated away or takes the pods.
+func TestControllerCrashDuringReplace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	// A launch delay keeps the replacement in flight long enough to kill the manager.
+	np := isolated(t, ctx, func(c *kwokv1alpha1.KWOKNodeClass) { c.Spec.LaunchDelay = metav1Duration(20 * time.Second) }, nil)
+	anchor := deployment("anchor", 1, np.Name, "3", nil)
+	create(t, ctx, anchor)
+	big := nodeOf(t, ctx, runningPods(t, ctx, "anchor", 1)[0])
+	// The tenant joins the anchor's node (the pool's only one, with room), then the anchor
+	// goes: a node sized for 3 CPUs runs 100m, and consolidation replaces it by a cheaper one.
+	create(t, ctx, deployment("tenant", 1, np.Name, "100m", nil))
+	if on := runningPods(t, ctx, "tenant", 1)[0].Spec.NodeName; on != big.Name {
+		t.Fatalf("the tenant runs on %s, not beside the anchor on %s", on, big.Name)
+	}
+	if err := kube.Delete(ctx, anchor); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n := &corev1.Node{}
+		if kube.Get(ctx, client.ObjectKeyFromObject(big), n) != nil || !tainted(n) {
+			return false, nil
+		}
+		var claims karpv1.NodeClaimList
+		if kube.List(ctx, &claims, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}) != nil {
+			return false, nil
+		}
+		for _, nc := range claims.Items {
+			if nc.Status.NodeName != big.Name && !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("consolidation never started replacing %s: %v\n%s", big.Name, err, local.LogTail("karpenter", 30))
+	}
+	if err := local.Kill("karpenter"); err != nil {
+		t.Fatal(err)
+	}
+	if n := (&corev1.Node{}); kube.Get(ctx, client.ObjectKeyFromObject(big), n) != nil || !tainted(n) {
+		t.Fatalf("%s was not tainted when the manager died: the crash did not interrupt the replace", big.Name)
+	}
+	if err := local.Restart("karpenter"); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		n := &corev1.Node{}
+		err := kube.Get(ctx, client.ObjectKeyFromObject(big), n)
+		return err != nil || n.DeletionTimestamp != nil || !tainted(n), nil
+	}); err != nil {
+		t.Fatalf("%s stayed tainted after the restart\n%s", big.Name, local.LogTail("karpenter", 30))
+	}
+	t.Logf("the stale taint was gone %s after the restart", time.Since(restarted).Round(time.Second))
+	if !strings.Contains(local.LogTail("karpenter", 200), "removed a stale disruption taint") {
+		t.Errorf("the restarted manager did not say it removed the stale taint:\n%s", local.LogTail("karpenter", 40))
+	}
+	// Settled: one NodeClaim, running the tenant, and no node tainted.
+	var state string
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var claims karpv1.NodeClaimList
+		var nodes corev1.NodeList
+		if kube.List(ctx, &claims, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}) != nil ||
+			kube.List(ctx, &nodes, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}) != nil {
+			return false, nil
+		}
+		pods := runningOf(ctx, "tenant")
+		anyTainted := false
+		for i := range nodes.Items {
+			anyTainted = anyTainted || tainted(&nodes.Items[i])
+		}
+		state = fmt.Sprintf("%d NodeClaims, %d nodes, tainted %v, tenant on %v", len(claims.Items), len(nodes.Items), anyTainted, pods)
+		return len(claims.Items) == 1 && len(nodes.Items) == 1 && !anyTainted && len(pods) == 1 && pods[0] == claims.Items[0].Status.NodeName, nil
+	}); err != nil {
+		t.Fatalf("the pool never settled after the crash: %s: %v\n%s", state, err, local.LogTail("karpenter", 40))
+	}
+	t.Logf("settled %s after the restart: %s", time.Since(restarted).Round(time.Second), state)
+}
+
+func tainted(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == karpv1.DisruptedTaintKey {
+			return true
+		}
+	}
+	return false
+}
+
+// runningOf names the nodes the app's running pods are on.
+func runningOf(ctx context.Context, app string) []string {
+	var pods corev1.PodList
+	if kube.List(ctx, &pods, client.InNamespace("default"), client.MatchingLabels{"app": app}) != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			out = append(out, p.Spec.NodeName)
+		}
+	}
+	return out
 }
