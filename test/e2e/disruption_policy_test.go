@@ -166,4 +166,3 @@ func nodeClaimEvent(ctx context.Context, nodes []string, reason string, parts ..
 	}
 	return "", fmt.Errorf("none of %d events", len(evs.Items))
 }
-
