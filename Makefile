@@ -69,7 +69,7 @@ envtest: ## Integration suites on a real kube-apiserver and etcd (envtest).
 # pass could hide a change to the manager.
 .PHONY: e2e
 e2e: ## End-to-end suites: the manager against the local cluster of make run, started by the tests.
-	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh)" go test -count=1 -p 1 $(GO_TEST_FLAGS) -timeout 20m ./test/e2e/...
+	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh)" go test -count=1 -p 1 $(GO_TEST_FLAGS) -timeout 45m ./test/e2e/...
 
 .PHONY: kube-binaries
 kube-binaries: ## Build (or find in the cache) kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok.

@@ -14,12 +14,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-	crconversion "sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
-	awsv1beta1 "github.com/karpenter-policy/karpenter/api/aws/v1beta1"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	karpv1beta1 "github.com/karpenter-policy/karpenter/api/karpenter/v1beta1"
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/webhooks/conversion"
@@ -38,23 +35,18 @@ import (
 
 // Register adds the conversion webhook (/convert) and the validating webhooks to mgr.
 func Register(mgr ctrl.Manager, conv *conversion.Converter, v *validation.Validator, rev Reviewer) error {
+	mgr.GetWebhookServer().Register("/convert", &ConversionHandler{Converter: conv})
 	if err := ctrl.NewWebhookManagedBy(mgr, &karpv1.NodePool{}).
-		WithConverter(crconversion.NewHubSpokeConverter(&karpv1.NodePool{},
-			crconversion.NewSpokeConverter(&karpv1beta1.NodePool{}, conv.NodePoolToV1beta1, conv.NodePoolToV1))).
 		WithValidator(reviewed(typed(karpv1.SchemeGroupVersion.WithKind("NodePool").GroupKind(), func(_ context.Context, o *karpv1.NodePool) field.ErrorList { return v.NodePool(o) }), rev)).
 		Complete(); err != nil {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &karpv1.NodeClaim{}).
-		WithConverter(crconversion.NewHubSpokeConverter(&karpv1.NodeClaim{},
-			crconversion.NewSpokeConverter(&karpv1beta1.NodeClaim{}, conv.NodeClaimToV1beta1, conv.NodeClaimToV1))).
 		WithValidator(typed(karpv1.SchemeGroupVersion.WithKind("NodeClaim").GroupKind(), func(_ context.Context, o *karpv1.NodeClaim) field.ErrorList { return v.NodeClaim(o) })).
 		Complete(); err != nil {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &awsv1.EC2NodeClass{}).
-		WithConverter(crconversion.NewHubSpokeConverter(&awsv1.EC2NodeClass{},
-			crconversion.NewSpokeConverter(&awsv1beta1.EC2NodeClass{}, conv.EC2NodeClassToV1beta1, conv.EC2NodeClassToV1))).
 		WithValidator(typed(awsv1.SchemeGroupVersion.WithKind("EC2NodeClass").GroupKind(), func(_ context.Context, o *awsv1.EC2NodeClass) field.ErrorList { return v.EC2NodeClass(o) })).
 		Complete(); err != nil {
 		return err

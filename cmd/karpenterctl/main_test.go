@@ -155,3 +155,68 @@ func TestConvertRefusesUnknownFields(t *testing.T) {
 		t.Errorf("exit %d, stderr %s", code, errOut)
 	}
 }
+
+// The spellings of the issue that reported it: `convert` there and back returns them as
+// written, and the other version shows them too.
+func TestConvertKeepsTheText(t *testing.T) {
+	for name, tc := range map[string]struct{ doc, to, back string }{
+		"v1 through v1beta1": {doc: `apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: general
+spec:
+  disruption:
+    budgets:
+    - duration: 10m
+      nodes: "0"
+      schedule: 0 9 * * *
+    consolidateAfter: 90s
+  template:
+    spec:
+      nodeClassRef:
+        group: karpenter.kwok.sh
+        kind: KWOKNodeClass
+        name: default
+      requirements: []
+      terminationGracePeriod: 48h
+`, to: "v1beta1", back: "v1"},
+		"v1beta1 through v1": {doc: `apiVersion: karpenter.sh/v1beta1
+kind: NodePool
+metadata:
+  name: general
+spec:
+  disruption:
+    budgets:
+    - duration: 8h
+      nodes: "1"
+      schedule: 0 0 * * *
+    consolidationPolicy: WhenUnderutilized
+  limits:
+    cpu: "1000"
+  template:
+    spec:
+      nodeClassRef:
+        name: default
+      requirements: []
+`, to: "v1", back: "v1beta1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, mid, errOut := karpenterctl(t, tc.doc, "convert", "-f", "-", "--to", tc.to)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			for _, s := range []string{"duration: 10m\n", "duration: 8h\n", `cpu: "1000"`} {
+				if strings.Contains(tc.doc, s) && !strings.Contains(mid, s) {
+					t.Errorf("at %s %q was respelled:\n%s", tc.to, s, mid)
+				}
+			}
+			code, back, errOut := karpenterctl(t, mid, "convert", "-f", "-", "--to", tc.back)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			if back != tc.doc {
+				t.Errorf("back at %s:\n%s\nwant:\n%s", tc.back, back, tc.doc)
+			}
+		})
+	}
+}

@@ -46,10 +46,51 @@ func piece[S, T any](src S, annotations stash, targetKey, sourceKey string, fwd 
 	return out
 }
 
+// equalJSON reports whether two values are the same JSON, an empty object or list counting
+// as absent (the API server stores them alike, and a client may send either).
 func equalJSON(a, b any) bool {
 	ja, errA := json.Marshal(a)
 	jb, errB := json.Marshal(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	if bytes.Equal(ja, jb) {
+		return true
+	}
+	var va, vb any
+	if json.Unmarshal(ja, &va) != nil || json.Unmarshal(jb, &vb) != nil {
+		return false
+	}
+	ja, errA = json.Marshal(withoutEmpty(va))
+	jb, errB = json.Marshal(withoutEmpty(vb))
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+// withoutEmpty drops nulls and empty objects and lists, recursively.
+func withoutEmpty(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			if p := withoutEmpty(e); p != nil {
+				out[k] = p
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	case []any:
+		if len(x) == 0 {
+			return nil
+		}
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = withoutEmpty(e)
+		}
+		return out
+	}
+	return v
 }
 
 // nothing is the target of a field the other version does not have.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,68 +116,160 @@ func normalized(t *testing.T, obj any) string {
 	return string(out)
 }
 
-// roundTrip checks that converting a random original to the other version and back gives
-// the original.
-func roundTrip[A any, B any](t *testing.T, seed int64, newA func() *A, there func(context.Context, *A, *B) error, back func(context.Context, *B, *A) error) {
+// roundTrip checks that converting a random original, its durations and quantities spelled
+// as a person might (respell), to the other version and back gives the original, text and
+// all, through Converter.Unstructured as the webhook and `karpenterctl convert` run it.
+func roundTrip[A any](t *testing.T, seed int64, newA func() *A, to string) {
 	t.Helper()
-	roundTripN(t, seed, roundTrips, newA, there, back)
+	roundTripN(t, seed, roundTrips, newA, to)
 }
 
-func roundTripN[A any, B any](t *testing.T, seed int64, n int, newA func() *A, there func(context.Context, *A, *B) error, back func(context.Context, *B, *A) error) {
+func roundTripN[A any](t *testing.T, seed int64, n int, newA func() *A, to string) {
 	t.Helper()
 	f := filler(seed)
+	r := rand.New(rand.NewPCG(uint64(seed), 0))
 	ctx := context.Background()
 	for i := range n {
 		random := newA()
 		f.Fill(random)
 		setTypeMeta(random)
-		// The webhook receives objects as JSON: start from what decoding that JSON gives.
-		original := newA()
-		if b, err := json.Marshal(random); err != nil {
-			t.Fatal(err)
-		} else if err := json.Unmarshal(b, original); err != nil {
+		// The webhook receives objects as JSON: start from that JSON (in the shape the
+		// unstructured converter gives, so that {} and an absent field compare alike),
+		// respelled.
+		original, err := runtime.DefaultUnstructuredConverter.ToUnstructured(random)
+		if err != nil {
 			t.Fatal(err)
 		}
-		var middle B
-		if err := there(ctx, original, &middle); err != nil {
+		respell(original, r)
+		from, _ := original["apiVersion"].(string)
+		middle, err := converter.Unstructured(ctx, original, to)
+		if err != nil {
 			t.Fatalf("object %d: converting: %v", i, err)
 		}
-		got := newA()
-		if err := back(ctx, &middle, got); err != nil {
+		got, err := converter.Unstructured(ctx, middle, strings.TrimPrefix(from, from[:strings.Index(from, "/")+1]))
+		if err != nil {
 			t.Fatalf("object %d: converting back: %v", i, err)
 		}
-		want, have := normalized(t, original), normalized(t, got)
+		// An empty object or list and an absent one are the same object to the API server.
+		want, have := normalized(t, pruned(original)), normalized(t, pruned(got))
 		if want != have {
 			t.Fatalf("object %d (seed %d) did not survive the round trip\noriginal:\n%s\nthrough the other version:\n%s\nback:\n%s",
-				i, seed, want, normalized(t, &middle), have)
+				i, seed, want, normalized(t, middle), have)
 		}
 	}
 }
 
+// pruned drops nulls and empty objects and lists, recursively.
+func pruned(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			if p := pruned(e); p != nil {
+				out[k] = p
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	case []any:
+		out := make([]any, 0, len(x))
+		for _, e := range x {
+			out = append(out, pruned(e))
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	}
+	return v
+}
+
+// respell rewrites, at random, the durations and quantities of a JSON object into other
+// spellings of the same value ("10m0s" as "10m" or "600s", "1k" as "1000", "250m" as "0.25",
+// "2Gi" as "2048Mi"), as hand-written manifests have them.
+func respell(v any, r *rand.Rand) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if s, ok := e.(string); ok {
+				if alts := spellings(s); len(alts) > 0 && r.IntN(2) == 0 {
+					x[k] = alts[r.IntN(len(alts))]
+				}
+				continue
+			}
+			respell(e, r)
+		}
+	case []any:
+		for _, e := range x {
+			respell(e, r)
+		}
+	}
+}
+
+// spellings are other ways to write a duration or a quantity; none for a string that could be
+// either ("250m": 250 minutes or a quarter of a CPU), since its field decides.
+func spellings(s string) []string {
+	d, durErr := time.ParseDuration(s)
+	q, qErr := resource.ParseQuantity(s)
+	var out []string
+	switch {
+	case durErr == nil && qErr == nil:
+	case durErr == nil && d > 0:
+		switch {
+		case d%time.Hour == 0:
+			out = append(out, fmt.Sprintf("%dh", d/time.Hour), fmt.Sprintf("%dm", d/time.Minute))
+		case d%(30*time.Minute) == 0:
+			out = append(out, fmt.Sprintf("%.1fh", d.Hours()), fmt.Sprintf("%dm", d/time.Minute))
+		case d%time.Minute == 0:
+			out = append(out, fmt.Sprintf("%dm", d/time.Minute), fmt.Sprintf("%ds", d/time.Second))
+		case d%time.Second == 0:
+			out = append(out, fmt.Sprintf("%ds", d/time.Second))
+		}
+	case qErr == nil:
+		if m := q.MilliValue(); m%1000 == 0 {
+			out = append(out, strconv.FormatInt(m/1000, 10))
+			if m%(1000*1024) == 0 && m > 0 {
+				out = append(out, fmt.Sprintf("%dKi", m/1000/1024))
+			}
+		} else {
+			out = append(out, strconv.FormatFloat(float64(m)/1000, 'f', -1, 64))
+		}
+	}
+	var alts []string
+	for _, a := range out {
+		if a != s {
+			alts = append(alts, a)
+		}
+	}
+	return alts
+}
+
 func TestNodePoolRoundTrip(t *testing.T) {
 	t.Run("v1beta1->v1->v1beta1", func(t *testing.T) {
-		roundTrip(t, 1, func() *karpv1beta1.NodePool { return &karpv1beta1.NodePool{} }, converter.NodePoolToV1, converter.NodePoolToV1beta1)
+		roundTrip(t, 1, func() *karpv1beta1.NodePool { return &karpv1beta1.NodePool{} }, "v1")
 	})
 	t.Run("v1->v1beta1->v1", func(t *testing.T) {
-		roundTrip(t, 2, func() *karpv1.NodePool { return &karpv1.NodePool{} }, converter.NodePoolToV1beta1, converter.NodePoolToV1)
+		roundTrip(t, 2, func() *karpv1.NodePool { return &karpv1.NodePool{} }, "v1beta1")
 	})
 }
 
 func TestNodeClaimRoundTrip(t *testing.T) {
 	t.Run("v1beta1->v1->v1beta1", func(t *testing.T) {
-		roundTrip(t, 3, func() *karpv1beta1.NodeClaim { return &karpv1beta1.NodeClaim{} }, converter.NodeClaimToV1, converter.NodeClaimToV1beta1)
+		roundTrip(t, 3, func() *karpv1beta1.NodeClaim { return &karpv1beta1.NodeClaim{} }, "v1")
 	})
 	t.Run("v1->v1beta1->v1", func(t *testing.T) {
-		roundTrip(t, 4, func() *karpv1.NodeClaim { return &karpv1.NodeClaim{} }, converter.NodeClaimToV1beta1, converter.NodeClaimToV1)
+		roundTrip(t, 4, func() *karpv1.NodeClaim { return &karpv1.NodeClaim{} }, "v1beta1")
 	})
 }
 
 func TestEC2NodeClassRoundTrip(t *testing.T) {
 	t.Run("v1beta1->v1->v1beta1", func(t *testing.T) {
-		roundTrip(t, 5, func() *awsv1beta1.EC2NodeClass { return &awsv1beta1.EC2NodeClass{} }, converter.EC2NodeClassToV1, converter.EC2NodeClassToV1beta1)
+		roundTrip(t, 5, func() *awsv1beta1.EC2NodeClass { return &awsv1beta1.EC2NodeClass{} }, "v1")
 	})
 	t.Run("v1->v1beta1->v1", func(t *testing.T) {
-		roundTrip(t, 6, func() *awsv1.EC2NodeClass { return &awsv1.EC2NodeClass{} }, converter.EC2NodeClassToV1beta1, converter.EC2NodeClassToV1)
+		roundTrip(t, 6, func() *awsv1.EC2NodeClass { return &awsv1.EC2NodeClass{} }, "v1beta1")
 	})
 }
 
@@ -201,17 +296,17 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed int64, kind uint8) {
 		switch kind % 6 {
 		case 0:
-			roundTripN(t, seed, 20, func() *karpv1beta1.NodePool { return &karpv1beta1.NodePool{} }, converter.NodePoolToV1, converter.NodePoolToV1beta1)
+			roundTripN(t, seed, 20, func() *karpv1beta1.NodePool { return &karpv1beta1.NodePool{} }, "v1")
 		case 1:
-			roundTripN(t, seed, 20, func() *karpv1.NodePool { return &karpv1.NodePool{} }, converter.NodePoolToV1beta1, converter.NodePoolToV1)
+			roundTripN(t, seed, 20, func() *karpv1.NodePool { return &karpv1.NodePool{} }, "v1beta1")
 		case 2:
-			roundTripN(t, seed, 20, func() *karpv1beta1.NodeClaim { return &karpv1beta1.NodeClaim{} }, converter.NodeClaimToV1, converter.NodeClaimToV1beta1)
+			roundTripN(t, seed, 20, func() *karpv1beta1.NodeClaim { return &karpv1beta1.NodeClaim{} }, "v1")
 		case 3:
-			roundTripN(t, seed, 20, func() *karpv1.NodeClaim { return &karpv1.NodeClaim{} }, converter.NodeClaimToV1beta1, converter.NodeClaimToV1)
+			roundTripN(t, seed, 20, func() *karpv1.NodeClaim { return &karpv1.NodeClaim{} }, "v1beta1")
 		case 4:
-			roundTripN(t, seed, 20, func() *awsv1beta1.EC2NodeClass { return &awsv1beta1.EC2NodeClass{} }, converter.EC2NodeClassToV1, converter.EC2NodeClassToV1beta1)
+			roundTripN(t, seed, 20, func() *awsv1beta1.EC2NodeClass { return &awsv1beta1.EC2NodeClass{} }, "v1")
 		case 5:
-			roundTripN(t, seed, 20, func() *awsv1.EC2NodeClass { return &awsv1.EC2NodeClass{} }, converter.EC2NodeClassToV1beta1, converter.EC2NodeClassToV1)
+			roundTripN(t, seed, 20, func() *awsv1.EC2NodeClass { return &awsv1.EC2NodeClass{} }, "v1beta1")
 		}
 	})
 }

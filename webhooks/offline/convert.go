@@ -7,22 +7,10 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
-	awsv1beta1 "github.com/karpenter-policy/karpenter/api/aws/v1beta1"
-	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	karpv1beta1 "github.com/karpenter-policy/karpenter/api/karpenter/v1beta1"
 	"github.com/karpenter-policy/karpenter/webhooks/conversion"
 )
-
-// Convertible kinds: those with a v1beta1 and a v1.
-var convertible = map[schema.GroupKind]bool{
-	{Group: "karpenter.sh", Kind: "NodePool"}:          true,
-	{Group: "karpenter.sh", Kind: "NodeClaim"}:         true,
-	{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass"}: true,
-}
 
 // Note is something a person should know about a converted document.
 type Note struct {
@@ -56,7 +44,7 @@ func (v *Validator) Convert(ctx context.Context, docs []Document, to string) (in
 			continue
 		}
 		gvk := d.GVK()
-		if !convertible[gvk.GroupKind()] || gvk.Version == to {
+		if !conversion.Convertible(gvk.GroupKind()) || gvk.Version == to {
 			continue
 		}
 		obj := runtime.DeepCopyJSON(d.Object)
@@ -65,21 +53,11 @@ func (v *Validator) Convert(ctx context.Context, docs []Document, to string) (in
 				return converted, notes, fmt.Errorf("%s:%d: %s/%s: %s: unknown field; fix it before converting, it would be lost", d.File, d.LineOf(e.Field), gvk.Kind, d.Name(), e.Field)
 			}
 		}
-		// Convert what was written, not the defaulted form: defaults stay implicit.
-		src, err := v.scheme.New(gvk)
-		if err != nil {
-			return converted, notes, fmt.Errorf("%s:%d: %w", d.File, d.Line, err)
-		}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object, src); err != nil {
-			return converted, notes, fmt.Errorf("%s:%d: %s/%s: %w", d.File, d.Line, gvk.Kind, d.Name(), err)
-		}
-		dst, err := v.convert(ctx, src)
+		// Convert what was written, not the defaulted form: defaults stay implicit; and keep
+		// how it was written (conversion.RestoreText).
+		out, err := v.Converter.Unstructured(ctx, d.Object, to)
 		if err != nil {
 			return converted, notes, fmt.Errorf("%s:%d: %s/%s: %w", d.File, d.Line, gvk.Kind, d.Name(), err)
-		}
-		out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(dst)
-		if err != nil {
-			return converted, notes, err
 		}
 		clean(out)
 		b, err := yaml.Marshal(out)
@@ -116,30 +94,6 @@ func unstructuredStringMap(obj map[string]any, fields ...string) (map[string]any
 	}
 	m, ok := cur.(map[string]any)
 	return m, ok, nil
-}
-
-func (v *Validator) convert(ctx context.Context, src runtime.Object) (runtime.Object, error) {
-	switch o := src.(type) {
-	case *karpv1beta1.NodePool:
-		dst := &karpv1.NodePool{}
-		return dst, v.Converter.NodePoolToV1(ctx, o, dst)
-	case *karpv1.NodePool:
-		dst := &karpv1beta1.NodePool{}
-		return dst, v.Converter.NodePoolToV1beta1(ctx, o, dst)
-	case *karpv1beta1.NodeClaim:
-		dst := &karpv1.NodeClaim{}
-		return dst, v.Converter.NodeClaimToV1(ctx, o, dst)
-	case *karpv1.NodeClaim:
-		dst := &karpv1beta1.NodeClaim{}
-		return dst, v.Converter.NodeClaimToV1beta1(ctx, o, dst)
-	case *awsv1beta1.EC2NodeClass:
-		dst := &awsv1.EC2NodeClass{}
-		return dst, v.Converter.EC2NodeClassToV1(ctx, o, dst)
-	case *awsv1.EC2NodeClass:
-		dst := &awsv1beta1.EC2NodeClass{}
-		return dst, v.Converter.EC2NodeClassToV1beta1(ctx, o, dst)
-	}
-	return nil, fmt.Errorf("%T cannot be converted", src)
 }
 
 // clean drops what a manifest does not carry: an empty status and a null creationTimestamp.
