@@ -32,12 +32,14 @@ type NodePoolSpec struct {
 // Disruption describes when and how fast Karpenter may voluntarily disrupt a NodePool's nodes.
 type Disruption struct {
 	// ConsolidateAfter is the duration the controller will wait before attempting to terminate
-	// nodes that are underutilized. "Never" disables consolidation.
+	// nodes that are underutilized. "Never" disables consolidation. Omitted, it is 0s, as
+	// upstream's CRD defaults it.
 	// +kubebuilder:validation:Pattern=`^(([0-9]+(s|m|h))+|Never)$`
 	// +kubebuilder:validation:Type="string"
 	// +kubebuilder:validation:Schemaless
-	// +required
-	ConsolidateAfter NillableDuration `json:"consolidateAfter"`
+	// +kubebuilder:default:="0s"
+	// +optional
+	ConsolidateAfter NillableDuration `json:"consolidateAfter,omitzero"`
 	// ConsolidationPolicy describes which nodes Karpenter can disrupt through its consolidation
 	// algorithm: WhenEmpty only empty nodes; WhenEmptyOrUnderutilized also nodes whose pods fit
 	// elsewhere or on one cheaper node, for any saving; Balanced those too, but only when the

@@ -62,6 +62,9 @@ func policy(f func(*policyv1.CapacityPolicy)) func() client.Object {
 var cases = []celCase{
 	// NodePool v1
 	{name: "nodepool/valid", obj: nodePool(nil)},
+	{name: "nodepool/valid without consolidateAfter (defaults to 0s)", obj: nodePool(func(np *karpv1.NodePool) {
+		np.Spec.Disruption = karpv1.Disruption{Budgets: []karpv1.Budget{{Nodes: "5"}}}
+	})},
 	{name: "nodepool/valid Balanced consolidation", obj: nodePool(func(np *karpv1.NodePool) {
 		np.Spec.Disruption.ConsolidationPolicy = karpv1.ConsolidationPolicyBalanced
 	})},
