@@ -143,3 +143,7 @@ var kubeletToV1 = toNothing[*karpv1beta1.KubeletConfiguration]
 func isNever(d karpv1.NillableDuration) bool {
 	return d.Duration == nil && (d.Raw == nil || strings.Contains(string(d.Raw), karpv1.Never))
 }
+
+// omitted reports whether a duration was not written at all (the zero value): a v1 NodePool's
+// consolidateAfter then defaults to 0s, not Never.
+func omitted(d karpv1.NillableDuration) bool { return d.Duration == nil && d.Raw == nil }

@@ -163,3 +163,25 @@ func TestNodePoolBalancedSurvivesV1beta1(t *testing.T) {
 		t.Errorf("back in v1: %s after %s, want Balanced after 5m", got.ConsolidationPolicy, got.ConsolidateAfter.String())
 	}
 }
+
+// An omitted v1 consolidateAfter is the CRD's 0s: v1beta1 must not read it as Never, and it
+// comes back omitted.
+func TestNodePoolOmittedConsolidateAfter(t *testing.T) {
+	for _, policy := range []karpv1.ConsolidationPolicy{"", karpv1.ConsolidationPolicyWhenEmpty, karpv1.ConsolidationPolicyWhenEmptyOrUnderutilized} {
+		src := &karpv1.NodePool{Spec: karpv1.NodePoolSpec{Disruption: karpv1.Disruption{ConsolidationPolicy: policy, Budgets: []karpv1.Budget{{Nodes: "5"}}}}}
+		mid := &karpv1beta1.NodePool{}
+		if err := converter.NodePoolToV1beta1(context.Background(), src, mid); err != nil {
+			t.Fatal(err)
+		}
+		if after := mid.Spec.Disruption.ConsolidateAfter; after != nil && after.String() != "0s" {
+			t.Errorf("%q: v1beta1 consolidateAfter = %s, want omitted or 0s", policy, after.String())
+		}
+		back := &karpv1.NodePool{}
+		if err := converter.NodePoolToV1(context.Background(), mid, back); err != nil {
+			t.Fatal(err)
+		}
+		if after := back.Spec.Disruption.ConsolidateAfter; !omitted(after) {
+			t.Errorf("%q: back in v1 consolidateAfter = %s, want omitted", policy, after.String())
+		}
+	}
+}

@@ -50,7 +50,15 @@ func disruptionToV1beta1(d v1Disruption) v1beta1Disruption {
 		out.ConsolidationPolicy = karpv1beta1.ConsolidationPolicyWhenUnderutilized
 	}
 	// v1beta1 allows consolidateAfter with WhenUnderutilized only as Never.
-	if out.ConsolidationPolicy != karpv1beta1.ConsolidationPolicyWhenUnderutilized || isNever(d.ConsolidateAfter) {
+	// An omitted v1 value is 0s (the CRD's default), not Never; v1beta1 omits it too, but
+	// under WhenEmpty, which cannot go without it, writes the 0s.
+	switch {
+	case omitted(d.ConsolidateAfter):
+		if out.ConsolidationPolicy == karpv1beta1.ConsolidationPolicyWhenEmpty {
+			after := zeroSeconds
+			out.ConsolidateAfter = &after
+		}
+	case out.ConsolidationPolicy != karpv1beta1.ConsolidationPolicyWhenUnderutilized || isNever(d.ConsolidateAfter):
 		after := d.ConsolidateAfter
 		out.ConsolidateAfter = &after
 	}
