@@ -48,7 +48,7 @@ spec:
   disruption:
     consolidationPolicy: WhenEmpty
     consolidateAfter: 90s
-    expireAfter: 1.5h
+    expireAfter: 90m
     budgets: [{nodes: "1", schedule: "0 0 * * *", duration: 8h}]
 `, readAt: "v1", fields: map[string]any{"spec.limits.cpu": "1000", "spec.limits.memory": "512Mi", "spec.disruption.budgets.0.duration": "8h", "spec.disruption.consolidateAfter": "90s"}},
 	} {
