@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
@@ -72,6 +73,24 @@ func BenchmarkEC2NodeClassToV1beta1(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := converter.EC2NodeClassToV1beta1(ctx, src, &awsv1beta1.EC2NodeClass{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUnstructuredNodePoolToV1 is what the webhook does per object: decode the JSON form,
+// convert, encode, restore the text.
+func BenchmarkUnstructuredNodePoolToV1(b *testing.B) {
+	src := benchNodePoolV1beta1()
+	src.APIVersion, src.Kind = karpv1beta1.SchemeGroupVersion.String(), "NodePool"
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := converter.Unstructured(ctx, obj, "v1"); err != nil {
 			b.Fatal(err)
 		}
 	}
