@@ -41,6 +41,7 @@ import (
 	policycontrollers "github.com/karpenter-policy/karpenter/controllers/policy"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning"
 	"github.com/karpenter-policy/karpenter/controllers/state"
+	"github.com/karpenter-policy/karpenter/controllers/static"
 	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/webhooks"
 	"github.com/karpenter-policy/karpenter/webhooks/admission"
@@ -154,6 +155,9 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	}
 	if err := interruption.NewController(mgr.GetClient(), cloud, recorder).Register(mgr); err != nil {
 		return fmt.Errorf("registering the interruption controller: %w", err)
+	}
+	if err := static.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(mgr); err != nil {
+		return fmt.Errorf("registering the static nodepool controller: %w", err)
 	}
 	if opts.Disruption {
 		dopts := disruption.Options{MinSavingsFraction: opts.ConsolidationMinSavings}

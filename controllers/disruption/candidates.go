@@ -102,6 +102,11 @@ func NewCluster(in Input) *Cluster {
 		if nc != nil && !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
 			continue
 		}
+		if np.NodePool.IsStatic() {
+			// controllers/static replaces a static pool's drifted and expired nodes one for
+			// one, and nothing consolidates them.
+			continue
+		}
 		cand := newCandidate(c, sn, n, nc, np, book, byNode[n.Name])
 		reason := blocked(n, cand, pdbs, c.Now)
 		if reason == "" && in.Nominated != nil && (in.Nominated(n.Name) || nc != nil && in.Nominated(nc.Name)) {
@@ -197,6 +202,10 @@ func doNotDisrupt(p *corev1.Pod, now time.Time) bool {
 	}
 	return false
 }
+
+// Reschedulable reports whether a pod must find another node if its node goes (see
+// reschedulable).
+func Reschedulable(p *corev1.Pod) bool { return reschedulable(p) }
 
 // reschedulable reports whether a pod must find another node if its node goes: not a
 // DaemonSet's or a mirror pod, not finished, not terminating.

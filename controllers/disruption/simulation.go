@@ -51,6 +51,10 @@ func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulatio
 	}
 	for _, name := range sortedKeys(c.NodePools) {
 		np := c.NodePools[name]
+		if np.NodePool.IsStatic() {
+			// Static pools launch only to keep their size (controllers/static).
+			continue
+		}
 		usage := c.poolUsage(name, gone)
 		pool := np.NodePool
 		if rule.oneNode {

@@ -239,6 +239,11 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 func SolverInput(snap *state.Snapshot) *solver.Input {
 	in := &solver.Input{Pods: snap.Pods, Nodes: snap.Nodes, Requests: snap.Requests}
 	for _, np := range snap.NodePools {
+		// A static NodePool keeps its own size (controllers/static): its nodes take pods as
+		// existing nodes, but nothing is launched for them.
+		if np.NodePool.IsStatic() {
+			continue
+		}
 		in.NodePools = append(in.NodePools, &solver.NodePool{NodePool: np.NodePool, InstanceTypes: np.InstanceTypes,
 			DaemonSetOverhead: solver.DaemonSetOverhead(np.NodePool, snap.DaemonSets), Usage: np.Usage})
 	}

@@ -44,6 +44,9 @@ const (
 	AnnotationV1TerminationGracePeriod = "compatibility.karpenter.sh/v1-termination-grace-period"
 	// AnnotationV1ExpireAfter holds a v1 NodeClaim's spec.expireAfter ("720h" or "Never").
 	AnnotationV1ExpireAfter = "compatibility.karpenter.sh/v1-expire-after"
+	// AnnotationV1Replicas holds a static v1 NodePool's spec.replicas, which v1beta1 does not
+	// have (a JSON number).
+	AnnotationV1Replicas = "compatibility.karpenter.sh/v1-replicas"
 
 	// AnnotationV1beta1AMISelection holds a v1beta1 EC2NodeClass's {"amiFamily": ...,
 	// "amiSelectorTerms": [...]} when v1's form would not give it back, e.g. Ubuntu, which

@@ -94,6 +94,7 @@ func (c *Converter) NodePoolToV1(_ context.Context, src *karpv1beta1.NodePool, d
 	piece(in.Template.Spec.Kubelet, ann, "", AnnotationV1beta1Kubelet, kubeletToV1, zero[*karpv1beta1.KubeletConfiguration])
 	piece(in.Template.Spec.Resources, ann, "", AnnotationV1beta1TemplateResources, toNothing[karpv1beta1.ResourceRequirements], zero[karpv1beta1.ResourceRequirements])
 	out.Template.Spec.TerminationGracePeriod = piece(nothing{}, ann, AnnotationV1TerminationGracePeriod, "", zero[*metav1.Duration], toNothing[*metav1.Duration])
+	out.Replicas = piece(nothing{}, ann, AnnotationV1Replicas, "", zero[*int64], toNothing[*int64])
 	d := piece(v1beta1Disruption{in.Disruption.ConsolidationPolicy, in.Disruption.ConsolidateAfter, in.Disruption.Budgets}, ann,
 		AnnotationV1Disruption, AnnotationV1beta1Disruption, disruptionToV1, disruptionToV1beta1)
 	out.Disruption = karpv1.Disruption{ConsolidationPolicy: d.ConsolidationPolicy, ConsolidateAfter: d.ConsolidateAfter, Budgets: d.Budgets}
@@ -136,6 +137,7 @@ func (c *Converter) NodePoolToV1beta1(_ context.Context, src *karpv1.NodePool, d
 	out.Template.Spec.Kubelet = piece(nothing{}, ann, AnnotationV1beta1Kubelet, "", zero[*karpv1beta1.KubeletConfiguration], kubeletToV1)
 	out.Template.Spec.Resources = piece(nothing{}, ann, AnnotationV1beta1TemplateResources, "", zero[karpv1beta1.ResourceRequirements], toNothing[karpv1beta1.ResourceRequirements])
 	piece(in.Template.Spec.TerminationGracePeriod, ann, "", AnnotationV1TerminationGracePeriod, toNothing[*metav1.Duration], zero[*metav1.Duration])
+	piece(in.Replicas, ann, "", AnnotationV1Replicas, toNothing[*int64], zero[*int64])
 	d := piece(v1Disruption{in.Disruption.ConsolidationPolicy, in.Disruption.ConsolidateAfter, in.Disruption.Budgets}, ann,
 		AnnotationV1beta1Disruption, AnnotationV1Disruption, disruptionToV1beta1, disruptionToV1)
 	out.Disruption = karpv1beta1.Disruption{

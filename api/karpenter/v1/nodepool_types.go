@@ -8,6 +8,9 @@ import (
 
 // NodePoolSpec is the configuration of a NodePool: the template its NodeClaims are stamped
 // from, how they may be disrupted, and how much capacity the pool may hold.
+// +kubebuilder:validation:XValidation:rule="has(self.replicas) == has(oldSelf.replicas)",message="Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes"
+// +kubebuilder:validation:XValidation:rule="!has(self.replicas) || (!has(self.limits) || size(self.limits) == 0 || (size(self.limits) == 1 && 'nodes' in self.limits))",message="only 'limits.nodes' is supported on static NodePools"
+// +kubebuilder:validation:XValidation:rule="!has(self.replicas) || !has(self.weight)",message="'weight' is not supported on static NodePools"
 type NodePoolSpec struct {
 	// Template contains the template of possibilities for the provisioning logic to launch a
 	// NodeClaim with. NodeClaims launched from this NodePool will often be further constrained
@@ -27,7 +30,18 @@ type NodePoolSpec struct {
 	// +kubebuilder:validation:Maximum:=100
 	// +optional
 	Weight *int32 `json:"weight,omitempty"`
+	// Replicas makes the NodePool static: it keeps exactly this many nodes, whatever pods are
+	// pending, instead of scaling with demand. Consolidation leaves its nodes alone
+	// (consolidationPolicy and consolidateAfter are ignored); drift and expiration replace them
+	// one for one. Only limits.nodes may be set with it, weight may not, and a NodePool cannot
+	// switch between static and dynamic. Alpha, as upstream.
+	// +kubebuilder:validation:Minimum:=0
+	// +optional
+	Replicas *int64 `json:"replicas,omitempty"`
 }
+
+// IsStatic reports whether the NodePool keeps a fixed number of nodes (spec.replicas).
+func (np *NodePool) IsStatic() bool { return np.Spec.Replicas != nil }
 
 // Disruption describes when and how fast Karpenter may voluntarily disrupt a NodePool's nodes.
 type Disruption struct {

@@ -173,6 +173,25 @@ var cases = []celCase{
 		}},
 	{name: "nodepool/nodeClassRef kind is immutable", field: "spec.template.spec.nodeClassRef", message: "nodeClassRef.kind is immutable",
 		obj: nodePool(nil), update: func(o client.Object) { o.(*karpv1.NodePool).Spec.Template.Spec.NodeClassRef.Kind = "EC2NodeClass" }},
+	{name: "nodepool/valid static", obj: nodePool(func(np *karpv1.NodePool) {
+		np.Spec.Replicas = ptr.To[int64](3)
+		np.Spec.Limits = karpv1.Limits{"nodes": resource.MustParse("5")}
+	})},
+	{name: "nodepool/static replicas may scale", obj: nodePool(func(np *karpv1.NodePool) { np.Spec.Replicas = ptr.To[int64](3) }),
+		update: func(o client.Object) { o.(*karpv1.NodePool).Spec.Replicas = ptr.To[int64](0) }},
+	{name: "nodepool/static replicas negative", field: "spec.replicas", message: "greater than or equal to 0",
+		obj: nodePool(func(np *karpv1.NodePool) { np.Spec.Replicas = ptr.To[int64](-1) })},
+	{name: "nodepool/static with a cpu limit", field: "spec", message: "only 'limits.nodes' is supported on static NodePools",
+		obj: nodePool(func(np *karpv1.NodePool) {
+			np.Spec.Replicas = ptr.To[int64](3)
+			np.Spec.Limits = karpv1.Limits{"cpu": resource.MustParse("10")}
+		})},
+	{name: "nodepool/static with a weight", field: "spec", message: "'weight' is not supported on static NodePools",
+		obj: nodePool(func(np *karpv1.NodePool) { np.Spec.Replicas, np.Spec.Weight = ptr.To[int64](3), ptr.To[int32](10) })},
+	{name: "nodepool/dynamic to static", field: "spec", message: "Cannot transition NodePool between static",
+		obj: nodePool(nil), update: func(o client.Object) { o.(*karpv1.NodePool).Spec.Replicas = ptr.To[int64](2) }},
+	{name: "nodepool/static to dynamic", field: "spec", message: "Cannot transition NodePool between static",
+		obj: nodePool(func(np *karpv1.NodePool) { np.Spec.Replicas = ptr.To[int64](3) }), update: func(o client.Object) { o.(*karpv1.NodePool).Spec.Replicas = nil }},
 	{name: "nodepool/nodeClassRef name may change", obj: nodePool(nil), update: func(o client.Object) {
 		o.(*karpv1.NodePool).Spec.Template.Spec.NodeClassRef.Name = "other"
 	}},

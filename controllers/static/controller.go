@@ -1,0 +1,316 @@
+// Package static keeps static NodePools (spec.replicas) at their size: it launches NodeClaims
+// until the pool has replicas of them, removes the cheapest to disrupt first when it has
+// more, and replaces drifted and expired ones one for one, the replacement launched and
+// initialized before the old one is deleted, within the pool's Drifted budget (expiration is
+// forceful). It is the only writer of a static pool's NodeClaims; provisioning never launches
+// for a static pool and disruption never picks its nodes (docs/disruption.md, "Static
+// NodePools"). It does not schedule pods: kube-scheduler binds them to the nodes.
+package static
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
+	"github.com/karpenter-policy/karpenter/controllers/disruption"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	"github.com/karpenter-policy/karpenter/controllers/provisioning"
+	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+)
+
+// Recheck is how often a static pool is looked at while a replacement initializes or an
+// expiry is ahead.
+const Recheck = 5 * time.Second
+
+// Controller reconciles static NodePools.
+type Controller struct {
+	client   client.Client
+	cloud    cloudprovider.CloudProvider
+	recorder events.EventRecorder
+	clock    clock.Clock
+}
+
+// NewController builds the static NodePool controller.
+func NewController(c client.Client, cloud cloudprovider.CloudProvider, recorder events.EventRecorder, clk clock.Clock) *Controller {
+	return &Controller{client: c, cloud: cloud, recorder: recorder, clock: clk}
+}
+
+// Register watches NodePools and their NodeClaims.
+func (c *Controller) Register(mgr ctrl.Manager) error {
+	byPool := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if pool := o.GetLabels()[karpv1.NodePoolLabelKey]; pool != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: pool}}}
+		}
+		return nil
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("nodepool.static").
+		For(&karpv1.NodePool{}).
+		Watches(&karpv1.NodeClaim{}, byPool).
+		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
+}
+
+// Reconcile brings one static NodePool to its size, one step at a time.
+func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconcile.Result, error) {
+	if !np.IsStatic() || np.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	var list karpv1.NodeClaimList
+	if err := c.client.List(ctx, &list, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}); err != nil {
+		return reconcile.Result{}, err
+	}
+	pods, err := c.podsByNode(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	s := c.survey(np, list.Items)
+	s.Pods = pods
+	act := Plan(s)
+	logger := log.FromContext(ctx).WithValues("NodePool", np.Name, "replicas", s.Desired, "active", len(s.Active))
+	switch {
+	case act.Create > 0:
+		if err := c.create(ctx, np, act.Create); err != nil {
+			return reconcile.Result{}, err
+		}
+		logger.Info("launching static nodeclaims", "count", act.Create, "why", act.Why)
+	case len(act.Delete) > 0:
+		for _, nc := range act.Delete {
+			if err := c.client.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
+				return reconcile.Result{}, fmt.Errorf("deleting nodeclaim %s: %w", nc.Name, err)
+			}
+			c.recorder.Eventf(nc, nil, corev1.EventTypeNormal, "DisruptionTerminating", "Static", "Static NodePool %s: %s", np.Name, act.Why)
+			metrics.DisruptionDecisions.WithLabelValues("delete", staticReason(act.Why), "static").Inc()
+		}
+		logger.Info("removing static nodeclaims", "count", len(act.Delete), "why", act.Why)
+	}
+	if act.Wait {
+		return reconcile.Result{RequeueAfter: Recheck}, nil
+	}
+	return reconcile.Result{RequeueAfter: s.nextExpiry(c.clock.Now())}, nil
+}
+
+func staticReason(why string) string {
+	switch why {
+	case WhyDrifted:
+		return string(disruption.ReasonDrifted)
+	case WhyExpired:
+		return string(disruption.ReasonExpired)
+	}
+	return "ScaleDown"
+}
+
+// Survey is what the plan is made from: a static pool's NodeClaims, sorted oldest first.
+type Survey struct {
+	Desired int
+	// Active are the NodeClaims not being deleted; Deleting counts those being deleted.
+	Active   []*karpv1.NodeClaim
+	Deleting int
+	// Stale are the active NodeClaims to replace, oldest first: Expired first (forceful),
+	// then Drifted.
+	Expired, Drifted []*karpv1.NodeClaim
+	// Uninitialized counts active NodeClaims not yet Initialized.
+	Uninitialized int
+	// DriftAllowed is how many of the pool's nodes its Drifted budget lets be disrupted now.
+	DriftAllowed int
+	// Pods counts, by node name, the pods that would need another node.
+	Pods     map[string]int
+	expiries []time.Time
+}
+
+func (c *Controller) survey(np *karpv1.NodePool, claims []karpv1.NodeClaim) Survey {
+	now := c.clock.Now()
+	s := Survey{Desired: int(*np.Spec.Replicas)}
+	if limit, ok := np.Spec.Limits[corev1.ResourceName("nodes")]; ok && int(limit.Value()) < s.Desired {
+		s.Desired = int(limit.Value())
+	}
+	sort.Slice(claims, func(i, j int) bool {
+		if !claims[i].CreationTimestamp.Equal(&claims[j].CreationTimestamp) {
+			return claims[i].CreationTimestamp.Before(&claims[j].CreationTimestamp)
+		}
+		return claims[i].Name < claims[j].Name
+	})
+	for i := range claims {
+		nc := &claims[i]
+		if nc.DeletionTimestamp != nil {
+			s.Deleting++
+			continue
+		}
+		s.Active = append(s.Active, nc)
+		if !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
+			s.Uninitialized++
+			continue
+		}
+		if d := nc.Spec.ExpireAfter.Duration; d != nil {
+			at := nc.CreationTimestamp.Add(*d)
+			if !now.Before(at) {
+				s.Expired = append(s.Expired, nc)
+				continue
+			}
+			s.expiries = append(s.expiries, at)
+		}
+		if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeDrifted) {
+			s.Drifted = append(s.Drifted, nc)
+		}
+	}
+	s.DriftAllowed = disruption.AllowedDisruptions(np, disruption.ReasonDrifted, now, len(s.Active)+s.Deleting, s.Deleting)
+	return s
+}
+
+func (s Survey) nextExpiry(now time.Time) time.Duration {
+	next := time.Duration(0)
+	for _, at := range s.expiries {
+		if d := at.Sub(now); d > 0 && (next == 0 || d < next) {
+			next = d
+		}
+	}
+	return next
+}
+
+// Why an Action acts.
+const (
+	WhyScaleUp   = "scaling up to replicas"
+	WhyScaleDown = "scaling down to replicas"
+	WhyDrifted   = "replacing a drifted node"
+	WhyExpired   = "replacing an expired node"
+)
+
+// Action is the next step for a static pool: create some NodeClaims, or delete some, and
+// whether to look again soon (a replacement is initializing).
+type Action struct {
+	Create int
+	Delete []*karpv1.NodeClaim
+	Why    string
+	Wait   bool
+}
+
+// Plan is the next step, pure. Too few NodeClaims: launch the rest. Too many: remove the
+// excess, stale ones first, then those whose nodes run the fewest pods, then the newest. At
+// size with a stale node (expired first, then drifted, the oldest first) and nothing
+// initializing: surge by one, its replacement; once that is initialized, the stale one goes. A
+// drifted node waits for the pool's Drifted budget; an expired one does not (expiration is
+// forceful).
+func Plan(s Survey) Action {
+	stale := append(append([]*karpv1.NodeClaim(nil), s.Expired...), s.Drifted...)
+	canRoll := len(s.Expired) > 0 || len(s.Drifted) > 0 && s.DriftAllowed > 0
+	why := WhyDrifted
+	if len(s.Expired) > 0 {
+		why = WhyExpired
+	}
+	surge := 0
+	if canRoll {
+		surge = 1
+	}
+	switch n := len(s.Active); {
+	case n < s.Desired:
+		return Action{Create: s.Desired - n, Why: WhyScaleUp, Wait: true}
+	case n > s.Desired+surge:
+		return Action{Delete: cheapestToDisrupt(s.Active, stale, s.Pods, n-s.Desired), Why: WhyScaleDown}
+	case n == s.Desired+1 && canRoll:
+		if s.Uninitialized > 0 {
+			return Action{Wait: true}
+		}
+		return Action{Delete: stale[:1], Why: why, Wait: true}
+	case n == s.Desired && canRoll && s.Uninitialized == 0:
+		return Action{Create: 1, Why: why, Wait: true}
+	}
+	return Action{Wait: s.Uninitialized > 0 || len(stale) > 0}
+}
+
+// cheapestToDisrupt picks n of the NodeClaims to remove: stale ones first, then those whose
+// nodes run the fewest pods to reschedule, then the newest.
+func cheapestToDisrupt(active, stale []*karpv1.NodeClaim, pods map[string]int, n int) []*karpv1.NodeClaim {
+	isStale := map[*karpv1.NodeClaim]bool{}
+	for _, nc := range stale {
+		isStale[nc] = true
+	}
+	out := append([]*karpv1.NodeClaim(nil), active...)
+	sort.SliceStable(out, func(i, j int) bool {
+		if isStale[out[i]] != isStale[out[j]] {
+			return isStale[out[i]]
+		}
+		pi, pj := pods[out[i].Status.NodeName], pods[out[j].Status.NodeName]
+		if pi != pj {
+			return pi < pj
+		}
+		return out[j].CreationTimestamp.Before(&out[i].CreationTimestamp)
+	})
+	return out[:n]
+}
+
+// podsByNode counts, per node, the pods that would need another node: not DaemonSet, mirror
+// or finished pods.
+func (c *Controller) podsByNode(ctx context.Context) (map[string]int, error) {
+	var pods corev1.PodList
+	if err := c.client.List(ctx, &pods); err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName != "" && disruption.Reschedulable(p) {
+			out[p.Spec.NodeName]++
+		}
+	}
+	return out, nil
+}
+
+// create launches n NodeClaims from the pool's template: the cheapest instance types its
+// requirements allow, as the solver picks them for an empty node with the DaemonSets'
+// overhead.
+func (c *Controller) create(ctx context.Context, np *karpv1.NodePool, n int) error {
+	its, err := c.cloud.GetInstanceTypes(ctx, np)
+	if err != nil {
+		return fmt.Errorf("instance types of nodepool %s: %w", np.Name, err)
+	}
+	shape, err := Shape(np, its)
+	if err != nil {
+		return err
+	}
+	for range n {
+		nc := provisioning.NodeClaimFor(np, shape)
+		if err := c.client.Create(ctx, nc); err != nil {
+			return fmt.Errorf("creating a nodeclaim for static nodepool %s: %w", np.Name, err)
+		}
+		metrics.NodeClaimsCreated.WithLabelValues("static", np.Name).Inc()
+	}
+	return nil
+}
+
+// Shape is the NodeClaim a static pool launches: the solver's choice for one pod that
+// requests nothing, on the pool alone, treated as dynamic.
+func Shape(np *karpv1.NodePool, its []*cloudprovider.InstanceType) (*solver.NodeClaim, error) {
+	dynamic := np.DeepCopy()
+	dynamic.Spec.Replicas = nil
+	dynamic.Spec.Limits = nil
+	placeholder := &corev1.Pod{}
+	placeholder.Name, placeholder.Namespace, placeholder.UID = "static-"+np.Name, "kube-system", types.UID("static-"+np.Name)
+	placeholder.Spec.NodeSelector = map[string]string{karpv1.NodePoolLabelKey: np.Name}
+	placeholder.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	res, err := solver.Solve(&solver.Input{Pods: []*corev1.Pod{placeholder},
+		NodePools: []*solver.NodePool{{NodePool: dynamic, InstanceTypes: its}}, Requests: scheduling.NewPodRequestCache()})
+	if err != nil {
+		return nil, err
+	}
+	if len(res.NodeClaims) != 1 {
+		why := "no instance type fits its requirements"
+		for _, u := range res.Unschedulable {
+			why = u.Reason
+		}
+		return nil, fmt.Errorf("static nodepool %s cannot launch a node: %s", np.Name, why)
+	}
+	return res.NodeClaims[0], nil
+}

@@ -1,0 +1,71 @@
+package static
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+)
+
+func claims(n int) []*karpv1.NodeClaim {
+	out := make([]*karpv1.NodeClaim, n)
+	for i := range out {
+		out[i] = &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("nc-%d", i),
+			CreationTimestamp: metav1.NewTime(time.Date(2026, 12, 1, 0, i, 0, 0, time.UTC))},
+			Status: karpv1.NodeClaimStatus{NodeName: fmt.Sprintf("node-%d", i)}}
+	}
+	return out
+}
+
+func names(ncs []*karpv1.NodeClaim) string {
+	var out []string
+	for _, nc := range ncs {
+		out = append(out, nc.Name)
+	}
+	return strings.Join(out, ",")
+}
+
+func TestPlan(t *testing.T) {
+	five := claims(5)
+	for name, tc := range map[string]struct {
+		s    Survey
+		want string // "create N (why)", "delete a,b (why)", or "wait"/"idle"
+	}{
+		"too few: launch the rest":              {Survey{Desired: 3, Active: five[:1]}, "create 2 (scaling up to replicas)"},
+		"at size: nothing":                      {Survey{Desired: 3, Active: five[:3]}, "idle"},
+		"at size, one initializing: look again": {Survey{Desired: 3, Active: five[:3], Uninitialized: 1}, "wait"},
+		"too many: the emptiest nodes go, newest first": {Survey{Desired: 1, Active: five[:4], Pods: map[string]int{"node-0": 3, "node-1": 0, "node-2": 5, "node-3": 0}},
+			"delete nc-3,nc-1,nc-0 (scaling down to replicas)"},
+		"drifted at size: surge a replacement":               {Survey{Desired: 3, Active: five[:3], Drifted: five[:1], DriftAllowed: 1}, "create 1 (replacing a drifted node)"},
+		"drifted, the replacement initializing: wait":        {Survey{Desired: 3, Active: five[:4], Drifted: five[:1], DriftAllowed: 1, Uninitialized: 1}, "wait"},
+		"drifted, the replacement up: the drifted node goes": {Survey{Desired: 3, Active: five[:4], Drifted: five[:1], DriftAllowed: 1}, "delete nc-0 (replacing a drifted node)"},
+		"drifted but the budget allows none: wait":           {Survey{Desired: 3, Active: five[:3], Drifted: five[:1]}, "wait"},
+		"expired ignores the budget, before drifted":         {Survey{Desired: 3, Active: five[:3], Drifted: five[:1], Expired: five[1:2]}, "create 1 (replacing an expired node)"},
+		"expired, the replacement up: the expired node goes": {Survey{Desired: 3, Active: five[:4], Drifted: five[:1], Expired: five[1:2]}, "delete nc-1 (replacing an expired node)"},
+		"scaling down removes stale nodes first": {Survey{Desired: 2, Active: five, Drifted: five[4:5], DriftAllowed: 1, Pods: map[string]int{"node-0": 0, "node-1": 0, "node-2": 0, "node-3": 9, "node-4": 9}},
+			"delete nc-4,nc-2,nc-1 (scaling down to replicas)"},
+		"zero replicas: everything goes": {Survey{Desired: 0, Active: five[:2]}, "delete nc-1,nc-0 (scaling down to replicas)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := Plan(tc.s)
+			var got string
+			switch {
+			case a.Create > 0:
+				got = fmt.Sprintf("create %d (%s)", a.Create, a.Why)
+			case len(a.Delete) > 0:
+				got = fmt.Sprintf("delete %s (%s)", names(a.Delete), a.Why)
+			case a.Wait:
+				got = "wait"
+			default:
+				got = "idle"
+			}
+			if got != tc.want {
+				t.Errorf("plan %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+)
+
+// staticPool is the static pool's NodeClaims: how many are active (not being deleted), how
+// many of those have a Ready node, how many are being deleted, and how many active ones carry
+// the template label value.
+func staticPool(ctx context.Context, pool, label string) (active, ready, deleting, labelled int, err error) {
+	var claims karpv1.NodeClaimList
+	if err = kube.List(ctx, &claims, client.MatchingLabels{karpv1.NodePoolLabelKey: pool}); err != nil {
+		return
+	}
+	for _, nc := range claims.Items {
+		if nc.DeletionTimestamp != nil {
+			deleting++
+			continue
+		}
+		active++
+		if nc.Labels["revision"] == label {
+			labelled++
+		}
+		n := &corev1.Node{}
+		if nc.Status.NodeName != "" && kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, n) == nil && nodeReady(n) {
+			ready++
+		}
+	}
+	return
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// A static NodePool keeps replicas nodes with nothing pending; pods schedule onto them and
+// nothing else is launched; a template change rolls its nodes one at a time, each replaced
+// before it goes; scaling to 5 and then to 1 follows.
+func TestStaticNodePool(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	np := isolated(t, ctx, nil, func(np *karpv1.NodePool) { np.Spec.Replicas = ptr.To[int64](3) })
+	settle := func(want int, label string) {
+		t.Helper()
+		var state string
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+			active, ready, deleting, labelled, err := staticPool(ctx, np.Name, label)
+			state = fmt.Sprintf("%d active (%d Ready, %d of the template), %d being deleted", active, ready, labelled, deleting)
+			return err == nil && active == want && ready == want && deleting == 0 && labelled == want, nil
+		}); err != nil {
+			t.Fatalf("the static pool never settled at %d: %s: %v\n%s", want, state, err, local.LogTail("karpenter", 30))
+		}
+	}
+	settle(3, "")
+	// Pods schedule onto the static nodes; nothing more is launched for them.
+	create(t, ctx, deployment("on-static", 3, np.Name, "100m", nil))
+	runningPods(t, ctx, "on-static", 3)
+	time.Sleep(15 * time.Second)
+	if active, _, _, _, _ := staticPool(ctx, np.Name, ""); active != 3 {
+		t.Fatalf("the static pool has %d NodeClaims with pods on it, want 3", active)
+	}
+
+	// A template change: each node replaced before it goes, one at a time.
+	var mu sync.Mutex
+	var violations []string
+	watchCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for watchCtx.Err() == nil {
+			if active, ready, deleting, _, err := staticPool(watchCtx, np.Name, "2"); err == nil && (deleting > 1 || ready < 3) {
+				mu.Lock()
+				violations = append(violations, fmt.Sprintf("%s: %d active, %d Ready, %d being deleted", time.Now().Format(time.TimeOnly), active, ready, deleting))
+				mu.Unlock()
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+	fresh := &karpv1.NodePool{}
+	if err := kube.Get(ctx, client.ObjectKeyFromObject(np), fresh); err != nil {
+		t.Fatal(err)
+	}
+	base := fresh.DeepCopy()
+	fresh.Spec.Template.Labels = map[string]string{"revision": "2"}
+	if err := kube.Patch(ctx, fresh, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	settle(3, "2")
+	stop()
+	<-done
+	if len(violations) > 0 {
+		t.Errorf("during the roll the watcher saw %d moments with more than one node going or fewer than 3 up, the first: %v", len(violations), violations[:min(5, len(violations))])
+	}
+	runningPods(t, ctx, "on-static", 3)
+
+	for _, replicas := range []int64{5, 1} {
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(np), fresh); err != nil {
+			t.Fatal(err)
+		}
+		base := fresh.DeepCopy()
+		fresh.Spec.Replicas = ptr.To(replicas)
+		if err := kube.Patch(ctx, fresh, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+		settle(int(replicas), "2")
+	}
+	runningPods(t, ctx, "on-static", 3)
+}
