@@ -120,5 +120,12 @@ func TestStaticNodePool(t *testing.T) {
 		}
 		settle(int(replicas), "2")
 	}
-	runningPods(t, ctx, "on-static", 3)
+	// At one node the pods that do not fit stay pending: a static pool does not grow for them.
+	time.Sleep(15 * time.Second)
+	if active, _, _, _, _ := staticPool(ctx, np.Name, "2"); active != 1 {
+		t.Errorf("the static pool of 1 has %d NodeClaims", active)
+	}
+	if running := runningOf(ctx, "on-static"); len(running) == 0 {
+		t.Error("no pod runs on the static pool's last node")
+	}
 }
