@@ -59,6 +59,11 @@ const (
 	// AnnotationV1Kubelet holds a v1 EC2NodeClass's spec.kubelet, which v1beta1 kept on the
 	// NodePool instead.
 	AnnotationV1Kubelet = "compatibility.karpenter.k8s.aws/v1-kubelet"
+	// AnnotationV1EC2NodeClassFields holds the v1 EC2NodeClass fields v1beta1 does not have:
+	// {"capacityReservationSelectorTerms", "placementGroupSelector", "ipPrefixCount",
+	// "networkInterfaces", "connectionTracking", "cpuOptions", "volumeInitializationRates"
+	// (aligned with blockDeviceMappings)}.
+	AnnotationV1EC2NodeClassFields = "compatibility.karpenter.k8s.aws/v1-fields"
 )
 
 // IsCompatibilityAnnotation reports whether key is one of the keys conversion owns. Objects

@@ -94,6 +94,7 @@ func (c *Converter) EC2NodeClassToV1(_ context.Context, src *awsv1beta1.EC2NodeC
 	ami := piece(v1beta1AMISelection{in.AMIFamily, in.AMISelectorTerms}, ann, AnnotationV1AMISelection, AnnotationV1beta1AMISelection, amiSelectionToV1, amiSelectionToV1beta1)
 	out.AMIFamily, out.AMISelectorTerms = ami.AMIFamily, ami.AMISelectorTerms
 	out.Kubelet = piece(nothing{}, ann, AnnotationV1Kubelet, "", zero[*awsv1.KubeletConfiguration], toNothing[*awsv1.KubeletConfiguration])
+	piece(nothing{}, ann, AnnotationV1EC2NodeClassFields, "", zero[v1OnlyEC2], toNothing[v1OnlyEC2]).applyTo(&out)
 	dst.Spec = out
 
 	dst.Status = awsv1.EC2NodeClassStatus{InstanceProfile: src.Status.InstanceProfile, ObservedGeneration: src.Status.ObservedGeneration, Conditions: src.Status.Conditions}
@@ -131,6 +132,7 @@ func (c *Converter) EC2NodeClassToV1beta1(_ context.Context, src *awsv1.EC2NodeC
 	ami := piece(v1AMISelection{in.AMIFamily, in.AMISelectorTerms}, ann, AnnotationV1beta1AMISelection, AnnotationV1AMISelection, amiSelectionToV1beta1, amiSelectionToV1)
 	out.AMIFamily, out.AMISelectorTerms = ami.AMIFamily, ami.AMISelectorTerms
 	piece(in.Kubelet, ann, "", AnnotationV1Kubelet, toNothing[*awsv1.KubeletConfiguration], zero[*awsv1.KubeletConfiguration])
+	piece(v1OnlyOf(in), ann, "", AnnotationV1EC2NodeClassFields, toNothing[v1OnlyEC2], zero[v1OnlyEC2])
 	dst.Spec = out
 
 	dst.Status = awsv1beta1.EC2NodeClassStatus{InstanceProfile: src.Status.InstanceProfile, ObservedGeneration: src.Status.ObservedGeneration, Conditions: src.Status.Conditions}
@@ -146,14 +148,62 @@ func m2v1(m *awsv1beta1.BlockDeviceMapping) *awsv1.BlockDeviceMapping {
 	if m == nil {
 		return nil
 	}
-	return &awsv1.BlockDeviceMapping{DeviceName: m.DeviceName, EBS: (*awsv1.BlockDevice)(m.EBS), RootVolume: m.RootVolume}
+	out := &awsv1.BlockDeviceMapping{DeviceName: m.DeviceName, RootVolume: m.RootVolume}
+	if e := m.EBS; e != nil {
+		out.EBS = &awsv1.BlockDevice{DeleteOnTermination: e.DeleteOnTermination, Encrypted: e.Encrypted, IOPS: e.IOPS, KMSKeyID: e.KMSKeyID,
+			SnapshotID: e.SnapshotID, Throughput: e.Throughput, VolumeSize: e.VolumeSize, VolumeType: e.VolumeType}
+	}
+	return out
 }
 
+// m2v1beta1 maps a block device mapping; v1beta1 has no volumeInitializationRate (v1Only
+// keeps it).
 func m2v1beta1(m *awsv1.BlockDeviceMapping) *awsv1beta1.BlockDeviceMapping {
 	if m == nil {
 		return nil
 	}
-	return &awsv1beta1.BlockDeviceMapping{DeviceName: m.DeviceName, EBS: (*awsv1beta1.BlockDevice)(m.EBS), RootVolume: m.RootVolume}
+	out := &awsv1beta1.BlockDeviceMapping{DeviceName: m.DeviceName, RootVolume: m.RootVolume}
+	if e := m.EBS; e != nil {
+		out.EBS = &awsv1beta1.BlockDevice{DeleteOnTermination: e.DeleteOnTermination, Encrypted: e.Encrypted, IOPS: e.IOPS, KMSKeyID: e.KMSKeyID,
+			SnapshotID: e.SnapshotID, Throughput: e.Throughput, VolumeSize: e.VolumeSize, VolumeType: e.VolumeType}
+	}
+	return out
+}
+
+// v1OnlyEC2 are the v1 EC2NodeClass fields v1beta1 does not have.
+type v1OnlyEC2 struct {
+	CapacityReservationSelectorTerms []awsv1.CapacityReservationSelectorTerm `json:"capacityReservationSelectorTerms,omitempty"`
+	PlacementGroupSelector           *awsv1.PlacementGroupSelector           `json:"placementGroupSelector,omitempty"`
+	IPPrefixCount                    *int32                                  `json:"ipPrefixCount,omitempty"`
+	NetworkInterfaces                []*awsv1.NetworkInterface               `json:"networkInterfaces,omitempty"`
+	ConnectionTracking               *awsv1.ConnectionTracking               `json:"connectionTracking,omitempty"`
+	CPUOptions                       *awsv1.CPUOptions                       `json:"cpuOptions,omitempty"`
+	// VolumeInitializationRates are the block device mappings' rates, aligned with them.
+	VolumeInitializationRates []*int32 `json:"volumeInitializationRates,omitempty"`
+}
+
+func v1OnlyOf(in *awsv1.EC2NodeClassSpec) v1OnlyEC2 {
+	out := v1OnlyEC2{CapacityReservationSelectorTerms: in.CapacityReservationSelectorTerms, PlacementGroupSelector: in.PlacementGroupSelector,
+		IPPrefixCount: in.IPPrefixCount, NetworkInterfaces: in.NetworkInterfaces, ConnectionTracking: in.ConnectionTracking, CPUOptions: in.CPUOptions}
+	for i, m := range in.BlockDeviceMappings {
+		if m != nil && m.EBS != nil && m.EBS.VolumeInitializationRate != nil {
+			if out.VolumeInitializationRates == nil {
+				out.VolumeInitializationRates = make([]*int32, len(in.BlockDeviceMappings))
+			}
+			out.VolumeInitializationRates[i] = m.EBS.VolumeInitializationRate
+		}
+	}
+	return out
+}
+
+func (o v1OnlyEC2) applyTo(out *awsv1.EC2NodeClassSpec) {
+	out.CapacityReservationSelectorTerms, out.PlacementGroupSelector, out.IPPrefixCount = o.CapacityReservationSelectorTerms, o.PlacementGroupSelector, o.IPPrefixCount
+	out.NetworkInterfaces, out.ConnectionTracking, out.CPUOptions = o.NetworkInterfaces, o.ConnectionTracking, o.CPUOptions
+	for i, rate := range o.VolumeInitializationRates {
+		if rate != nil && i < len(out.BlockDeviceMappings) && out.BlockDeviceMappings[i] != nil && out.BlockDeviceMappings[i].EBS != nil {
+			out.BlockDeviceMappings[i].EBS.VolumeInitializationRate = rate
+		}
+	}
 }
 
 // mapSlice maps a slice, keeping nil apart from empty: the API server stores them differently.

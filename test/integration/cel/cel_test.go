@@ -283,8 +283,39 @@ var cases = []celCase{
 		obj: ec2NodeClass(func(nc *awsv1.EC2NodeClass) {
 			nc.Spec.MetadataOptions = &awsv1.MetadataOptions{HTTPPutResponseHopLimit: ptr.To[int64](65)}
 		})},
-	{name: "ec2nodeclass/role is immutable", field: "spec.role", message: "immutable field changed",
-		obj: ec2NodeClass(nil), update: func(o client.Object) { o.(*awsv1.EC2NodeClass).Spec.Role = "OtherRole" }},
+	{name: "ec2nodeclass/role may change", obj: ec2NodeClass(nil), update: func(o client.Object) { o.(*awsv1.EC2NodeClass).Spec.Role = "OtherRole" }},
+	{name: "ec2nodeclass/role may become an instanceProfile", obj: ec2NodeClass(nil), update: func(o client.Object) {
+		o.(*awsv1.EC2NodeClass).Spec.Role, o.(*awsv1.EC2NodeClass).Spec.InstanceProfile = "", ptr.To("KarpenterNodeProfile")
+	}},
+	{name: "ec2nodeclass/valid with upstream's newer fields", obj: ec2NodeClass(func(nc *awsv1.EC2NodeClass) {
+		nc.Spec.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{{ID: "cr-0123abcd"}, {Tags: map[string]string{"team": "a"}, OwnerID: "012345678901"}}
+		nc.Spec.PlacementGroupSelector = &awsv1.PlacementGroupSelector{Name: ptr.To("spread")}
+		nc.Spec.IPPrefixCount = ptr.To[int32](2)
+		nc.Spec.NetworkInterfaces = []*awsv1.NetworkInterface{{NetworkCardIndex: 0, DeviceIndex: 0, InterfaceType: "interface"}, {NetworkCardIndex: 1, DeviceIndex: 0, InterfaceType: "efa-only"}}
+		nc.Spec.ConnectionTracking = &awsv1.ConnectionTracking{TCPEstablishedTimeout: ptr.To[int32](3600)}
+		nc.Spec.CPUOptions = &awsv1.CPUOptions{NestedVirtualization: ptr.To("enabled")}
+		nc.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "windows2025@latest"}}
+	})},
+	{name: "ec2nodeclass/capacity reservation id with other fields", field: "spec.capacityReservationSelectorTerms", message: "'id' is mutually exclusive",
+		obj: ec2NodeClass(func(nc *awsv1.EC2NodeClass) {
+			nc.Spec.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{{ID: "cr-0123abcd", OwnerID: "012345678901"}}
+		})},
+	{name: "ec2nodeclass/placement group by name and id", field: "spec.placementGroupSelector", message: "'name' and 'id' are mutually exclusive",
+		obj: ec2NodeClass(func(nc *awsv1.EC2NodeClass) {
+			nc.Spec.PlacementGroupSelector = &awsv1.PlacementGroupSelector{Name: ptr.To("spread"), ID: ptr.To("pg-0123")}
+		})},
+	{name: "ec2nodeclass/network interfaces without a primary", field: "spec.networkInterfaces", message: "must include a primary interface",
+		obj: ec2NodeClass(func(nc *awsv1.EC2NodeClass) {
+			nc.Spec.NetworkInterfaces = []*awsv1.NetworkInterface{{NetworkCardIndex: 1, DeviceIndex: 0, InterfaceType: "interface"}}
+		})},
+	{name: "ec2nodeclass/connection tracking empty", field: "spec.connectionTracking", message: "at least one of tcpEstablishedTimeout",
+		obj: ec2NodeClass(func(nc *awsv1.EC2NodeClass) { nc.Spec.ConnectionTracking = &awsv1.ConnectionTracking{} })},
+	{name: "ec2nodeclass/volume initialization rate without a snapshot", field: "spec.blockDeviceMappings[0].ebs", message: "snapshotID must be set when volumeInitializationRate is set",
+		obj: ec2NodeClass(func(nc *awsv1.EC2NodeClass) {
+			nc.Spec.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{{DeviceName: ptr.To("/dev/xvda"), EBS: &awsv1.BlockDevice{VolumeSize: ptr.To(resource.MustParse("20Gi")), VolumeInitializationRate: ptr.To[int32](200)}}}
+		})},
+	{name: "ec2nodeclass/windows2025 pinned", field: "spec.amiSelectorTerms[0].alias", message: "windows families may only specify version 'latest'",
+		obj: ec2NodeClass(func(nc *awsv1.EC2NodeClass) { nc.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "windows2025@v1"}} })},
 
 	// EC2NodeClass v1beta1
 	{name: "ec2nodeclass-v1beta1/amiFamily missing", field: "spec.amiFamily", message: "Required value",
