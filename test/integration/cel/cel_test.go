@@ -315,7 +315,9 @@ var cases = []celCase{
 			nc.Spec.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{{DeviceName: ptr.To("/dev/xvda"), EBS: &awsv1.BlockDevice{VolumeSize: ptr.To(resource.MustParse("20Gi")), VolumeInitializationRate: ptr.To[int32](200)}}}
 		})},
 	{name: "ec2nodeclass/windows2025 pinned", field: "spec.amiSelectorTerms[0].alias", message: "windows families may only specify version 'latest'",
-		obj: ec2NodeClass(func(nc *awsv1.EC2NodeClass) { nc.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "windows2025@v1"}} })},
+		obj: ec2NodeClass(func(nc *awsv1.EC2NodeClass) {
+			nc.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "windows2025@v1"}}
+		})},
 
 	// EC2NodeClass v1beta1
 	{name: "ec2nodeclass-v1beta1/amiFamily missing", field: "spec.amiFamily", message: "Required value",
