@@ -74,31 +74,46 @@ func (c *Cluster) balance(pool string) poolBalance {
 	return c.balances[pool]
 }
 
-// balancedScore scores a move that removes the candidates and saves savings per hour against
-// the totals of the candidates' NodePools; scored is false when none of them is Balanced (the
-// most conservative source governs: a permissive NodePool cannot carry a Balanced one's node
-// along).
+// balancedScore scores a move that removes the candidates and saves savings per hour, for
+// each of the candidates' NodePools that is Balanced, against that pool's totals: its share of
+// the savings (split by the candidates' prices when the move spans pools) over its total
+// price, against its candidates' disruption cost over its total, as upstream does. It
+// returns the lowest score (every Balanced source pool must approve: a permissive pool cannot
+// carry a Balanced one's node along) with that pool's shares; scored is false when no
+// candidate's pool is Balanced.
 func (c *Cluster) balancedScore(cands []*Candidate, savings float64) (score, savedShare, disruptedShare float64, scored bool) {
-	var totals poolBalance
-	seen := map[string]bool{}
-	disruption := 0.0
+	type part struct{ price, disruption float64 }
+	parts := map[string]*part{}
+	total := 0.0
 	for _, cand := range cands {
-		disruption += balancedNodeCost(cand.Pods)
-		pool := cand.NodePoolName()
-		if seen[pool] {
+		total += cand.PricePerHour
+		if cand.NodePool.Spec.Disruption.ConsolidationPolicy != karpv1.ConsolidationPolicyBalanced {
 			continue
 		}
-		seen[pool] = true
-		scored = scored || cand.NodePool.Spec.Disruption.ConsolidationPolicy == karpv1.ConsolidationPolicyBalanced
-		b := c.balance(pool)
-		totals.price += b.price
-		totals.disruption += b.disruption
+		p := parts[cand.NodePoolName()]
+		if p == nil {
+			p = &part{}
+			parts[cand.NodePoolName()] = p
+		}
+		p.price += cand.PricePerHour
+		p.disruption += balancedNodeCost(cand.Pods)
 	}
-	if !scored || totals.price <= 0 || totals.disruption <= 0 {
-		return 0, 0, 0, scored
+	for _, pool := range sortedKeys(parts) {
+		p, b := parts[pool], c.balance(pool)
+		if b.price <= 0 || b.disruption <= 0 {
+			continue
+		}
+		share := savings
+		if total > 0 && p.price < total {
+			share = savings * p.price / total
+		}
+		saved, disrupted := share/b.price, p.disruption/b.disruption
+		if s := saved / disrupted; !scored || s < score {
+			score, savedShare, disruptedShare, scored = s, saved, disrupted, true
+		}
 	}
-	savedShare, disruptedShare = savings/totals.price, disruption/totals.disruption
-	return savedShare / disruptedShare, savedShare, disruptedShare, true
+	// A Balanced pool that cannot be priced scores 0: nothing shows the move is worth it.
+	return score, savedShare, disruptedShare, len(parts) > 0
 }
 
 // balancedRefusal is why the Balanced policy refuses a move saving savings per hour, "" when

@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -105,19 +106,33 @@ func threeBusy(pools []*karpv1.NodePool) world {
 		pods: []*corev1.Pod{pod("w1", "a", "2", "4Gi"), pod("w2", "b", "2", "4Gi"), pod("w3", "c", "2", "4Gi")}}
 }
 
-// A move across NodePools is scored against both pools' totals when either is Balanced.
+// A move across NodePools is scored for each Balanced source pool against its own totals,
+// with its share of the savings by the candidates' prices; a move off WhenEmptyOrUnderutilized
+// pools only is not scored.
 func TestBalancedScoreAcrossPools(t *testing.T) {
 	w := world{pools: []*karpv1.NodePool{
 		nodePool("default", func(np *karpv1.NodePool) { np.Spec.Disruption.ConsolidationPolicy = karpv1.ConsolidationPolicyBalanced }),
 		nodePool("other")},
-		nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a", func(n *corev1.Node) { n.Labels[karpv1.NodePoolLabelKey] = "other" })},
-		pods:  []*corev1.Pod{pod("w1", "a", "1", "2Gi"), pod("w2", "b", "1", "2Gi")}}
+		nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("c", "m5.xlarge", "on-demand", "z-a"),
+			node("b", "m5.xlarge", "on-demand", "z-a", func(n *corev1.Node) { n.Labels[karpv1.NodePoolLabelKey] = "other" })},
+		pods: []*corev1.Pod{pod("w1", "a", "1", "2Gi"), pod("w2", "b", "1", "2Gi"), pod("w3", "c", "1", "2Gi")}}
 	c := w.cluster()
-	score, saved, disrupted, scored := c.balancedScore(c.Candidates, 0.2)
-	if !scored || saved != 0.5 || disrupted != 1 || score != 0.5 {
-		t.Errorf("score %v (saved %v, disrupted %v, scored %v), want 0.5 (0.5, 1, true)", score, saved, disrupted, scored)
+	var a, b *Candidate
+	for _, cand := range c.Candidates {
+		switch cand.Name() {
+		case "a":
+			a = cand
+		case "b":
+			b = cand
+		}
 	}
-	if _, _, _, scored := c.balancedScore(c.Candidates[1:], 0.2); scored {
+	// a and b go for $0.20 saved: default's share is half ($0.10) of its $0.40, for a's
+	// disruption 2 of its 4: score 0.5.
+	score, saved, disrupted, scored := c.balancedScore([]*Candidate{a, b}, 0.2)
+	if near := func(x, y float64) bool { return math.Abs(x-y) < 1e-9 }; !scored || !near(saved, 0.25) || !near(disrupted, 0.5) || !near(score, 0.5) {
+		t.Errorf("score %v (saved %v, disrupted %v, scored %v), want 0.5 (0.25, 0.5, true)", score, saved, disrupted, scored)
+	}
+	if _, _, _, scored := c.balancedScore([]*Candidate{b}, 0.2); scored {
 		t.Error("a move off a WhenEmptyOrUnderutilized pool only was scored")
 	}
 }
