@@ -39,7 +39,10 @@ const Recheck = 5 * time.Second
 
 // Controller reconciles static NodePools.
 type Controller struct {
-	client   client.Client
+	client client.Client
+	// reader lists NodeClaims from the API server, not the cache: a NodeClaim just created
+	// must be counted at the next reconcile, or the pool would launch it twice.
+	reader   client.Reader
 	cloud    cloudprovider.CloudProvider
 	recorder events.EventRecorder
 	clock    clock.Clock
@@ -52,6 +55,7 @@ func NewController(c client.Client, cloud cloudprovider.CloudProvider, recorder 
 
 // Register watches NodePools and their NodeClaims.
 func (c *Controller) Register(mgr ctrl.Manager) error {
+	c.reader = mgr.GetAPIReader()
 	byPool := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		if pool := o.GetLabels()[karpv1.NodePoolLabelKey]; pool != "" {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: pool}}}
@@ -70,7 +74,11 @@ func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconc
 		return reconcile.Result{}, nil
 	}
 	var list karpv1.NodeClaimList
-	if err := c.client.List(ctx, &list, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}); err != nil {
+	reader := c.reader
+	if reader == nil {
+		reader = c.client
+	}
+	if err := reader.List(ctx, &list, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}); err != nil {
 		return reconcile.Result{}, err
 	}
 	pods, err := c.podsByNode(ctx)
