@@ -81,13 +81,17 @@ func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconc
 	if err := reader.List(ctx, &list, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}); err != nil {
 		return reconcile.Result{}, err
 	}
-	pods, err := c.podsByNode(ctx)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
 	s := c.survey(np, list.Items)
-	s.Pods = pods
 	act := Plan(s)
+	if act.Why == WhyScaleDown {
+		// Which nodes go depends on their pods: listed only then, not on every recheck.
+		pods, err := c.podsByNode(ctx)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		s.Pods = pods
+		act = Plan(s)
+	}
 	logger := log.FromContext(ctx).WithValues("NodePool", np.Name, "replicas", s.Desired, "active", len(s.Active))
 	switch {
 	case act.Create > 0:
