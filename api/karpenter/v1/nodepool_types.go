@@ -115,7 +115,7 @@ const (
 	ConsolidationPolicyWhenEmpty                ConsolidationPolicy = "WhenEmpty"
 	ConsolidationPolicyWhenEmptyOrUnderutilized ConsolidationPolicy = "WhenEmptyOrUnderutilized"
 	// ConsolidationPolicyBalanced consolidates underutilized nodes only when the savings
-	// justify the disruption (upstream's designs/balanced-consolidation.md, k = 2).
+	// justify the disruption, with k = 2 as upstream (docs/disruption.md, "Balanced").
 	ConsolidationPolicyBalanced ConsolidationPolicy = "Balanced"
 )
 
