@@ -131,8 +131,8 @@ type Survey struct {
 	// Active are the NodeClaims not being deleted; Deleting counts those being deleted.
 	Active   []*karpv1.NodeClaim
 	Deleting int
-	// Stale are the active NodeClaims to replace, oldest first: Expired first (forceful),
-	// then Drifted.
+	// Expired and Drifted are the initialized active NodeClaims to replace, oldest first
+	// (Plan replaces expired ones first: expiration is forceful).
 	Expired, Drifted []*karpv1.NodeClaim
 	// Uninitialized counts active NodeClaims not yet Initialized.
 	Uninitialized int

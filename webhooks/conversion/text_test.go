@@ -2,6 +2,7 @@ package conversion
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -76,7 +77,7 @@ spec:
 			}
 			midYAML, _ := yaml.Marshal(mid)
 			for _, line := range tc.seen {
-				if !contains(string(midYAML), line) {
+				if !strings.Contains(string(midYAML), line) {
 					t.Errorf("at %s the manifest lacks %q:\n%s", tc.via, line, midYAML)
 				}
 			}
@@ -92,13 +93,4 @@ spec:
 			}
 		})
 	}
-}
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
 }
