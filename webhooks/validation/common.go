@@ -1,5 +1,5 @@
 // Package validation holds the typed validators that check what CEL in the CRDs cannot say:
-// cron schedules, node class kinds this build supports, label domains and values, money
+// cron schedules, label domains and values, money
 // amounts, glob patterns, Rego that compiles and whose tests pass. Each returns a
 // field.ErrorList naming the fields; the validating webhooks and `karpenterctl validate` call
 // the same functions. Nothing here does I/O.
@@ -15,7 +15,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -24,19 +23,12 @@ import (
 	"github.com/karpenter-policy/karpenter/policies"
 )
 
-// Validator validates this project's objects. SupportedNodeClasses are the node class kinds
-// NodePools and NodeClaims may reference.
-type Validator struct {
-	SupportedNodeClasses []schema.GroupKind
-}
+// Validator validates this project's objects. It holds no state; it is a type so that the
+// webhooks and the CLI share one value and its methods.
+type Validator struct{}
 
-// New returns a Validator for the node classes this build supports.
-func New() *Validator {
-	return &Validator{SupportedNodeClasses: []schema.GroupKind{
-		{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass"},
-		{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass"},
-	}}
-}
+// New returns a Validator.
+func New() *Validator { return &Validator{} }
 
 // cronParser accepts the five-field form and descriptors such as @daily, as upstream
 // Karpenter's budgets do; times are UTC.
@@ -59,19 +51,14 @@ func validatePositiveDuration(p *field.Path, d *metav1.Duration) field.ErrorList
 	return nil
 }
 
-// validateNodeClassRef checks that the referenced kind is one this build can launch with.
+// validateNodeClassRef checks that a node class is referenced. Its group, kind and name are
+// checked by the CRD; a kind this build cannot launch with is accepted, as upstream does, and
+// the NodePool's NodeClassReady condition says so (NodeClassNotSupported).
 func (v *Validator) validateNodeClassRef(p *field.Path, ref *karpv1.NodeClassReference) field.ErrorList {
 	if ref == nil {
 		return field.ErrorList{field.Required(p, "")}
 	}
-	var supported []string
-	for _, gk := range v.SupportedNodeClasses {
-		if gk.Group == ref.Group && gk.Kind == ref.Kind {
-			return nil
-		}
-		supported = append(supported, gk.Kind+"."+gk.Group)
-	}
-	return field.ErrorList{field.NotSupported(p.Child("kind"), ref.Kind+"."+ref.Group, supported)}
+	return nil
 }
 
 // validateLabelKey checks a label key's syntax and that its domain is not restricted.
@@ -88,11 +75,6 @@ func validateLabelKey(p *field.Path, key string, allowWellKnown bool) field.Erro
 	domain, _, found := strings.Cut(key, "/")
 	if !found {
 		return nil
-	}
-	for exception := range karpv1.LabelDomainExceptions {
-		if domain == exception || strings.HasSuffix(domain, "."+exception) {
-			return nil
-		}
 	}
 	for restricted := range karpv1.RestrictedLabelDomains {
 		if domain == restricted || strings.HasSuffix(domain, "."+restricted) {
@@ -120,6 +102,7 @@ func validateRequirements(p *field.Path, reqs []karpv1.NodeSelectorRequirementWi
 					errs = append(errs, field.Invalid(rp.Child("values").Index(j), value, msg))
 				}
 			}
+
 		case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
 			if len(r.Values) > 0 {
 				errs = append(errs, field.Forbidden(rp.Child("values"), fmt.Sprintf("operator %s takes no values", r.Operator)))

@@ -1,6 +1,9 @@
 package validation
 
 import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
@@ -11,13 +14,23 @@ func (v *Validator) NodePool(np *karpv1.NodePool) field.ErrorList {
 	spec := field.NewPath("spec")
 	tmpl := spec.Child("template")
 	var errs field.ErrorList
-	for key := range np.Spec.Template.Labels {
+	for key, value := range np.Spec.Template.Labels {
 		errs = append(errs, validateLabelKey(tmpl.Child("metadata", "labels").Key(key), key, true)...)
+		for _, msg := range k8svalidation.IsValidLabelValue(value) {
+			errs = append(errs, field.Invalid(tmpl.Child("metadata", "labels").Key(key), value, msg))
+		}
 		if key == karpv1.NodePoolLabelKey {
 			errs = append(errs, field.Invalid(tmpl.Child("metadata", "labels").Key(key), key, "Karpenter sets the node's NodePool label"))
 		}
 	}
 	errs = append(errs, v.nodeClaimTemplate(tmpl.Child("spec"), &np.Spec.Template.Spec)...)
+	// A requirement that allows none of a well-known label's values can never launch a node.
+	// NodeClaims are not held to this, as upstream: Karpenter writes them from offerings.
+	for i, r := range np.Spec.Template.Spec.Requirements {
+		if known, ok := karpv1.WellKnownValues[r.Key]; ok && r.Operator == corev1.NodeSelectorOpIn && !known.HasAny(r.Values...) {
+			errs = append(errs, field.NotSupported(tmpl.Child("spec", "requirements").Index(i).Child("values"), r.Values, sets.List(known)))
+		}
+	}
 	d := spec.Child("disruption")
 	for i, b := range np.Spec.Disruption.Budgets {
 		bp := d.Child("budgets").Index(i)

@@ -63,21 +63,41 @@ const (
 	LabelWindowsBuild   = corev1.LabelWindowsBuild       // node.kubernetes.io/windows-build
 )
 
-// Labels of the AWS provider (karpenter.k8s.aws), describing the instance type of a node.
+// Labels of the AWS provider (karpenter.k8s.aws), describing the instance type of a node and
+// the offering it was launched from; the same set as upstream's AWS provider.
 const (
 	AWSGroup = "karpenter.k8s.aws"
 
-	LabelInstanceFamily     = AWSGroup + "/instance-family"
-	LabelInstanceCategory   = AWSGroup + "/instance-category"
-	LabelInstanceCPU        = AWSGroup + "/instance-cpu"
-	LabelInstanceMemory     = AWSGroup + "/instance-memory"
-	LabelInstanceGeneration = AWSGroup + "/instance-generation"
-	LabelInstanceSize       = AWSGroup + "/instance-size"
-	LabelInstanceHypervisor = AWSGroup + "/instance-hypervisor"
-	LabelInstanceGPUName    = AWSGroup + "/instance-gpu-name"
-	LabelInstanceGPUCount   = AWSGroup + "/instance-gpu-count"
-	LabelInstanceGPUMemory  = AWSGroup + "/instance-gpu-memory"
-	LabelEC2NodeClass       = AWSGroup + "/ec2nodeclass"
+	LabelCapacityReservationID                = AWSGroup + "/capacity-reservation-id"
+	LabelCapacityReservationType              = AWSGroup + "/capacity-reservation-type"
+	LabelCapacityReservationInterruptible     = AWSGroup + "/capacity-reservation-interruptible"
+	LabelInstanceHypervisor                   = AWSGroup + "/instance-hypervisor"
+	LabelInstanceEncryptionInTransitSupported = AWSGroup + "/instance-encryption-in-transit-supported"
+	LabelInstanceNitroEnclavesSupported       = AWSGroup + "/nitro-sandbox"
+	LabelInstanceCategory                     = AWSGroup + "/instance-category"
+	LabelInstanceCapabilityFlex               = AWSGroup + "/instance-capability-flex"
+	LabelInstanceFamily                       = AWSGroup + "/instance-family"
+	LabelInstanceGeneration                   = AWSGroup + "/instance-generation"
+	LabelInstanceLocalNVME                    = AWSGroup + "/instance-local-nvme"
+	LabelInstanceSize                         = AWSGroup + "/instance-size"
+	LabelInstanceCPU                          = AWSGroup + "/instance-cpu"
+	LabelInstanceCPUManufacturer              = AWSGroup + "/instance-cpu-manufacturer"
+	LabelInstanceCPUSustainedClockSpeedMhz    = AWSGroup + "/instance-cpu-sustained-clock-speed-mhz"
+	LabelInstanceMemory                       = AWSGroup + "/instance-memory"
+	LabelInstanceEBSBandwidth                 = AWSGroup + "/instance-ebs-bandwidth"
+	LabelInstanceNetworkBandwidth             = AWSGroup + "/instance-network-bandwidth"
+	LabelInstanceGPUName                      = AWSGroup + "/instance-gpu-name"
+	LabelInstanceGPUManufacturer              = AWSGroup + "/instance-gpu-manufacturer"
+	LabelInstanceGPUCount                     = AWSGroup + "/instance-gpu-count"
+	LabelInstanceGPUMemory                    = AWSGroup + "/instance-gpu-memory"
+	LabelInstanceAcceleratorName              = AWSGroup + "/instance-accelerator-name"
+	LabelInstanceAcceleratorManufacturer      = AWSGroup + "/instance-accelerator-manufacturer"
+	LabelInstanceAcceleratorCount             = AWSGroup + "/instance-accelerator-count"
+	LabelInstanceTenancy                      = AWSGroup + "/instance-tenancy"
+	LabelPlacementGroupID                     = AWSGroup + "/placement-group-id"
+	LabelPlacementGroupPartition              = AWSGroup + "/placement-group-partition"
+	LabelEC2NodeClass                         = AWSGroup + "/ec2nodeclass"
+	LabelTopologyZoneID                       = "topology.k8s.aws/zone-id"
 )
 
 // Well-known taints.
@@ -88,22 +108,34 @@ var (
 	UnregisteredNoExecuteTaint = corev1.Taint{Key: UnregisteredTaintKey, Effect: corev1.TaintEffectNoExecute}
 )
 
-// RestrictedLabelDomains are label domains that a NodePool may not set or require, except
-// for the keys in LabelDomainExceptions and WellKnownLabels.
-var RestrictedLabelDomains = sets.New("kubernetes.io", "k8s.io", Group, AWSGroup)
-
-// LabelDomainExceptions are sub-domains of restricted domains that users may still use.
-var LabelDomainExceptions = sets.New("kops.k8s.io", "node.kubernetes.io", "node-restriction.kubernetes.io")
+// RestrictedLabelDomains are label domains that a NodePool may not set or require, except for
+// the keys in WellKnownLabels: Karpenter's own (docs/api.md, "Labels"). kubernetes.io and k8s.io
+// are not among them: Karpenter writes a node's labels itself, so the kubelet's restriction on
+// those domains does not apply, as upstream decided.
+var RestrictedLabelDomains = sets.New(Group, AWSGroup)
 
 // RestrictedLabels may never be set or required on a NodePool: Karpenter or the kubelet own them.
 var RestrictedLabels = sets.New(NodePoolLabelKey, LabelHostname, NodeInitializedLabelKey, NodeRegisteredLabelKey)
 
 // WellKnownLabels are the labels that instance types and offerings are described by; they
-// may appear in NodePool requirements although their domains are restricted.
+// may appear in NodePool requirements and labels although their domains are restricted.
 var WellKnownLabels = sets.New(
 	NodePoolLabelKey, CapacityTypeLabelKey,
 	LabelInstanceType, LabelTopologyZone, LabelTopologyRegion, LabelArch, LabelOS, LabelWindowsBuild,
-	LabelInstanceFamily, LabelInstanceCategory, LabelInstanceCPU, LabelInstanceMemory,
-	LabelInstanceGeneration, LabelInstanceSize, LabelInstanceHypervisor,
-	LabelInstanceGPUName, LabelInstanceGPUCount, LabelInstanceGPUMemory,
+	LabelCapacityReservationID, LabelCapacityReservationType, LabelCapacityReservationInterruptible,
+	LabelInstanceHypervisor, LabelInstanceEncryptionInTransitSupported, LabelInstanceNitroEnclavesSupported,
+	LabelInstanceCategory, LabelInstanceCapabilityFlex, LabelInstanceFamily, LabelInstanceGeneration,
+	LabelInstanceSize, LabelInstanceLocalNVME, LabelInstanceCPU, LabelInstanceCPUManufacturer,
+	LabelInstanceCPUSustainedClockSpeedMhz, LabelInstanceMemory, LabelInstanceEBSBandwidth,
+	LabelInstanceNetworkBandwidth, LabelInstanceGPUName, LabelInstanceGPUManufacturer, LabelInstanceGPUCount,
+	LabelInstanceGPUMemory, LabelInstanceAcceleratorName, LabelInstanceAcceleratorManufacturer,
+	LabelInstanceAcceleratorCount, LabelTopologyZoneID, LabelInstanceTenancy,
+	LabelPlacementGroupID, LabelPlacementGroupPartition,
 )
+
+// WellKnownValues are the only values some well-known labels take; a requirement on one of
+// them that allows none of these can never be met.
+var WellKnownValues = map[string]sets.Set[string]{
+	CapacityTypeLabelKey: sets.New(CapacityTypeSpot, CapacityTypeOnDemand, CapacityTypeReserved),
+	LabelInstanceTenancy: sets.New("default", "dedicated"),
+}

@@ -125,16 +125,22 @@ var cases = []celCase{
 		obj: nodePool(func(np *karpv1.NodePool) {
 			np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{req("karpenter.sh/team", corev1.NodeSelectorOpExists)}
 		})},
-	{name: "nodepool/requirement in the k8s.io domain", field: "spec.template.spec.requirements[0].key", message: `label domain "k8s.io" is restricted`,
+	{name: "nodepool/requirement in the karpenter.k8s.aws domain", field: "spec.template.spec.requirements[0].key", message: `label domain "karpenter.k8s.aws" is restricted`,
 		obj: nodePool(func(np *karpv1.NodePool) {
-			np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{req("example.k8s.io/team", corev1.NodeSelectorOpExists)}
+			np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{req("karpenter.k8s.aws/team", corev1.NodeSelectorOpExists)}
 		})},
+	{name: "nodepool/valid requirement in the k8s.io domain", obj: nodePool(func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{req("example.k8s.io/team", corev1.NodeSelectorOpExists)}
+	})},
 	{name: "nodepool/requirement key not a label key", field: "spec.template.spec.requirements[0].key", message: "should match",
 		obj: nodePool(func(np *karpv1.NodePool) {
 			np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{req("team a", corev1.NodeSelectorOpExists)}
 		})},
-	{name: "nodepool/template label in kubernetes.io", field: "spec.template.metadata.labels", message: `label domain "kubernetes.io" is restricted`,
-		obj: nodePool(func(np *karpv1.NodePool) { np.Spec.Template.Labels = map[string]string{"kubernetes.io/team": "a"} })},
+	{name: "nodepool/template label in karpenter.k8s.aws", field: "spec.template.metadata.labels", message: `label domain "karpenter.k8s.aws" is restricted`,
+		obj: nodePool(func(np *karpv1.NodePool) { np.Spec.Template.Labels = map[string]string{"karpenter.k8s.aws/team": "a"} })},
+	{name: "nodepool/valid template labels in kubernetes.io and a well-known AWS label", obj: nodePool(func(np *karpv1.NodePool) {
+		np.Spec.Template.Labels = map[string]string{"kubernetes.io/team": "a", karpv1.LabelInstanceLocalNVME: "100"}
+	})},
 	{name: "nodepool/template label karpenter.sh/nodepool", field: "spec.template.metadata.labels", message: `label "karpenter.sh/nodepool" is restricted`,
 		obj: nodePool(func(np *karpv1.NodePool) {
 			np.Spec.Template.Labels = map[string]string{karpv1.NodePoolLabelKey: "other"}
@@ -245,7 +251,7 @@ var cases = []celCase{
 	{name: "ec2nodeclass/valid with amiFamily and tags", obj: ec2NodeClass(func(nc *awsv1.EC2NodeClass) {
 		nc.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Tags: map[string]string{"team": "a"}}}
 		nc.Spec.AMIFamily = ptr.To("AL2023")
-		nc.Spec.Kubelet = &awsv1.KubeletConfiguration{MaxPods: ptr.To[int32](110)}
+		nc.Spec.Kubelet = awsv1.KubeletConfiguration{"maxPods": {Raw: []byte("110")}}
 	})},
 	{name: "ec2nodeclass/role and instanceProfile", field: "spec", message: "must specify exactly one of ['role', 'instanceProfile']",
 		obj: ec2NodeClass(func(nc *awsv1.EC2NodeClass) { nc.Spec.InstanceProfile = ptr.To("profile") })},
