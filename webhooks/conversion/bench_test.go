@@ -67,7 +67,7 @@ func BenchmarkEC2NodeClassToV1beta1(b *testing.B) {
 		Role: "KarpenterNodeRole", AMISelectorTerms: []awsv1.AMISelectorTerm{{Alias: "al2023@latest"}},
 		SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "c"}}},
 		SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "c"}}},
-		Kubelet:                    &awsv1.KubeletConfiguration{MaxPods: ptr.To[int32](110)},
+		Kubelet:                    awsv1.KubeletConfiguration{"maxPods": {Raw: []byte("110")}},
 	}}
 	ctx := context.Background()
 	b.ReportAllocs()

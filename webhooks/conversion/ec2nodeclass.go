@@ -93,7 +93,7 @@ func (c *Converter) EC2NodeClassToV1(_ context.Context, src *awsv1beta1.EC2NodeC
 	}
 	ami := piece(v1beta1AMISelection{in.AMIFamily, in.AMISelectorTerms}, ann, AnnotationV1AMISelection, AnnotationV1beta1AMISelection, amiSelectionToV1, amiSelectionToV1beta1)
 	out.AMIFamily, out.AMISelectorTerms = ami.AMIFamily, ami.AMISelectorTerms
-	out.Kubelet = piece(nothing{}, ann, AnnotationV1Kubelet, "", zero[*awsv1.KubeletConfiguration], toNothing[*awsv1.KubeletConfiguration])
+	out.Kubelet = piece(nothing{}, ann, AnnotationV1Kubelet, "", zero[awsv1.KubeletConfiguration], toNothing[awsv1.KubeletConfiguration])
 	piece(nothing{}, ann, AnnotationV1EC2NodeClassFields, "", zero[v1OnlyEC2], toNothing[v1OnlyEC2]).applyTo(&out)
 	dst.Spec = out
 
@@ -131,7 +131,7 @@ func (c *Converter) EC2NodeClassToV1beta1(_ context.Context, src *awsv1.EC2NodeC
 	}
 	ami := piece(v1AMISelection{in.AMIFamily, in.AMISelectorTerms}, ann, AnnotationV1beta1AMISelection, AnnotationV1AMISelection, amiSelectionToV1beta1, amiSelectionToV1)
 	out.AMIFamily, out.AMISelectorTerms = ami.AMIFamily, ami.AMISelectorTerms
-	piece(in.Kubelet, ann, "", AnnotationV1Kubelet, toNothing[*awsv1.KubeletConfiguration], zero[*awsv1.KubeletConfiguration])
+	piece(in.Kubelet, ann, "", AnnotationV1Kubelet, toNothing[awsv1.KubeletConfiguration], zero[awsv1.KubeletConfiguration])
 	piece(v1OnlyOf(in), ann, "", AnnotationV1EC2NodeClassFields, toNothing[v1OnlyEC2], zero[v1OnlyEC2])
 	dst.Spec = out
 

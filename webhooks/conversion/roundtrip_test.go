@@ -91,6 +91,16 @@ func filler(seed int64) *randfill.Filler {
 			s := pick(c, "AL2", "AL2023", "Bottlerocket", "Ubuntu", "Custom", "Windows2019", "Windows2022", c.String(5))
 			*f = &s
 		},
+		func(k *awsv1.KubeletConfiguration, c randfill.Continue) {
+			if c.Intn(4) == 0 {
+				return
+			}
+			*k = awsv1.KubeletConfiguration{
+				"maxPods":             {Raw: []byte(strconv.Itoa(c.Intn(250)))},
+				"kubeReserved":        {Raw: []byte(`{"cpu":"` + pick(c, "100m", "0.1", "250m") + `"}`)},
+				"serializeImagePulls": {Raw: []byte(pick(c, "true", "false"))},
+			}
+		},
 		func(t *awsv1.AMISelectorTerm, c randfill.Continue) {
 			c.FillNoCustom(t)
 			if c.Intn(2) == 0 {

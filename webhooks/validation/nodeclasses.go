@@ -1,7 +1,6 @@
 package validation
 
 import (
-	"fmt"
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -53,11 +52,7 @@ func (v *Validator) EC2NodeClass(nc *awsv1.EC2NodeClass) field.ErrorList {
 			devices.Insert(*m.DeviceName)
 		}
 	}
-	if k := nc.Spec.Kubelet; k != nil && k.ImageGCHighThresholdPercent != nil && k.ImageGCLowThresholdPercent != nil &&
-		*k.ImageGCHighThresholdPercent <= *k.ImageGCLowThresholdPercent {
-		errs = append(errs, field.Invalid(spec.Child("kubelet", "imageGCHighThresholdPercent"), *k.ImageGCHighThresholdPercent,
-			fmt.Sprintf("must be greater than imageGCLowThresholdPercent (%d)", *k.ImageGCLowThresholdPercent)))
-	}
+	errs = append(errs, validateKubelet(spec.Child("kubelet"), nc.Spec.Kubelet)...)
 	return errs
 }
 

@@ -171,7 +171,7 @@ func TestEC2NodeClassBothWays(t *testing.T) {
 
 	modern := test.EC2NodeClass(func(nc *awsv1.EC2NodeClass) {
 		nc.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "al2023@v20240807"}}
-		nc.Spec.Kubelet = &awsv1.KubeletConfiguration{MaxPods: ptr.To[int32](58)}
+		nc.Spec.Kubelet = awsv1.KubeletConfiguration{"maxPods": {Raw: []byte("58")}}
 	})
 	if err := testEnv.Client.Create(ctx, modern); err != nil {
 		t.Fatal(err)

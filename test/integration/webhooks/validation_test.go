@@ -28,9 +28,9 @@ func TestWebhookRejections(t *testing.T) {
 		{"nodepool/cron schedule out of range", test.NodePool(func(np *karpv1.NodePool) {
 			np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "1", Schedule: ptr.To("0 25 * * *"), Duration: ptr.To(metav1Duration("1h"))}}
 		}), "spec.disruption.budgets[0].schedule", "not a cron schedule"},
-		{"nodepool/unsupported node class", test.NodePool(func(np *karpv1.NodePool) {
-			np.Spec.Template.Spec.NodeClassRef = &karpv1.NodeClassReference{Group: "example.com", Kind: "GCPNodeClass", Name: "a"}
-		}), "spec.template.spec.nodeClassRef.kind", "Unsupported value"},
+		{"nodepool/only unknown capacity types", test.NodePool(func(np *karpv1.NodePool) {
+			np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"xspot"}}}
+		}), "spec.template.spec.requirements[0].values", "Unsupported value"},
 		{"nodepool/requirement value not a label value", test.NodePool(func(np *karpv1.NodePool) {
 			np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements,
 				karpv1.NodeSelectorRequirementWithMinValues{Key: "team", Operator: corev1.NodeSelectorOpIn, Values: []string{"team a"}})
@@ -46,12 +46,15 @@ func TestWebhookRejections(t *testing.T) {
 		{"nodepool/taint key malformed", test.NodePool(func(np *karpv1.NodePool) {
 			np.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "bad key", Effect: corev1.TaintEffectNoSchedule}}
 		}), "spec.template.spec.taints[0].key", "name part must consist"},
-		{"nodepool-v1beta1/unsupported node class, validated at v1", test.NodePoolV1beta1(func(np *karpv1beta1.NodePool) {
-			np.Spec.Template.Spec.NodeClassRef = &karpv1beta1.NodeClassReference{APIVersion: "example.com/v1", Kind: "GCPNodeClass", Name: "a"}
-		}), "spec.template.spec.nodeClassRef.kind", "Unsupported value"},
-		{"nodeclaim/unsupported node class", test.NodeClaim(func(nc *karpv1.NodeClaim) {
-			nc.Spec.NodeClassRef = &karpv1.NodeClassReference{Group: "example.com", Kind: "GCPNodeClass", Name: "a"}
-		}), "spec.nodeClassRef.kind", "Unsupported value"},
+		{"nodepool-v1beta1/only unknown capacity types, validated at v1", test.NodePoolV1beta1(func(np *karpv1beta1.NodePool) {
+			np.Spec.Template.Spec.Requirements = []karpv1beta1.NodeSelectorRequirementWithMinValues{{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"xspot"}}}
+		}), "spec.template.spec.requirements[0].values", "Unsupported value"},
+		{"nodeclaim/requirement value not a label value", test.NodeClaim(func(nc *karpv1.NodeClaim) {
+			nc.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{{Key: "team", Operator: corev1.NodeSelectorOpIn, Values: []string{"team a"}}}
+		}), "spec.requirements[0].values[0]", "a valid label must"},
+		{"ec2nodeclass/kubelet field the kubelet does not have", test.EC2NodeClass(func(nc *awsv1.EC2NodeClass) {
+			nc.Spec.Kubelet = awsv1.KubeletConfiguration{"maxPodz": {Raw: []byte("110")}}
+		}), "spec.kubelet", `unknown field "maxPodz"`},
 		{"ec2nodeclass/duplicate device", test.EC2NodeClass(func(nc *awsv1.EC2NodeClass) {
 			nc.Spec.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{{DeviceName: ptr.To("/dev/xvda")}, {DeviceName: ptr.To("/dev/xvda")}}
 		}), "spec.blockDeviceMappings[1].deviceName", "Duplicate value"},
