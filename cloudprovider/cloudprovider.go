@@ -103,6 +103,12 @@ type Offering struct {
 	Price float64
 	// Available is false while the cloud reports no capacity for this offering.
 	Available bool
+	// ReservationID names the capacity reservation a reserved offering launches into, and
+	// ReservationCapacity is how many more instances it can take now; both are set only for
+	// CapacityType reserved (docs/architecture.md, "Reserved capacity"). The solver hands out
+	// no more NodeClaims to a reservation in one decision than its capacity.
+	ReservationID       string
+	ReservationCapacity int
 }
 
 // Offerings is a list of offerings with helpers.

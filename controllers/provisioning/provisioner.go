@@ -371,6 +371,15 @@ func NodeClaimFor(np *karpv1.NodePool, c *solver.NodeClaim) *karpv1.NodeClaim {
 		names = append(names, it.Name)
 	}
 	sort.Strings(names)
+	if o := c.Offering; o.ReservationID != "" {
+		// The solver gave this NodeClaim room in a capacity reservation: launch into it and
+		// nothing else, so that the next NodeClaim's share of the room is not taken. If the
+		// room is gone at launch, the NodeClaim fails and the pods are provisioned again.
+		names = []string{c.InstanceType.Name}
+		reqs[karpv1.CapacityTypeLabelKey] = scheduling.NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, karpv1.CapacityTypeReserved)
+		reqs[karpv1.LabelTopologyZone] = scheduling.NewRequirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, o.Zone)
+		reqs[karpv1.LabelCapacityReservationID] = scheduling.NewRequirement(karpv1.LabelCapacityReservationID, corev1.NodeSelectorOpIn, o.ReservationID)
+	}
 	reqs[karpv1.LabelInstanceType] = scheduling.NewRequirement(karpv1.LabelInstanceType, corev1.NodeSelectorOpIn, names...).Intersect(reqsOr(reqs, karpv1.LabelInstanceType))
 	labels := map[string]string{karpv1.NodePoolLabelKey: np.Name}
 	for k, v := range np.Spec.Template.Labels {

@@ -91,6 +91,9 @@ func filler(seed int64) *randfill.Filler {
 			s := pick(c, "AL2", "AL2023", "Bottlerocket", "Ubuntu", "Custom", "Windows2019", "Windows2022", c.String(5))
 			*f = &s
 		},
+		// v1beta1 has no status.capacityReservations: the node class controller writes status
+		// at v1, the storage version, so a v1beta1 reader sees none (docs/conversion.md).
+		func(r *[]awsv1.CapacityReservation, c randfill.Continue) { *r = nil },
 		func(k *awsv1.KubeletConfiguration, c randfill.Continue) {
 			if c.Intn(4) == 0 {
 				return

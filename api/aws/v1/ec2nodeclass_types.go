@@ -376,6 +376,10 @@ type EC2NodeClassStatus struct {
 	// AMIs contains the current AMI values that are available to the cluster.
 	// +optional
 	AMIs []AMI `json:"amis,omitempty"`
+	// CapacityReservations are the capacity reservations the node class's
+	// capacityReservationSelectorTerms select, as the cloud provider last found them.
+	// +optional
+	CapacityReservations []CapacityReservation `json:"capacityReservations,omitempty"`
 	// InstanceProfile contains the resolved instance profile for the role.
 	// +optional
 	InstanceProfile string `json:"instanceProfile,omitempty"`

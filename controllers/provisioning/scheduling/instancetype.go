@@ -35,8 +35,20 @@ type instanceType struct {
 	offerings          []cloudprovider.Offering
 	offerZone, offerCT []uint64
 	in                 *interner
+	// reserved is the solve's ledger of capacity reservations, shared by every type.
+	reserved reservations
 	// idx numbers the solve's instance types (a type in two NodePools counts twice).
 	idx int
+}
+
+// reservations is how many more NodeClaims each capacity reservation can take in this solve:
+// its ReservationCapacity, less the NodeClaims finalize has given it.
+type reservations map[string]int
+
+// has reports whether the offering may be chosen: it is not reserved, or its reservation has
+// room left.
+func (r reservations) has(o *cloudprovider.Offering) bool {
+	return o.ReservationID == "" || r[o.ReservationID] > 0
 }
 
 // interner numbers the zones and capacity types of a solve, so that the inner loops test
@@ -243,6 +255,9 @@ next:
 			continue
 		}
 		if !sel.exact && ((sel.zone != nil && !sel.zone.Has(o.Zone)) || (sel.ct != nil && !sel.ct.Has(o.CapacityType))) {
+			continue
+		}
+		if o.ReservationID != "" && !t.reserved.has(&t.offerings[i]) {
 			continue
 		}
 		if i < 63 {

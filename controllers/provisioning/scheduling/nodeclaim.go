@@ -166,7 +166,9 @@ func withinLimits(capacity, limit corev1.ResourceList) (bool, corev1.ResourceNam
 	return true, ""
 }
 
-// finalize orders a NodeClaim's instance types cheapest first and picks the cheapest.
+// finalize orders a NodeClaim's instance types cheapest first and picks the cheapest; a
+// reserved offering it picks takes one of its reservation's room, so that once the room is
+// gone the NodeClaims finalized after it take the next cheapest offering.
 func (s *solver) finalize(c *NodeClaim) {
 	type priced struct {
 		t *instanceType
@@ -192,6 +194,9 @@ func (s *solver) finalize(c *NodeClaim) {
 	}
 	if len(ps) > 0 {
 		c.InstanceType, c.Offering = ps[0].t.it, ps[0].o
+		if c.Offering.ReservationID != "" {
+			s.reserved[c.Offering.ReservationID]--
+		}
 	}
 }
 

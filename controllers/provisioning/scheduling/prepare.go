@@ -110,6 +110,14 @@ func (s *solver) prepareType(it *cloudprovider.InstanceType) *instanceType {
 	s.typeCount++
 	zones, cts := sets.New[string](), sets.New[string]()
 	for _, o := range it.Offerings {
+		if o.ReservationID != "" {
+			if o.ReservationCapacity <= 0 {
+				continue
+			}
+			if _, seen := s.reserved[o.ReservationID]; !seen {
+				s.reserved[o.ReservationID] = o.ReservationCapacity
+			}
+		}
 		if o.Available {
 			zones.Insert(o.Zone)
 			cts.Insert(o.CapacityType)
@@ -121,7 +129,7 @@ func (s *solver) prepareType(it *cloudprovider.InstanceType) *instanceType {
 	}
 	t.reqs[karpv1.LabelTopologyZone] = scheduling.NewRequirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, sets.List(zones)...)
 	t.reqs[karpv1.CapacityTypeLabelKey] = scheduling.NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, sets.List(cts)...)
-	t.zones, t.capacityTypes, t.in = zones, cts, s.intern
+	t.zones, t.capacityTypes, t.in, t.reserved = zones, cts, s.intern, s.reserved
 	sort.SliceStable(t.offerings, func(i, j int) bool { return t.offerings[i].Price < t.offerings[j].Price })
 	for _, o := range t.offerings {
 		zb, cb := s.intern.bit(s.intern.zones, o.Zone), s.intern.bit(s.intern.cts, o.CapacityType)

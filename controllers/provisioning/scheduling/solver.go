@@ -93,6 +93,8 @@ type solver struct {
 	claims     []*NodeClaim
 	topo       *topology
 	intern     *interner
+	// reserved is how much room each capacity reservation has left in this solve.
+	reserved reservations
 	// typeCount is how many instance types prepare made; offerFilters are the policies'
 	// offering filters with their answers.
 	typeCount         int
@@ -131,7 +133,7 @@ func (s *solver) resOf(p *corev1.Pod, requests corev1.ResourceList) res {
 // Solve places the pods: on existing nodes first, then in-flight ones, then on new NodeClaims
 // from the NodePools in weight order. It is deterministic.
 func Solve(in *Input) (*Result, error) {
-	s := &solver{in: in, topo: newTopology(), standalone: map[standaloneKey]float64{}, intern: newInterner(),
+	s := &solver{in: in, topo: newTopology(), standalone: map[standaloneKey]float64{}, intern: newInterner(), reserved: reservations{},
 		offerFilters: map[*Constraints]*offerFilter{}, offerFiltersByKey: map[string]*offerFilter{}}
 	if s.requests = in.Requests; s.requests == nil {
 		s.requests = scheduling.NewPodRequestCache()
