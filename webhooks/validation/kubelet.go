@@ -42,7 +42,10 @@ func validateKubelet(p *field.Path, kc awsv1.KubeletConfiguration) field.ErrorLi
 	}
 	cfg, err := kc.Decode()
 	if err != nil {
-		return append(errs, field.Invalid(p, "", fmt.Sprintf("not a kubelet configuration (kubelet.config.k8s.io/v1beta1): %v", err)))
+		errs = append(errs, field.Invalid(p, "", fmt.Sprintf("not a kubelet configuration (kubelet.config.k8s.io/v1beta1): %v", err)))
+		if cfg == nil {
+			return errs
+		}
 	}
 	for name, m := range map[string]map[string]string{"kubeReserved": cfg.KubeReserved, "systemReserved": cfg.SystemReserved} {
 		for k, v := range m {

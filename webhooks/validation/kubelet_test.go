@@ -30,6 +30,8 @@ func TestKubelet(t *testing.T) {
 		}), want: map[string]string{}},
 		"a field the kubelet lacks": {kc: kubelet(map[string]string{"notAKubeletField": "true"}),
 			want: map[string]string{"spec.kubelet": `unknown field "notAKubeletField"`}},
+		"a field the kubelet lacks and a bad eviction signal, both reported": {kc: kubelet(map[string]string{"maxPodz": "110", "evictionHard": `{"memory.free":"5%"}`}),
+			want: map[string]string{"spec.kubelet": `unknown field "maxPodz"`, "spec.kubelet.evictionHard[memory.free]": "Unsupported value"}},
 		"a value of the wrong type": {kc: kubelet(map[string]string{"podsPerCore": `"ten"`}),
 			want: map[string]string{"spec.kubelet": "podsPerCore"}},
 		"a resource the kubelet cannot reserve": {kc: kubelet(map[string]string{"systemReserved": `{"gpu":"1"}`}),

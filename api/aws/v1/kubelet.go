@@ -12,6 +12,8 @@ import (
 
 // Decode reads the configuration into the kubelet's own type, refusing a field the kubelet
 // does not have and a value of the wrong type; an empty configuration decodes to a zero value.
+// With only unknown or duplicate fields wrong, it returns the error and the rest decoded, so
+// that a caller can report every problem at once; with a wrong type, no configuration.
 // The webhook uses it to validate, and launch paths to read the settings Karpenter computes
 // with (maxPods, kubeReserved, systemReserved, evictionHard).
 func (kc KubeletConfiguration) Decode() (*kubeletconfigv1beta1.KubeletConfiguration, error) {
@@ -35,7 +37,7 @@ func (kc KubeletConfiguration) Decode() (*kubeletconfigv1beta1.KubeletConfigurat
 			}
 			b.WriteString(e.Error())
 		}
-		return nil, fmt.Errorf("%s", b.String())
+		return out, fmt.Errorf("%s", b.String())
 	}
 	return out, nil
 }
