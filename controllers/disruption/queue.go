@@ -38,6 +38,10 @@ type Queue struct {
 	poll time.Duration
 }
 
+// cacheGrace is how long a replacement just created may be missing from the cache before
+// the queue takes it for deleted.
+const cacheGrace = 30 * time.Second
+
 // NewQueue returns the queue.
 func NewQueue(c client.Client, cluster *state.Cluster, recorder events.EventRecorder) *Queue {
 	return &Queue{client: c, cluster: cluster, recorder: recorder, poll: 2 * time.Second}
@@ -121,15 +125,19 @@ func (q *Queue) markDisrupting(ctx context.Context, cand *Candidate, r Reason) e
 // waitInitialized waits until every replacement is Initialized, failing when one is deleted
 // or ReplacementTimeout passes.
 func (q *Queue) waitInitialized(ctx context.Context, created []*karpv1.NodeClaim) error {
+	// The client reads the informer cache, which may not hold a NodeClaim created a moment
+	// ago: one not found is deleted only once it has been seen, or after cacheGrace.
+	seen, start := map[string]bool{}, time.Now()
 	return wait.PollUntilContextTimeout(ctx, q.poll, ReplacementTimeout, true, func(ctx context.Context) (bool, error) {
 		for _, nc := range created {
 			fresh := &karpv1.NodeClaim{}
 			if err := q.client.Get(ctx, client.ObjectKeyFromObject(nc), fresh); err != nil {
-				if client.IgnoreNotFound(err) == nil {
+				if client.IgnoreNotFound(err) == nil && (seen[nc.Name] || time.Since(start) > cacheGrace) {
 					return false, fmt.Errorf("replacement %s was deleted (launch failed)", nc.Name)
 				}
 				return false, nil
 			}
+			seen[nc.Name] = true
 			if fresh.DeletionTimestamp != nil {
 				return false, fmt.Errorf("replacement %s is being deleted", nc.Name)
 			}
