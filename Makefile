@@ -29,6 +29,14 @@ help: ## Display this help.
 generate: ## Generate DeepCopy methods with controller-gen.
 	$(CONTROLLER_GEN) object paths="./api/..."
 
+# The AWS provider's built-in on-demand prices (used until, or instead of, the Pricing API):
+# from the project's EC2 catalog beside the repository, or PRICING_REGION=<region> to read
+# the Pricing API with the usual AWS credentials.
+PRICING_CATALOG ?= ../shared/data/aws-instance-types.json
+.PHONY: pricing-table
+pricing-table: ## Regenerate cloudprovider/aws/zz_generated.pricing.go.
+	go run ./hack/pricing-table $(if $(PRICING_REGION),-from-api $(PRICING_REGION),-catalog $(PRICING_CATALOG))
+
 .PHONY: manifests
 manifests: ## Generate CRDs, RBAC and webhook configurations with controller-gen.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases

@@ -1,5 +1,7 @@
-// Package nodeclass keeps the status of the kwok provider's KWOKNodeClass: whether its catalog
-// loads, and how many instance types it offers. It writes status only.
+// Package nodeclass keeps the status of node classes: a KWOKNodeClass's catalog (whether it
+// loads, how many instance types it offers), and what an EC2NodeClass selects in EC2 (through
+// an EC2Resolver the AWS provider implements). It writes status, and on an EC2NodeClass its
+// finalizer; never spec, labels or annotations, and it does not import a provider.
 package nodeclass
 
 import (

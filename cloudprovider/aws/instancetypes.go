@@ -1,0 +1,358 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+)
+
+// Capacity and overhead rules, as upstream's AWS provider computes them (docs/aws.md,
+// "Instance types"): what a node of a type can allocate to pods once the hypervisor, the
+// kubelet, the system and eviction thresholds have taken theirs.
+const (
+	// vmMemoryOverheadPercent of a type's memory is not visible to the OS.
+	vmMemoryOverheadPercent = 0.075
+	// gravitonCMAMiB is memory a Graviton (arm64) instance reserves for its contiguous memory
+	// allocator, which the OS cannot give to pods.
+	gravitonCMAMiB = 64
+	// rootVolume is the ephemeral storage of a node without block device mappings.
+	rootVolume = "20Gi"
+)
+
+// InstanceTypes reads EC2's instance types and the zones they are offered in, caches them for
+// TTL, and describes them for a node class with their offerings and prices.
+type InstanceTypes struct {
+	clients *Clients
+	pricing *Pricing
+	TTL     time.Duration
+
+	mu        sync.Mutex
+	fetched   time.Time
+	infos     []ec2types.InstanceTypeInfo
+	zonesOf   map[string]map[string]bool // instance type -> zones it is offered in
+	unavailMu sync.Mutex
+	unavail   map[string]time.Time // "type/zone/capacity type" -> until
+}
+
+// NewInstanceTypes builds the provider of instance types; ttl is how long EC2's answer is kept.
+func NewInstanceTypes(c *Clients, p *Pricing, ttl time.Duration) *InstanceTypes {
+	return &InstanceTypes{clients: c, pricing: p, TTL: ttl, unavail: map[string]time.Time{}}
+}
+
+// UnavailableFor is how long an offering that ran out of capacity is left out.
+var UnavailableFor = 3 * time.Minute
+
+// MarkUnavailable leaves an offering out for UnavailableFor (InsufficientInstanceCapacity,
+// a Spot interruption).
+func (p *InstanceTypes) MarkUnavailable(instanceType, zone, capacityType string) {
+	p.unavailMu.Lock()
+	defer p.unavailMu.Unlock()
+	p.unavail[instanceType+"/"+zone+"/"+capacityType] = time.Now().Add(UnavailableFor)
+}
+
+func (p *InstanceTypes) unavailable(instanceType, zone, capacityType string) bool {
+	p.unavailMu.Lock()
+	defer p.unavailMu.Unlock()
+	key := instanceType + "/" + zone + "/" + capacityType
+	until, ok := p.unavail[key]
+	if ok && time.Now().After(until) {
+		delete(p.unavail, key)
+		return false
+	}
+	return ok
+}
+
+// refresh reads instance types and offerings from EC2 when the cache is older than TTL.
+func (p *InstanceTypes) refresh(ctx context.Context) ([]ec2types.InstanceTypeInfo, map[string]map[string]bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.fetched.IsZero() && time.Since(p.fetched) < p.TTL {
+		return p.infos, p.zonesOf, nil
+	}
+	var infos []ec2types.InstanceTypeInfo
+	pages := ec2.NewDescribeInstanceTypesPaginator(p.clients.EC2, &ec2.DescribeInstanceTypesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("supported-virtualization-type"), Values: []string{"hvm"}},
+		{Name: aws.String("processor-info.supported-architecture"), Values: []string{"x86_64", "arm64"}},
+	}})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("describing instance types: %w", err)
+		}
+		infos = append(infos, page.InstanceTypes...)
+	}
+	zonesOf := map[string]map[string]bool{}
+	offerings := ec2.NewDescribeInstanceTypeOfferingsPaginator(p.clients.EC2, &ec2.DescribeInstanceTypeOfferingsInput{LocationType: ec2types.LocationTypeAvailabilityZone})
+	for offerings.HasMorePages() {
+		page, err := offerings.NextPage(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("describing instance type offerings: %w", err)
+		}
+		for _, o := range page.InstanceTypeOfferings {
+			t := string(o.InstanceType)
+			if zonesOf[t] == nil {
+				zonesOf[t] = map[string]bool{}
+			}
+			zonesOf[t][aws.ToString(o.Location)] = true
+		}
+	}
+	p.infos, p.zonesOf, p.fetched = infos, zonesOf, time.Now()
+	return infos, zonesOf, nil
+}
+
+// Invalidate drops the cache, so the next call reads EC2 again.
+func (p *InstanceTypes) Invalidate() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fetched = time.Time{}
+}
+
+// List describes the instance types a node class can launch: in the zones of its subnets,
+// with its kubelet settings taken into the overhead, on-demand and spot where priced, and its
+// capacity reservations as reserved offerings. reservationRoom says how many more instances
+// a reservation can take.
+func (p *InstanceTypes) List(ctx context.Context, nc *awsv1.EC2NodeClass, reservationRoom func(id string) int) ([]*cloudprovider.InstanceType, error) {
+	infos, zonesOf, err := p.refresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	subnetZones := map[string]bool{}
+	for _, s := range nc.Status.Subnets {
+		subnetZones[s.Zone] = true
+	}
+	kubelet, err := nc.Spec.Kubelet.Decode()
+	if err != nil {
+		return nil, fmt.Errorf("EC2NodeClass %s: spec.kubelet: %w", nc.Name, err)
+	}
+	out := make([]*cloudprovider.InstanceType, 0, len(infos))
+	for i := range infos {
+		info := &infos[i]
+		it := Describe(info, kubelet)
+		for zone := range zonesOf[it.Name] {
+			if !subnetZones[zone] {
+				continue
+			}
+			if od, ok := p.pricing.OnDemand(it.Name); ok && usage(info, "on-demand") {
+				it.Offerings = append(it.Offerings, cloudprovider.Offering{Zone: zone, CapacityType: karpv1.CapacityTypeOnDemand, Price: od,
+					Available: !p.unavailable(it.Name, zone, karpv1.CapacityTypeOnDemand)})
+			}
+			if sp, ok := p.pricing.Spot(it.Name, zone); ok && usage(info, "spot") {
+				it.Offerings = append(it.Offerings, cloudprovider.Offering{Zone: zone, CapacityType: karpv1.CapacityTypeSpot, Price: sp,
+					Available: !p.unavailable(it.Name, zone, karpv1.CapacityTypeSpot)})
+			}
+		}
+		if len(it.Offerings) == 0 {
+			continue
+		}
+		sortOfferings(it.Offerings)
+		it.Offerings = ReservedOfferings(it, nc.Status.CapacityReservations, reservationRoom)
+		out = append(out, it)
+	}
+	return out, nil
+}
+
+func usage(info *ec2types.InstanceTypeInfo, class string) bool {
+	for _, u := range info.SupportedUsageClasses {
+		if string(u) == class {
+			return true
+		}
+	}
+	return false
+}
+
+func sortOfferings(o cloudprovider.Offerings) {
+	for i := 1; i < len(o); i++ {
+		for j := i; j > 0 && offeringLess(o[j], o[j-1]); j-- {
+			o[j], o[j-1] = o[j-1], o[j]
+		}
+	}
+}
+
+func offeringLess(a, b cloudprovider.Offering) bool {
+	if a.Zone != b.Zone {
+		return a.Zone < b.Zone
+	}
+	return a.CapacityType < b.CapacityType
+}
+
+var familyParts = regexp.MustCompile(`^([a-z]+)([0-9]+)`)
+
+// Describe is an instance type as Karpenter describes it: its well-known labels, its
+// capacity, and the overhead its kubelet settings take (kubelet may be empty).
+func Describe(info *ec2types.InstanceTypeInfo, kubelet *kubeletconfigv1beta1.KubeletConfiguration) *cloudprovider.InstanceType {
+	name := string(info.InstanceType)
+	family, size, _ := strings.Cut(name, ".")
+	arch := "amd64"
+	if info.ProcessorInfo != nil {
+		for _, a := range info.ProcessorInfo.SupportedArchitectures {
+			if a == ec2types.ArchitectureTypeArm64 {
+				arch = "arm64"
+			}
+		}
+	}
+	vcpu := int64(aws.ToInt32(info.VCpuInfo.DefaultVCpus))
+	memMiB := aws.ToInt64(info.MemoryInfo.SizeInMiB)
+	labels := map[string]string{
+		karpv1.LabelInstanceType: name, karpv1.LabelArch: arch, karpv1.LabelOS: "linux",
+		karpv1.LabelInstanceFamily: family, karpv1.LabelInstanceSize: size,
+		karpv1.LabelInstanceCPU: strconv.FormatInt(vcpu, 10), karpv1.LabelInstanceMemory: strconv.FormatInt(memMiB, 10),
+		karpv1.LabelInstanceHypervisor:     string(info.Hypervisor),
+		karpv1.LabelInstanceCapabilityFlex: strconv.FormatBool(strings.Contains(family, "flex")),
+	}
+	if m := familyParts.FindStringSubmatch(family); m != nil {
+		labels[karpv1.LabelInstanceCategory], labels[karpv1.LabelInstanceGeneration] = m[1], m[2]
+	}
+	if pi := info.ProcessorInfo; pi != nil {
+		if pi.Manufacturer != nil {
+			labels[karpv1.LabelInstanceCPUManufacturer] = strings.ToLower(aws.ToString(pi.Manufacturer))
+		}
+		if pi.SustainedClockSpeedInGhz != nil {
+			labels[karpv1.LabelInstanceCPUSustainedClockSpeedMhz] = strconv.Itoa(int(math.Round(*pi.SustainedClockSpeedInGhz * 1000)))
+		}
+	}
+	if ebs := info.EbsInfo; ebs != nil && ebs.EbsOptimizedInfo != nil {
+		labels[karpv1.LabelInstanceEBSBandwidth] = strconv.Itoa(int(aws.ToInt32(ebs.EbsOptimizedInfo.MaximumBandwidthInMbps)))
+	}
+	if n := info.NetworkInfo; n != nil {
+		labels[karpv1.LabelInstanceEncryptionInTransitSupported] = strconv.FormatBool(aws.ToBool(n.EncryptionInTransitSupported))
+		if len(n.NetworkCards) > 0 && n.NetworkCards[0].BaselineBandwidthInGbps != nil {
+			labels[karpv1.LabelInstanceNetworkBandwidth] = strconv.Itoa(int(math.Round(*n.NetworkCards[0].BaselineBandwidthInGbps * 1000)))
+		}
+	}
+	if s := info.InstanceStorageInfo; s != nil && s.NvmeSupport != ec2types.EphemeralNvmeSupportUnsupported && s.TotalSizeInGB != nil {
+		labels[karpv1.LabelInstanceLocalNVME] = strconv.FormatInt(*s.TotalSizeInGB, 10)
+	}
+	visible := memMiB
+	if arch == "arm64" {
+		visible -= gravitonCMAMiB
+	}
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:              *resource.NewQuantity(vcpu, resource.DecimalSI),
+		corev1.ResourceMemory:           resource.MustParse(fmt.Sprintf("%dMi", visible-int64(math.Ceil(float64(visible)*vmMemoryOverheadPercent)))),
+		corev1.ResourceEphemeralStorage: resource.MustParse(rootVolume),
+	}
+	if g := info.GpuInfo; g != nil && len(g.Gpus) > 0 {
+		gpu := g.Gpus[0]
+		count := int64(0)
+		for _, x := range g.Gpus {
+			count += int64(aws.ToInt32(x.Count))
+		}
+		labels[karpv1.LabelInstanceGPUName] = strings.ToLower(aws.ToString(gpu.Name))
+		labels[karpv1.LabelInstanceGPUManufacturer] = strings.ToLower(aws.ToString(gpu.Manufacturer))
+		labels[karpv1.LabelInstanceGPUCount] = strconv.FormatInt(count, 10)
+		if gpu.MemoryInfo != nil {
+			labels[karpv1.LabelInstanceGPUMemory] = strconv.Itoa(int(aws.ToInt32(gpu.MemoryInfo.SizeInMiB)))
+		}
+		switch strings.ToLower(aws.ToString(gpu.Manufacturer)) {
+		case "nvidia":
+			capacity["nvidia.com/gpu"] = *resource.NewQuantity(count, resource.DecimalSI)
+		case "amd":
+			capacity["amd.com/gpu"] = *resource.NewQuantity(count, resource.DecimalSI)
+		}
+	}
+	pods := maxPods(info, vcpu, kubelet)
+	capacity[corev1.ResourcePods] = *resource.NewQuantity(pods, resource.DecimalSI)
+	return &cloudprovider.InstanceType{Name: name, Labels: labels, Capacity: capacity, Overhead: overhead(vcpu, pods, capacity, kubelet)}
+}
+
+// maxPods is the kubelet's maxPods: the node class's, else what the ENIs of the type's default
+// network card can address (ENIs x (IPv4 addresses per ENI - 1) + 2; the VPC CNI uses only
+// that card), capped by podsPerCore x vCPUs when set.
+func maxPods(info *ec2types.InstanceTypeInfo, vcpu int64, kubelet *kubeletconfigv1beta1.KubeletConfiguration) int64 {
+	var pods int64 = 110
+	if n := info.NetworkInfo; n != nil && n.Ipv4AddressesPerInterface != nil {
+		enis := aws.ToInt32(n.MaximumNetworkInterfaces)
+		if i := int(aws.ToInt32(n.DefaultNetworkCardIndex)); i < len(n.NetworkCards) && n.NetworkCards[i].MaximumNetworkInterfaces != nil {
+			enis = *n.NetworkCards[i].MaximumNetworkInterfaces
+		}
+		if enis > 0 {
+			pods = int64(enis)*(int64(*n.Ipv4AddressesPerInterface)-1) + 2
+		}
+	}
+	if kubelet != nil && kubelet.MaxPods > 0 {
+		pods = int64(kubelet.MaxPods)
+	}
+	if kubelet != nil && kubelet.PodsPerCore > 0 {
+		pods = min(pods, int64(kubelet.PodsPerCore)*vcpu)
+	}
+	return pods
+}
+
+// overhead is kube-reserved (the node class's, else EKS's formula: a share of each core,
+// 11Mi per pod + 255Mi, 1Gi of disk), system-reserved (the node class's), and the hard
+// eviction thresholds (the node class's, else 100Mi of memory and 10% of the disk).
+func overhead(vcpu, pods int64, capacity corev1.ResourceList, kubelet *kubeletconfigv1beta1.KubeletConfiguration) corev1.ResourceList {
+	cpuMilli := vcpu * 1000
+	reservedCPU := 0.0
+	for _, r := range []struct {
+		start, end int64
+		share      float64
+	}{{0, 1000, 0.06}, {1000, 2000, 0.01}, {2000, 4000, 0.005}, {4000, math.MaxInt64, 0.0025}} {
+		if cpuMilli > r.start {
+			reservedCPU += float64(min(cpuMilli, r.end)-r.start) * r.share
+		}
+	}
+	kube := corev1.ResourceList{
+		corev1.ResourceCPU:              *resource.NewMilliQuantity(int64(reservedCPU), resource.DecimalSI),
+		corev1.ResourceMemory:           resource.MustParse(fmt.Sprintf("%dMi", 11*pods+255)),
+		corev1.ResourceEphemeralStorage: resource.MustParse("1Gi"),
+	}
+	eviction := map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"}
+	var system map[string]string
+	if kubelet != nil {
+		for k, v := range kubelet.KubeReserved {
+			if q, err := resource.ParseQuantity(v); err == nil {
+				kube[corev1.ResourceName(k)] = q
+			}
+		}
+		system = kubelet.SystemReserved
+		if len(kubelet.EvictionHard) > 0 {
+			eviction = kubelet.EvictionHard
+		}
+	}
+	out := corev1.ResourceList{}
+	add := func(name corev1.ResourceName, q resource.Quantity) {
+		cur := out[name]
+		cur.Add(q)
+		out[name] = cur
+	}
+	for k, q := range kube {
+		add(k, q)
+	}
+	for k, v := range system {
+		if q, err := resource.ParseQuantity(v); err == nil {
+			add(corev1.ResourceName(k), q)
+		}
+	}
+	for signal, name := range map[string]corev1.ResourceName{"memory.available": corev1.ResourceMemory, "nodefs.available": corev1.ResourceEphemeralStorage} {
+		v, ok := eviction[signal]
+		if !ok {
+			continue
+		}
+		if pct, isPct := strings.CutSuffix(v, "%"); isPct {
+			f, err := strconv.ParseFloat(pct, 64)
+			if c, has := capacity[name]; err == nil && has {
+				add(name, *resource.NewQuantity(int64(math.Ceil(float64(c.Value())*f/100)), resource.BinarySI))
+			}
+		} else if q, err := resource.ParseQuantity(v); err == nil {
+			add(name, q)
+		}
+	}
+	return out
+}

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""A local AWS for the AWS provider's tests and `make run-aws`: moto's server on loopback,
+seeded with what moto lacks and a cluster needs.
+
+moto answers EC2, IAM, SSM and SQS with the real wire protocols, but it has none of the public
+`/aws/service/...` SSM parameters that EKS AMI aliases resolve through, and its PutParameter
+refuses `/aws/` names. This launcher starts moto in process (ThreadedMotoServer) and writes
+those parameters straight into moto's SSM backend, pointing at AMIs it copies from moto's
+catalog under EKS's names. With --seed-cluster it also creates what a cluster's account has:
+a VPC with a subnet in each of three zones and a security group, all tagged
+karpenter.sh/discovery=<cluster>, an IAM role for nodes, and an SQS queue for interruption.
+
+It prints one JSON line to stdout once ready (endpoint, region, and the ids it created), writes
+the endpoint to --endpoint-file if given, and serves until SIGINT or SIGTERM.
+
+Nothing here is part of the controller; the controller reaches this server only through
+aws-sdk-go-v2 with BaseEndpoint set, as it would reach AWS.
+"""
+
+import argparse
+import datetime
+import json
+import logging
+import signal
+import sys
+import threading
+
+import boto3
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.server import ThreadedMotoServer
+from moto.ssm.models import Parameter, ssm_backends
+
+ARCHS = ("x86_64", "arm64")
+
+
+def ssm_put(region, name, value):
+    """Puts a parameter moto's API would refuse (an /aws/ name) into its backend."""
+    backend = ssm_backends[DEFAULT_ACCOUNT_ID][region]
+    versions = backend._parameters[name]
+    versions.append(
+        Parameter(
+            account_id=DEFAULT_ACCOUNT_ID,
+            name=name,
+            value=value,
+            parameter_type="String",
+            description=None,
+            allowed_pattern=None,
+            keyid=None,
+            last_modified_date=datetime.datetime.now(datetime.timezone.utc),
+            version=len(versions) + 1,
+            data_type="aws:ec2:image",
+        )
+    )
+
+
+def alias_parameters(k8s, arch, release):
+    """The SSM parameters an AMI alias resolves through, as EKS publishes them, with the
+    name EKS gives the AMI; (parameter, ami name) pairs."""
+    out = []
+    al2023 = f"amazon-eks-node-al2023-{arch}-standard-{k8s}-{release}"
+    base = f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/standard"
+    out.append((f"{base}/recommended/image_id", al2023))
+    out.append((f"{base}/{al2023}/image_id", al2023))
+    al2_flavour = "amazon-linux-2" if arch == "x86_64" else "amazon-linux-2-arm64"
+    al2 = f"amazon-eks-{'node' if arch == 'x86_64' else 'arm64-node'}-{k8s}-{release}"
+    out.append((f"/aws/service/eks/optimized-ami/{k8s}/{al2_flavour}/recommended/image_id", al2))
+    out.append((f"/aws/service/eks/optimized-ami/{k8s}/{al2_flavour}/{al2}/image_id", al2))
+    br = f"bottlerocket-aws-k8s-{k8s}-{arch}-v1.30.0"
+    out.append((f"/aws/service/bottlerocket/aws-k8s-{k8s}/{arch}/latest/image_id", br))
+    out.append((f"/aws/service/bottlerocket/aws-k8s-{k8s}/{arch}/1.30.0/image_id", br))
+    return out
+
+
+def seed_amis(ec2, region, k8s, release):
+    """Copies one moto AMI per architecture under each EKS name and points the alias
+    parameters at the copies; returns {ami name: id}."""
+    sources = {}
+    for image in ec2.describe_images(Owners=["amazon"])["Images"]:
+        arch = image.get("Architecture")
+        if arch in ARCHS and arch not in sources and image.get("Platform") != "windows":
+            sources[arch] = image["ImageId"]
+    made = {}
+    for arch in ARCHS:
+        for parameter, name in alias_parameters(k8s, arch, release):
+            if name not in made:
+                made[name] = ec2.copy_image(SourceImageId=sources[arch], SourceRegion=region, Name=name)["ImageId"]
+            ssm_put(region, parameter, made[name])
+    return made
+
+
+def seed_cluster(session, region, cluster):
+    ec2, iam, sqs = session.client("ec2"), session.client("iam"), session.client("sqs")
+    tag = [{"Key": "karpenter.sh/discovery", "Value": cluster}]
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16", TagSpecifications=[{"ResourceType": "vpc", "Tags": tag}])["Vpc"]["VpcId"]
+    subnets = []
+    for i, zone in enumerate(("a", "b", "c")):
+        subnets.append(
+            ec2.create_subnet(
+                VpcId=vpc,
+                CidrBlock=f"10.0.{i * 32}.0/19",
+                AvailabilityZone=f"{region}{zone}",
+                TagSpecifications=[{"ResourceType": "subnet", "Tags": tag + [{"Key": "Name", "Value": f"{cluster}-{zone}"}]}],
+            )["Subnet"]["SubnetId"]
+        )
+    sg = ec2.create_security_group(
+        GroupName=f"{cluster}-nodes", Description="nodes", VpcId=vpc,
+        TagSpecifications=[{"ResourceType": "security-group", "Tags": tag}],
+    )["GroupId"]
+    role = f"KarpenterNodeRole-{cluster}"
+    assume = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+    iam.create_role(RoleName=role, AssumeRolePolicyDocument=json.dumps(assume))
+    queue = sqs.create_queue(QueueName=cluster)["QueueUrl"]
+    return {"vpc": vpc, "subnets": subnets, "securityGroup": sg, "role": role, "queue": cluster, "queueURL": queue}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--port", type=int, default=0, help="port on 127.0.0.1; 0 picks a free one")
+    ap.add_argument("--region", default="us-west-2")
+    ap.add_argument("--kubernetes-version", default="1.37")
+    ap.add_argument("--ami-release", default="v20261101", help="the release the seeded EKS AMIs are named after")
+    ap.add_argument("--seed-cluster", metavar="CLUSTER", help="also create a VPC, subnets, security group, node role and queue for CLUSTER")
+    ap.add_argument("--endpoint-file", help="write the endpoint URL here once ready")
+    args = ap.parse_args()
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=args.port, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    ec2 = boto3.client("ec2", endpoint_url=endpoint, region_name=args.region, aws_access_key_id="test", aws_secret_access_key="test")
+    ready = {"endpoint": endpoint, "region": args.region, "amis": seed_amis(ec2, args.region, args.kubernetes_version, args.ami_release)}
+    if args.seed_cluster:
+        clients = boto3.Session(aws_access_key_id="test", aws_secret_access_key="test", region_name=args.region)
+        clients.client = (lambda orig: lambda name, **kw: orig(name, endpoint_url=endpoint, **kw))(clients.client)
+        ready["cluster"] = seed_cluster(clients, args.region, args.seed_cluster)
+    if args.endpoint_file:
+        with open(args.endpoint_file, "w") as f:
+            f.write(endpoint + "\n")
+    print(json.dumps(ready), flush=True)
+
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
