@@ -477,3 +477,14 @@ func init() {
 		return nil
 	})
 }
+
+// AMI families.
+const (
+	AMIFamilyAL2          = "AL2"
+	AMIFamilyAL2023       = "AL2023"
+	AMIFamilyBottlerocket = "Bottlerocket"
+	AMIFamilyCustom       = "Custom"
+	AMIFamilyWindows2019  = "Windows2019"
+	AMIFamilyWindows2022  = "Windows2022"
+	AMIFamilyWindows2025  = "Windows2025"
+)
