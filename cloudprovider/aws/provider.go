@@ -1,0 +1,440 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
+)
+
+// ProviderIDPrefix starts an EC2 instance's provider ID: aws:///<zone>/<instance-id>.
+const ProviderIDPrefix = "aws:///"
+
+// Provider is the AWS cloud provider: it launches EC2 instances for NodeClaims of
+// EC2NodeClasses and answers for them.
+type Provider struct {
+	client    client.Reader
+	settings  Settings
+	clients   *Clients
+	Resolver  *Resolver
+	Pricing   *Pricing
+	Types     *InstanceTypes
+	templates *launchTemplates
+	// ReservationRoom says how many more instances a capacity reservation takes; nil: none.
+	ReservationRoom func(id string) int
+}
+
+var _ cloudprovider.CloudProvider = (*Provider)(nil)
+var _ cloudprovider.CapacityReporter = (*Provider)(nil)
+
+// NewProvider builds the provider from its parts; c reads EC2NodeClasses.
+func NewProvider(c client.Reader, s Settings, clients *Clients, types *InstanceTypes, pricing *Pricing) *Provider {
+	return &Provider{client: c, settings: s, clients: clients, Resolver: &Resolver{Clients: clients, Settings: s}, Pricing: pricing, Types: types,
+		templates: &launchTemplates{clients: clients, cluster: s.ClusterName}}
+}
+
+// Name is "aws".
+func (p *Provider) Name() string { return "aws" }
+
+// GetSupportedNodeClasses is EC2NodeClass.
+func (p *Provider) GetSupportedNodeClasses() []cloudprovider.NodeClass {
+	return []cloudprovider.NodeClass{&awsv1.EC2NodeClass{}}
+}
+
+// MarkUnavailable leaves an offering out for a while (a Spot interruption).
+func (p *Provider) MarkUnavailable(instanceType, zone, capacityType string) {
+	p.Types.MarkUnavailable(instanceType, zone, capacityType)
+}
+
+func (p *Provider) room(id string) int {
+	if p.ReservationRoom == nil {
+		return 0
+	}
+	return p.ReservationRoom(id)
+}
+
+// nodeClass reads a ready EC2NodeClass; one missing or not ready is a NodeClassNotReadyError.
+func (p *Provider) nodeClass(ctx context.Context, ref *karpv1.NodeClassReference) (*awsv1.EC2NodeClass, error) {
+	if ref == nil || ref.Kind != "EC2NodeClass" || ref.Group != awsv1.SchemeGroupVersion.Group {
+		return nil, cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("nodeClassRef %v is not an EC2NodeClass", ref))
+	}
+	nc := &awsv1.EC2NodeClass{}
+	if err := p.client.Get(ctx, client.ObjectKey{Name: ref.Name}, nc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("EC2NodeClass %s not found", ref.Name))
+		}
+		return nil, err
+	}
+	if c := meta.FindStatusCondition(nc.Status.Conditions, awsv1.ConditionTypeReady); c == nil || c.Status != metav1.ConditionTrue {
+		msg := "not resolved yet"
+		if c != nil && c.Message != "" {
+			msg = c.Message
+		}
+		return nil, cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("EC2NodeClass %s is not ready: %s", nc.Name, msg))
+	}
+	return nc, nil
+}
+
+// GetInstanceTypes lists the instance types the NodePool's EC2NodeClass can launch.
+func (p *Provider) GetInstanceTypes(ctx context.Context, np *karpv1.NodePool) ([]*cloudprovider.InstanceType, error) {
+	nc, err := p.nodeClass(ctx, np.Spec.Template.Spec.NodeClassRef)
+	if err != nil {
+		return nil, err
+	}
+	return p.Types.List(ctx, nc, p.room)
+}
+
+// offeringKeys are the requirement keys an offering, not its instance type, decides.
+var offeringKeys = map[string]bool{karpv1.LabelTopologyZone: true, karpv1.CapacityTypeLabelKey: true, karpv1.LabelCapacityReservationID: true}
+
+// compatible reports whether the NodeClaim's requirements allow what labels describe, over the
+// keys of one side (offering keys or the rest): a key labels define must share a value; a
+// well-known key they do not define must allow absence; any other key is a label the node
+// will be given.
+func compatible(claim scheduling.Requirements, labels map[string]string, offering bool) bool {
+	for key, r := range claim {
+		if offeringKeys[key] != offering {
+			continue
+		}
+		if v, ok := labels[key]; ok {
+			if !r.Has(v) {
+				return false
+			}
+			continue
+		}
+		if karpv1.WellKnownLabels.Has(key) && key != karpv1.NodePoolLabelKey && !r.AllowsAbsent() {
+			return false
+		}
+	}
+	return true
+}
+
+// Create launches the cheapest instance the NodeClaim's requirements allow: reserved capacity
+// when it is pinned to a reservation, spot when spot is allowed and offered, on-demand
+// otherwise; at most MaxFleetTypes types, cheapest first, each in the subnets of its zones.
+func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	nc, err := p.nodeClass(ctx, claim.Spec.NodeClassRef)
+	if err != nil {
+		return nil, err
+	}
+	types, err := p.Types.List(ctx, nc, p.room)
+	if err != nil {
+		return nil, err
+	}
+	reqs := scheduling.NewRequirements(claim.Spec.Requirements...)
+	byCT := map[string][]candidate{}
+	for _, it := range types {
+		if ok, _ := scheduling.Fits(claim.Spec.Resources.Requests, it.Allocatable()); !ok || !compatible(reqs, it.Labels, false) {
+			continue
+		}
+		image := imageFor(nc, it.Labels[karpv1.LabelArch])
+		if image == "" {
+			continue
+		}
+		offered := map[string][]cloudprovider.Offering{}
+		for _, o := range it.Offerings {
+			l := map[string]string{karpv1.LabelTopologyZone: o.Zone, karpv1.CapacityTypeLabelKey: o.CapacityType}
+			if o.ReservationID != "" {
+				l[karpv1.LabelCapacityReservationID] = o.ReservationID
+			}
+			if o.Available && compatible(reqs, l, true) {
+				offered[o.CapacityType] = append(offered[o.CapacityType], o)
+			}
+		}
+		for ct, os := range offered {
+			byCT[ct] = append(byCT[ct], candidate{it: it, offerings: os, imageID: image})
+		}
+	}
+	ct := ""
+	for _, want := range []string{karpv1.CapacityTypeReserved, karpv1.CapacityTypeSpot, karpv1.CapacityTypeOnDemand} {
+		if len(byCT[want]) > 0 {
+			ct = want
+			break
+		}
+	}
+	if ct == "" {
+		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("no instance type of EC2NodeClass %s has an available offering the requirements of %s allow", nc.Name, claim.Name))
+	}
+	cands := byCT[ct]
+	sort.SliceStable(cands, func(i, j int) bool {
+		a, b := cheapest(cands[i].offerings), cheapest(cands[j].offerings)
+		if a != b {
+			return a < b
+		}
+		return cands[i].it.Name < cands[j].it.Name
+	})
+	if len(cands) > MaxFleetTypes {
+		cands = cands[:MaxFleetTypes]
+	}
+	templates, err := p.ensureTemplates(ctx, claim, nc, cands)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := p.createFleet(ctx, &fleetRequest{claim: claim, nodeClass: nc, capacityType: ct, candidates: cands, templates: templates})
+	if err != nil {
+		return nil, err
+	}
+	var it *cloudprovider.InstanceType
+	for _, c := range cands {
+		if c.it.Name == inst.instanceType {
+			it = c.it
+		}
+	}
+	if it == nil {
+		return nil, fmt.Errorf("CreateFleet launched %s, which was not asked for", inst.instanceType)
+	}
+	return launched(claim, it, inst), nil
+}
+
+func cheapest(os []cloudprovider.Offering) float64 {
+	best := os[0].Price
+	for _, o := range os[1:] {
+		best = min(best, o.Price)
+	}
+	return best
+}
+
+// imageFor is the node class's AMI for an architecture, "" if it has none.
+func imageFor(nc *awsv1.EC2NodeClass, arch string) string {
+	for _, a := range nc.Status.AMIs {
+		for _, r := range a.Requirements {
+			if r.Key == corev1.LabelArchStable {
+				for _, v := range r.Values {
+					if v == arch {
+						return a.ID
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// ensureTemplates makes a launch template for each AMI the candidates use.
+func (p *Provider) ensureTemplates(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, cands []candidate) (map[string]string, error) {
+	family := awsv1.AMIFamilyAL2023
+	if nc.Spec.AMIFamily != nil && *nc.Spec.AMIFamily != "" {
+		family = *nc.Spec.AMIFamily
+	} else if len(nc.Spec.AMISelectorTerms) > 0 && nc.Spec.AMISelectorTerms[0].Alias != "" {
+		switch strings.SplitN(nc.Spec.AMISelectorTerms[0].Alias, "@", 2)[0] {
+		case "al2":
+			family = awsv1.AMIFamilyAL2
+		case "bottlerocket":
+			family = awsv1.AMIFamilyBottlerocket
+		}
+	}
+	labels := map[string]string{}
+	for k, v := range claim.Labels {
+		labels[k] = v
+	}
+	for _, r := range claim.Spec.Requirements { // single-valued requirements become labels
+		if r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 && !karpv1.WellKnownLabels.Has(r.Key) {
+			labels[r.Key] = r.Values[0]
+		}
+	}
+	taints := append([]corev1.Taint{karpv1.UnregisteredNoExecuteTaint}, claim.Spec.Taints...)
+	taints = append(taints, claim.Spec.StartupTaints...)
+	userData, err := UserData(family, Bootstrap{ClusterName: p.settings.ClusterName, ClusterEndpoint: p.settings.ClusterEndpoint,
+		Labels: labels, Taints: taints, Kubelet: nc.Spec.Kubelet, Custom: aws.ToString(nc.Spec.UserData)})
+	if err != nil {
+		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
+	}
+	var groups []string
+	for _, g := range nc.Status.SecurityGroups {
+		groups = append(groups, g.ID)
+	}
+	out := map[string]string{}
+	for _, c := range cands {
+		if _, ok := out[c.imageID]; ok {
+			continue
+		}
+		name, err := p.templates.ensure(ctx, templateSpec{NodeClass: nc.Name, ImageID: c.imageID, UserData: userData, SecurityGroups: groups,
+			InstanceProfile: nc.Status.InstanceProfile, Metadata: nc.Spec.MetadataOptions, BlockDevices: nc.Spec.BlockDeviceMappings,
+			Monitoring: aws.ToBool(nc.Spec.DetailedMonitoring), Tags: nc.Spec.Tags})
+		if err != nil {
+			return nil, err
+		}
+		out[c.imageID] = name
+	}
+	return out, nil
+}
+
+// launched is the NodeClaim as launched on the instance.
+func launched(claim *karpv1.NodeClaim, it *cloudprovider.InstanceType, inst *fleetInstance) *karpv1.NodeClaim {
+	out := claim.DeepCopy()
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	for k, v := range it.Labels {
+		out.Labels[k] = v
+	}
+	out.Labels[karpv1.LabelTopologyZone] = inst.zone
+	out.Labels[karpv1.CapacityTypeLabelKey] = inst.capacityType
+	out.Status.ProviderID = ProviderIDPrefix + inst.zone + "/" + inst.id
+	out.Status.ImageID = inst.imageID
+	out.Status.Capacity = it.Capacity.DeepCopy()
+	out.Status.Allocatable = it.Allocatable()
+	return out
+}
+
+// instanceID reads the instance id of an aws:///<zone>/<id> provider ID.
+func instanceID(providerID string) (string, error) {
+	rest, ok := strings.CutPrefix(providerID, ProviderIDPrefix)
+	if !ok {
+		return "", fmt.Errorf("provider ID %q is not aws:///<zone>/<instance-id>", providerID)
+	}
+	_, id, ok := strings.Cut(rest, "/")
+	if !ok || !strings.HasPrefix(id, "i-") {
+		return "", fmt.Errorf("provider ID %q is not aws:///<zone>/<instance-id>", providerID)
+	}
+	return id, nil
+}
+
+// liveStates are the instance states of an instance that still exists.
+var liveStates = []string{"pending", "running", "stopping", "stopped", "shutting-down"}
+
+// Get returns the NodeClaim of an instance; a terminated or unknown one is not found.
+func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClaim, error) {
+	id, err := instanceID(providerID)
+	if err != nil {
+		return nil, cloudprovider.NewNodeClaimNotFoundError(err)
+	}
+	out, err := p.clients.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	if isNotFound(err) {
+		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describing instance %s: %w", id, err)
+	}
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			if i.State != nil && i.State.Name != ec2types.InstanceStateNameTerminated {
+				return fromInstance(&i), nil
+			}
+		}
+	}
+	return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s is terminated", id))
+}
+
+// List returns a NodeClaim for every live instance tagged for the cluster and a NodePool.
+func (p *Provider) List(ctx context.Context) ([]*karpv1.NodeClaim, error) {
+	pages := ec2.NewDescribeInstancesPaginator(p.clients.EC2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:" + clusterTag(p.settings.ClusterName)), Values: []string{"owned"}},
+		{Name: aws.String("tag-key"), Values: []string{TagNodePool}},
+		{Name: aws.String("instance-state-name"), Values: liveStates},
+	}})
+	var out []*karpv1.NodeClaim
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing the cluster's instances: %w", err)
+		}
+		for _, r := range page.Reservations {
+			for i := range r.Instances {
+				out = append(out, fromInstance(&r.Instances[i]))
+			}
+		}
+	}
+	return out, nil
+}
+
+// fromInstance is a NodeClaim as EC2 describes its instance: name and NodePool from its tags,
+// provider ID, type, zone, capacity type, image.
+func fromInstance(i *ec2types.Instance) *karpv1.NodeClaim {
+	tags := map[string]string{}
+	for _, t := range i.Tags {
+		tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	zone := ""
+	if i.Placement != nil {
+		zone = aws.ToString(i.Placement.AvailabilityZone)
+	}
+	ct := karpv1.CapacityTypeOnDemand
+	if i.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
+		ct = karpv1.CapacityTypeSpot
+	} else if i.CapacityReservationId != nil {
+		ct = karpv1.CapacityTypeReserved
+	}
+	nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: tags[TagNodeClaim], Labels: map[string]string{
+		karpv1.NodePoolLabelKey: tags[TagNodePool], karpv1.LabelInstanceType: string(i.InstanceType),
+		karpv1.LabelTopologyZone: zone, karpv1.CapacityTypeLabelKey: ct,
+	}}}
+	if i.LaunchTime != nil {
+		nc.CreationTimestamp = metav1.NewTime(*i.LaunchTime)
+	}
+	nc.Status.ProviderID = ProviderIDPrefix + zone + "/" + aws.ToString(i.InstanceId)
+	nc.Status.ImageID = aws.ToString(i.ImageId)
+	return nc
+}
+
+// Delete terminates the NodeClaim's instance; once it is terminated, or unknown, the answer
+// is a NodeClaimNotFoundError.
+func (p *Provider) Delete(ctx context.Context, claim *karpv1.NodeClaim) error {
+	if _, err := p.Get(ctx, claim.Status.ProviderID); err != nil {
+		return err
+	}
+	id, _ := instanceID(claim.Status.ProviderID)
+	if _, err := p.clients.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
+		if isNotFound(err) {
+			return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
+		}
+		return fmt.Errorf("terminating instance %s: %w", id, err)
+	}
+	return nil
+}
+
+// Drift reasons.
+const (
+	AMIDrift    cloudprovider.DriftReason = "AMIDrift"
+	SubnetDrift cloudprovider.DriftReason = "SubnetDrift"
+)
+
+// IsDrifted says whether the NodeClaim's instance runs an AMI, or sits in a subnet, its
+// node class no longer resolves to.
+func (p *Provider) IsDrifted(ctx context.Context, claim *karpv1.NodeClaim) (cloudprovider.DriftReason, error) {
+	nc, err := p.nodeClass(ctx, claim.Spec.NodeClassRef)
+	if err != nil {
+		return "", err
+	}
+	id, err := instanceID(claim.Status.ProviderID)
+	if err != nil {
+		return "", err
+	}
+	out, err := p.clients.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	if err != nil {
+		return "", fmt.Errorf("describing instance %s: %w", id, err)
+	}
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			amis := map[string]bool{}
+			for _, a := range nc.Status.AMIs {
+				amis[a.ID] = true
+			}
+			if !amis[aws.ToString(i.ImageId)] {
+				return AMIDrift, nil
+			}
+			subnets := map[string]bool{}
+			for _, s := range nc.Status.Subnets {
+				subnets[s.ID] = true
+			}
+			if i.SubnetId != nil && !subnets[*i.SubnetId] {
+				return SubnetDrift, nil
+			}
+		}
+	}
+	return "", nil
+}
