@@ -7,6 +7,7 @@ package cloudprovider
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -137,4 +138,42 @@ func (ofs Offerings) Cheapest() (Offering, bool) {
 		}
 	}
 	return best, true
+}
+
+// NoticeKind is what a cloud's notice about an instance says.
+type NoticeKind string
+
+// Notice kinds (docs/aws.md, "Interruption").
+const (
+	// NoticeSpotInterruption: the cloud reclaims the Spot instance at Deadline.
+	NoticeSpotInterruption NoticeKind = "SpotInterruption"
+	// NoticeRebalance: the Spot instance is at elevated risk of interruption; an Event only.
+	NoticeRebalance NoticeKind = "RebalanceRecommendation"
+	// NoticeStateChange: the instance is stopping, stopped, shutting down or terminated.
+	NoticeStateChange NoticeKind = "StateChange"
+	// NoticeScheduledChange: the cloud will retire or maintain the instance (AWS Health).
+	NoticeScheduledChange NoticeKind = "ScheduledChange"
+	// NoticeNoOp: a notice that asks nothing (an instance starting, another service's event).
+	NoticeNoOp NoticeKind = "NoOp"
+)
+
+// Notice is one message of a provider's interruption queue about some instances.
+type Notice struct {
+	Kind        NoticeKind
+	InstanceIDs []string
+	// State is the new state of a StateChange.
+	State string
+	// Deadline is when the instance goes, when the notice says.
+	Deadline time.Time
+	// Handle identifies the message to NoticeQueue.Done; Err says it could not be read.
+	Handle string
+	Err    error
+}
+
+// NoticeQueue is a provider's queue of interruption notices (the AWS provider's SQS queue).
+type NoticeQueue interface {
+	// Receive waits a while for notices and returns those that came (possibly none).
+	Receive(ctx context.Context) ([]Notice, error)
+	// Done removes a notice from the queue once acted on (or found unreadable).
+	Done(ctx context.Context, n Notice) error
 }

@@ -2,8 +2,11 @@
 // interruption): the provider marks the Node with cloudprovider.InterruptionNoticeAnnotation,
 // and this controller deletes the node's NodeClaim at once, so that termination drains the
 // pods and the provisioner places them elsewhere before the instance is gone, and tells the
-// provider (cloudprovider.CapacityReporter) that the offering has no capacity now. It only
-// deletes NodeClaims; it does not drain, launch or write Nodes.
+// provider (cloudprovider.CapacityReporter) that the offering has no capacity now. A provider
+// with a queue of notices (the AWS provider's SQS queue, cloudprovider.NoticeQueue) is read by
+// QueueConsumer, which acts the same way on Spot interruptions, stops and terminations and
+// scheduled changes, and records rebalance recommendations as Events. It only deletes
+// NodeClaims and queue messages; it does not drain, launch or write Nodes.
 package interruption
 
 import (

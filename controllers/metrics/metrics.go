@@ -81,6 +81,14 @@ var (
 	ConsolidationTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_voluntary_disruption_consolidation_timeouts_total", Help: "Consolidation searches that ran out of time, by consolidation type.",
 	}, []string{"consolidation_type"})
+	// InterruptionMessages counts the notices read from a provider's interruption queue, by kind.
+	InterruptionMessages = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_interruption_queue_messages_total", Help: "Notices read from the interruption queue, by kind (SpotInterruption, RebalanceRecommendation, StateChange, ScheduledChange, NoOp).",
+	}, []string{"kind"})
+	// InterruptionMessageErrors counts the queue messages that were not notices (deleted unread).
+	InterruptionMessageErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "karpenter_interruption_queue_message_errors_total", Help: "Interruption queue messages that could not be read as a notice; they are deleted.",
+	})
 	// InterruptionsHandled counts the interruption notices acted on, by capacity type.
 	InterruptionsHandled = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_interruption_received_messages_total", Help: "Interruption notices acted on (NodeClaim deleted before the instance is reclaimed), by capacity type.",
@@ -90,7 +98,7 @@ var (
 func init() {
 	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, PodsStartupDuration, NodesAllocatable, NodePoolUsage,
 		PolicyEvaluations, PolicyEvaluationDuration, PolicyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent,
-		DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, InterruptionsHandled)
+		DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors)
 }
 
 // PolicyObserver records the policy engine's evaluations.

@@ -1,0 +1,115 @@
+package aws_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider/aws"
+	"github.com/karpenter-policy/karpenter/controllers/interruption"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	"github.com/karpenter-policy/karpenter/test"
+	"github.com/karpenter-policy/karpenter/test/awsemu"
+)
+
+// marks remembers what the consumer told the provider had no capacity.
+type marks struct {
+	aws.Provider
+	marked []string
+}
+
+func (m *marks) MarkUnavailable(instanceType, zone, capacityType string) {
+	m.marked = append(m.marked, instanceType+"/"+zone+"/"+capacityType)
+}
+
+func TestInterruptionQueue(t *testing.T) {
+	e := awsemu.Start(t, "local")
+	ctx := context.Background()
+	clients, err := aws.NewClients(ctx, aws.Settings{ClusterName: "local", Region: e.Region, Endpoint: e.Endpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := aws.NewQueue(clients, e.Cluster.Queue)
+	queue.Wait = time.Second
+	claim := func(name, instance, ct string) *karpv1.NodeClaim {
+		nc := test.NodeClaim(func(nc *karpv1.NodeClaim) {
+			nc.Name = name
+			nc.Labels = map[string]string{karpv1.NodePoolLabelKey: "default", karpv1.LabelInstanceType: "m5.large", karpv1.LabelTopologyZone: "us-west-2a", karpv1.CapacityTypeLabelKey: ct}
+		})
+		if err := testEnv.Client.Create(ctx, nc); err != nil {
+			t.Fatal(err)
+		}
+		nc.Status.ProviderID = "aws:///us-west-2a/" + instance
+		if err := testEnv.Client.Status().Update(ctx, nc); err != nil {
+			t.Fatal(err)
+		}
+		return nc
+	}
+	spot, stopped, retired, rebalanced := claim("spot", "i-0spot", "spot"), claim("stopped", "i-0stopped", "on-demand"),
+		claim("retired", "i-0retired", "on-demand"), claim("rebalanced", "i-0rebalance", "spot")
+	send := func(body string) {
+		if _, err := clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: awssdk.String(e.Cluster.QueueURL), MessageBody: awssdk.String(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now().UTC().Format(time.RFC3339)
+	send(fmt.Sprintf(`{"version":"0","source":"aws.ec2","detail-type":"EC2 Spot Instance Interruption Warning","time":%q,"detail":{"instance-id":"i-0spot","instance-action":"terminate"}}`, now))
+	send(fmt.Sprintf(`{"version":"0","source":"aws.ec2","detail-type":"EC2 Instance State-change Notification","time":%q,"detail":{"instance-id":"i-0stopped","state":"stopping"}}`, now))
+	send(`{"version":"0","source":"aws.health","detail-type":"AWS Health Event","detail":{"service":"EC2","eventTypeCategory":"scheduledChange","startTime":"Sat, 05 Dec 2026 10:00:00 GMT","affectedEntities":[{"entityValue":"i-0retired"}]}}`)
+	send(fmt.Sprintf(`{"version":"0","source":"aws.ec2","detail-type":"EC2 Instance Rebalance Recommendation","time":%q,"detail":{"instance-id":"i-0rebalance"}}`, now))
+	send(fmt.Sprintf(`{"version":"0","source":"aws.ec2","detail-type":"EC2 Instance State-change Notification","time":%q,"detail":{"instance-id":"i-0spot","state":"running"}}`, now))
+	send(`this is not an event`)
+
+	provider := &marks{}
+	recorder := events.NewFakeRecorder(20)
+	consumer := interruption.NewQueueConsumer(testEnv.Client, provider, queue, recorder)
+	errorsBefore := testutil.ToFloat64(metrics.InterruptionMessageErrors)
+	for i := 0; i < 5; i++ {
+		if err := consumer.Poll(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := func(nc *karpv1.NodeClaim) bool {
+		err := testEnv.Client.Get(ctx, client.ObjectKeyFromObject(nc), &karpv1.NodeClaim{})
+		return client.IgnoreNotFound(err) == nil && err != nil
+	}
+	for _, nc := range []*karpv1.NodeClaim{spot, stopped, retired} {
+		if !gone(nc) {
+			t.Errorf("NodeClaim %s was not deleted", nc.Name)
+		}
+	}
+	if gone(rebalanced) {
+		t.Error("a rebalance recommendation deleted its NodeClaim; it is an Event only")
+	}
+	if len(provider.marked) != 1 || provider.marked[0] != "m5.large/us-west-2a/spot" {
+		t.Errorf("offerings marked unavailable: %v; want the interrupted Spot offering only", provider.marked)
+	}
+	if got := testutil.ToFloat64(metrics.InterruptionMessageErrors) - errorsBefore; got != 1 {
+		t.Errorf("%v unreadable messages counted, want 1", got)
+	}
+	close(recorder.Events)
+	var seen []string
+	for ev := range recorder.Events {
+		seen = append(seen, ev)
+	}
+	joined := strings.Join(seen, "\n")
+	for _, want := range []string{"Interrupted Instance i-0spot will be reclaimed (Spot interruption)", "Interrupted Instance i-0stopped is stopping",
+		"Interrupted Instance i-0retired has a scheduled change", "RebalanceRecommendation EC2 recommends rebalancing instance i-0rebalance"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("no event %q in:\n%s", want, joined)
+		}
+	}
+	left, err := clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: awssdk.String(e.Cluster.QueueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 0})
+	if err != nil || len(left.Messages) != 0 {
+		t.Errorf("messages left in the queue: %d (%v)", len(left.Messages), err)
+	}
+}
