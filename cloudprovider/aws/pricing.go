@@ -22,6 +22,8 @@ import (
 type Pricing struct {
 	clients  *Clients
 	isolated bool
+	// OnError, when set, hears of failed updates (Start logs them through it).
+	OnError func(error)
 
 	mu       sync.RWMutex
 	onDemand map[string]float64
@@ -155,3 +157,36 @@ func (p *Pricing) OnDemandPrices() map[string]float64 {
 // Fallback says which region the built-in on-demand prices are for and how many types they
 // price, for the manager to log when it starts on them.
 func Fallback() (region string, types int) { return fallbackPricesRegion, len(fallbackOnDemandPrices) }
+
+// Start keeps prices fresh until ctx ends: on-demand every OnDemandEvery (when the Pricing API
+// is reachable), spot every SpotEvery; a failed update keeps the prices it had and is logged by
+// onError. It is a manager Runnable that runs on every replica.
+func (p *Pricing) Start(ctx context.Context) error {
+	onDemand := time.NewTicker(OnDemandEvery)
+	spot := time.NewTicker(SpotEvery)
+	defer onDemand.Stop()
+	defer spot.Stop()
+	update := func(f func(context.Context) error) {
+		if err := f(ctx); err != nil && p.OnError != nil {
+			p.OnError(err)
+		}
+	}
+	update(p.UpdateOnDemand)
+	update(p.UpdateSpot)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-onDemand.C:
+			update(p.UpdateOnDemand)
+		case <-spot.C:
+			update(p.UpdateSpot)
+		}
+	}
+}
+
+// How often Start refreshes prices.
+var (
+	OnDemandEvery = 12 * time.Hour
+	SpotEvery     = 5 * time.Minute
+)

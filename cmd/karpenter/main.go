@@ -24,6 +24,7 @@ import (
 
 	"github.com/karpenter-policy/karpenter/api/install"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	awsprovider "github.com/karpenter-policy/karpenter/cloudprovider/aws"
 	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
 	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
 	"github.com/karpenter-policy/karpenter/controllers/disruption"
@@ -98,8 +99,14 @@ func newDeps(mgr ctrl.Manager, opts *options.Options) (*deps, error) {
 	switch opts.CloudProvider {
 	case "kwok":
 		cloud = kwok.New(mgr.GetClient(), clock.RealClock{}, time.Now().UnixNano())
+	case "aws":
+		p, err := newAWS(mgr, opts)
+		if err != nil {
+			return nil, err
+		}
+		cloud = p
 	default:
-		return nil, fmt.Errorf("--cloud-provider=%s is not built into this manager yet; use kwok", opts.CloudProvider)
+		return nil, fmt.Errorf("--cloud-provider=%s is not built into this manager; use kwok or aws", opts.CloudProvider)
 	}
 	engine, err := policies.NewEngine()
 	if err != nil {
@@ -171,8 +178,15 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := nodepool.NewController(mgr.GetClient(), cloud).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodepool status controller: %w", err)
 	}
-	if err := nodeclass.NewKWOK(mgr.GetClient(), cloud).Register(mgr); err != nil {
-		return fmt.Errorf("registering the kwok node class controller: %w", err)
+	switch p := cloud.(type) {
+	case *kwok.Provider:
+		if err := nodeclass.NewKWOK(mgr.GetClient(), cloud).Register(mgr); err != nil {
+			return fmt.Errorf("registering the kwok node class controller: %w", err)
+		}
+	case *awsprovider.Provider:
+		if err := registerAWS(mgr, opts, p, recorder); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -2,7 +2,8 @@ package main
 
 // The manager's permissions, as controller-gen RBAC markers; `make manifests` writes them to
 // config/rbac/role.yaml. Spec and metadata of Git-owned objects (NodePools, node classes,
-// policies) are read only: the manager writes their status.
+// policies) are read only: the manager writes their status, and an EC2NodeClass's finalizer
+// (patch), which keeps it until the instance profile made for it is deleted.
 //
 // +kubebuilder:rbac:groups=karpenter.sh,resources=nodepools;nodeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=karpenter.sh,resources=nodeclaims,verbs=create;delete;patch;update
@@ -10,6 +11,8 @@ package main
 // +kubebuilder:rbac:groups=karpenter.sh,resources=nodeclaims/finalizers,verbs=update
 // +kubebuilder:rbac:groups=karpenter.k8s.aws,resources=ec2nodeclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=karpenter.k8s.aws,resources=ec2nodeclasses/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=karpenter.k8s.aws,resources=ec2nodeclasses,verbs=patch
+// +kubebuilder:rbac:groups=karpenter.k8s.aws,resources=ec2nodeclasses/finalizers,verbs=update
 // +kubebuilder:rbac:groups=karpenter.kwok.sh,resources=kwoknodeclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=karpenter.kwok.sh,resources=kwoknodeclasses/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=policy.karpenter.sh,resources=capacitybudgets;capacitypolicies,verbs=get;list;watch

@@ -44,6 +44,13 @@ type Options struct {
 	// ConsolidationMinSavings is the least fraction of a node's price a consolidation
 	// replacement must save.
 	ConsolidationMinSavings float64
+	// AWS provider settings (docs/aws.md, "Settings").
+	ClusterName       string
+	ClusterEndpoint   string
+	AWSRegion         string
+	InterruptionQueue string
+	IsolatedVPC       bool
+	InstanceTypesTTL  time.Duration
 }
 
 // envName is the environment variable that stands in for a flag: --leader-elect reads
@@ -132,6 +139,12 @@ func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 	boolean(&o.Disruption, "disruption", true, "run the disruption controller: remove empty nodes, replace drifted and expired ones, consolidate underutilized ones, within the NodePools' budgets")
 	str(&o.FeatureGates, "feature-gates", "", "feature gates, e.g. SpotToSpotConsolidation=true (alpha)")
 	float(&o.ConsolidationMinSavings, "consolidation-min-savings", 0, "the least fraction (0 to 1) of a node's price a consolidation replacement must save; 0 takes any saving")
+	str(&o.ClusterName, "cluster-name", "", "aws: the cluster's name, for tags and resource names (required with --cloud-provider=aws)")
+	str(&o.ClusterEndpoint, "cluster-endpoint", "", "aws: the API server URL nodes join")
+	str(&o.AWSRegion, "aws-region", "", "aws: the region; empty takes the SDK's (AWS_REGION, the profile, instance metadata)")
+	str(&o.InterruptionQueue, "interruption-queue", "", "aws: the SQS queue EventBridge sends interruption events to; empty: no interruption handling from AWS")
+	boolean(&o.IsolatedVPC, "isolated-vpc", false, "aws: no route to the Pricing API; on-demand prices come from the built-in table")
+	duration(&o.InstanceTypesTTL, "instance-types-ttl", 12*time.Hour, "aws: how long EC2's instance types and offerings are cached")
 	return errs
 }
 
@@ -148,7 +161,14 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--webhook-port must be in 1..65535, got %d", o.WebhookPort))
 	}
 	switch o.CloudProvider {
-	case "kwok", "aws":
+	case "kwok":
+	case "aws":
+		if o.ClusterName == "" {
+			errs = append(errs, fmt.Errorf("--cluster-name (CLUSTER_NAME) is required with --cloud-provider=aws"))
+		}
+		if o.InstanceTypesTTL <= 0 {
+			errs = append(errs, fmt.Errorf("--instance-types-ttl must be positive, got %s", o.InstanceTypesTTL))
+		}
 	default:
 		errs = append(errs, fmt.Errorf("--cloud-provider must be kwok or aws, got %q", o.CloudProvider))
 	}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	awsprovider "github.com/karpenter-policy/karpenter/cloudprovider/aws"
+	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
+	"github.com/karpenter-policy/karpenter/controllers/interruption"
+	"github.com/karpenter-policy/karpenter/controllers/nodeclass"
+)
+
+// newAWS builds the AWS provider from the flags: the SDK's configuration for the region and
+// endpoint, the cluster's Kubernetes version from the API server (for AMI aliases), pricing
+// starting from the built-in table, and instance types cached for --instance-types-ttl.
+func newAWS(mgr ctrl.Manager, opts *options.Options) (*awsprovider.Provider, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	v, err := dc.ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's version (for AMI aliases): %w", err)
+	}
+	s := awsprovider.Settings{ClusterName: opts.ClusterName, ClusterEndpoint: opts.ClusterEndpoint, Region: opts.AWSRegion,
+		InterruptionQueue: opts.InterruptionQueue, IsolatedVPC: opts.IsolatedVPC,
+		KubernetesVersion: v.Major + "." + strings.TrimRight(v.Minor, "+")}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	clients, err := awsprovider.NewClients(context.Background(), s)
+	if err != nil {
+		return nil, err
+	}
+	pricing := awsprovider.NewPricing(clients, s.IsolatedVPC)
+	log := ctrl.Log.WithName("aws")
+	pricing.OnError = func(err error) { log.Error(err, "updating prices; keeping the ones known") }
+	region, n := awsprovider.Fallback()
+	log.Info("starting on the built-in on-demand prices until the Pricing API answers", "pricesOf", region, "instanceTypes", n, "region", clients.Region)
+	if err := mgr.Add(pricing); err != nil {
+		return nil, err
+	}
+	return awsprovider.NewProvider(mgr.GetClient(), s, clients, awsprovider.NewInstanceTypes(clients, pricing, opts.InstanceTypesTTL), pricing), nil
+}
+
+// registerAWS registers what only the AWS provider has: the EC2NodeClass controller and, with
+// --interruption-queue, the consumer of the SQS queue.
+func registerAWS(mgr ctrl.Manager, opts *options.Options, p *awsprovider.Provider, recorder events.EventRecorder) error {
+	if err := nodeclass.NewEC2(mgr.GetClient(), p.Resolver).Register(mgr); err != nil {
+		return fmt.Errorf("registering the EC2NodeClass controller: %w", err)
+	}
+	if opts.InterruptionQueue != "" {
+		q := awsprovider.NewQueue(p.Resolver.Clients, opts.InterruptionQueue)
+		if err := mgr.Add(interruption.NewQueueConsumer(mgr.GetClient(), p, q, recorder)); err != nil {
+			return fmt.Errorf("registering the interruption queue consumer: %w", err)
+		}
+	}
+	return nil
+}
