@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
 	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
@@ -59,6 +60,20 @@ func BenchmarkAdmitCapacityBudget(b *testing.B) {
 	cb := test.CapacityBudget()
 	cb.APIVersion, cb.Kind = "policy.karpenter.sh/v1", "CapacityBudget"
 	benchmarkAdmission(b, wh, request(b, cb, "CapacityBudget"))
+}
+
+// An EC2NodeClass with a kubelet configuration, which is decoded strictly into the kubelet's
+// own type on every admission.
+func BenchmarkAdmitEC2NodeClass(b *testing.B) {
+	v := validation.New()
+	wh := admission.WithValidator(install.NewScheme(), typed(awsv1.SchemeGroupVersion.WithKind("EC2NodeClass").GroupKind(),
+		func(_ context.Context, o *awsv1.EC2NodeClass) field.ErrorList { return v.EC2NodeClass(o) }))
+	nc := test.EC2NodeClass(func(nc *awsv1.EC2NodeClass) {
+		nc.Spec.Kubelet = awsv1.KubeletConfiguration{"maxPods": awsv1.JSONValue("110"), "kubeReserved": awsv1.JSONValue(`{"cpu":"200m","memory":"100Mi"}`),
+			"evictionHard": awsv1.JSONValue(`{"memory.available":"5%"}`), "serializeImagePulls": awsv1.JSONValue("false")}
+	})
+	nc.APIVersion, nc.Kind = "karpenter.k8s.aws/v1", "EC2NodeClass"
+	benchmarkAdmission(b, wh, request(b, nc, "EC2NodeClass"))
 }
 
 // A CapacityPolicy is compiled and its tests run on every admission.

@@ -170,30 +170,33 @@ func withinLimits(capacity, limit corev1.ResourceList) (bool, corev1.ResourceNam
 // reserved offering it picks takes one of its reservation's room, so that once the room is
 // gone the NodeClaims finalized after it take the next cheapest offering.
 func (s *solver) finalize(c *NodeClaim) {
+	// Only the price is kept per type: the offering is looked up again for the one chosen.
 	type priced struct {
-		t *instanceType
-		o cloudprovider.Offering
+		t     *instanceType
+		price float64
 	}
-	var ps []priced
+	ps := make([]priced, 0, len(c.types))
 	for _, t := range c.types {
 		if o, ok := t.cheapestOffering(c.Requirements, c.filters); ok {
-			ps = append(ps, priced{t, o})
+			ps = append(ps, priced{t, o.Price})
 		}
 	}
 	sort.SliceStable(ps, func(i, j int) bool {
-		if ps[i].o.Price != ps[j].o.Price {
-			return ps[i].o.Price < ps[j].o.Price
+		if ps[i].price != ps[j].price {
+			return ps[i].price < ps[j].price
 		}
 		return ps[i].t.it.Name < ps[j].t.it.Name
 	})
 	if len(ps) > MaxInstanceTypes {
 		ps = ps[:MaxInstanceTypes]
 	}
+	c.InstanceTypes = make([]*cloudprovider.InstanceType, 0, len(ps))
 	for _, p := range ps {
 		c.InstanceTypes = append(c.InstanceTypes, p.t.it)
 	}
 	if len(ps) > 0 {
-		c.InstanceType, c.Offering = ps[0].t.it, ps[0].o
+		o, _ := ps[0].t.cheapestOffering(c.Requirements, c.filters)
+		c.InstanceType, c.Offering = ps[0].t.it, o
 		if c.Offering.ReservationID != "" {
 			s.reserved[c.Offering.ReservationID]--
 		}
