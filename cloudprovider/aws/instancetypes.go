@@ -144,6 +144,7 @@ func (p *InstanceTypes) List(ctx context.Context, nc *awsv1.EC2NodeClass, reserv
 	for i := range infos {
 		info := &infos[i]
 		it := Describe(info, kubelet)
+		it.Labels[karpv1.LabelTopologyRegion] = p.clients.Region
 		for zone := range zonesOf[it.Name] {
 			if !subnetZones[zone] {
 				continue

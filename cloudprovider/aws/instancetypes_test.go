@@ -65,7 +65,8 @@ func TestInstanceTypesAndOfferings(t *testing.T) {
 	}
 	want := map[string]string{karpv1.LabelInstanceFamily: "m5", karpv1.LabelInstanceCategory: "m", karpv1.LabelInstanceGeneration: "5",
 		karpv1.LabelInstanceSize: "large", karpv1.LabelInstanceCPU: "2", karpv1.LabelInstanceMemory: "8192", karpv1.LabelArch: "amd64",
-		karpv1.LabelInstanceCPUManufacturer: "intel", karpv1.LabelInstanceHypervisor: "nitro", karpv1.LabelInstanceNetworkBandwidth: "750"}
+		karpv1.LabelInstanceCPUManufacturer: "intel", karpv1.LabelInstanceHypervisor: "nitro", karpv1.LabelInstanceNetworkBandwidth: "750",
+		karpv1.LabelTopologyRegion: "us-west-2"}
 	for k, v := range want {
 		if m5.Labels[k] != v {
 			t.Errorf("m5.large %s = %q, want %q", k, m5.Labels[k], v)

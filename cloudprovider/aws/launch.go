@@ -78,13 +78,16 @@ func (l *launchTemplates) ensure(ctx context.Context, spec templateSpec) (string
 		IamInstanceProfile: &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(spec.InstanceProfile)},
 		Monitoring:         &ec2types.LaunchTemplatesMonitoringRequest{Enabled: aws.Bool(spec.Monitoring)},
 	}
-	if m := spec.Metadata; m != nil {
-		data.MetadataOptions = &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
-			HttpEndpoint:            ec2types.LaunchTemplateInstanceMetadataEndpointState(aws.ToString(m.HTTPEndpoint)),
-			HttpProtocolIpv6:        ec2types.LaunchTemplateInstanceMetadataProtocolIpv6(aws.ToString(m.HTTPProtocolIPv6)),
-			HttpPutResponseHopLimit: aws.Int32(int32(aws.ToInt64(m.HTTPPutResponseHopLimit))),
-			HttpTokens:              ec2types.LaunchTemplateHttpTokensState(aws.ToString(m.HTTPTokens)),
+	if m := spec.Metadata; m != nil { // each option only when set: EC2 takes its own default otherwise
+		o := &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
+			HttpEndpoint:     ec2types.LaunchTemplateInstanceMetadataEndpointState(aws.ToString(m.HTTPEndpoint)),
+			HttpProtocolIpv6: ec2types.LaunchTemplateInstanceMetadataProtocolIpv6(aws.ToString(m.HTTPProtocolIPv6)),
+			HttpTokens:       ec2types.LaunchTemplateHttpTokensState(aws.ToString(m.HTTPTokens)),
 		}
+		if m.HTTPPutResponseHopLimit != nil {
+			o.HttpPutResponseHopLimit = aws.Int32(int32(*m.HTTPPutResponseHopLimit))
+		}
+		data.MetadataOptions = o
 	}
 	for _, b := range spec.BlockDevices {
 		if b == nil || b.EBS == nil {

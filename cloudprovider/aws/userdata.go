@@ -108,7 +108,11 @@ func nodeadm(b Bootstrap) (string, error) {
 	if b.CABundle != "" {
 		cluster["certificateAuthority"] = b.CABundle
 	}
-	spec := map[string]any{"cluster": cluster, "kubelet": map[string]any{"config": kubelet, "flags": []string{"--node-labels=" + labelFlag(b.Labels)}}}
+	kubeletSpec := map[string]any{"config": kubelet}
+	if len(b.Labels) > 0 {
+		kubeletSpec["flags"] = []string{"--node-labels=" + labelFlag(b.Labels)}
+	}
+	spec := map[string]any{"cluster": cluster, "kubelet": kubeletSpec}
 	doc, err := yaml.Marshal(map[string]any{"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec})
 	if err != nil {
 		return "", err
@@ -197,7 +201,10 @@ func bootstrapScript(b Bootstrap) string {
 	if b.CABundle != "" {
 		fmt.Fprintf(&s, " --b64-cluster-ca '%s'", b.CABundle)
 	}
-	flags := []string{"--node-labels=" + labelFlag(b.Labels)}
+	var flags []string
+	if len(b.Labels) > 0 {
+		flags = append(flags, "--node-labels="+labelFlag(b.Labels))
+	}
 	if len(b.Taints) > 0 {
 		flags = append(flags, "--register-with-taints="+taintFlag(b.Taints))
 	}
