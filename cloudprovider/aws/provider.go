@@ -2,6 +2,8 @@ package aws
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -197,7 +199,12 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1
 	if it == nil {
 		return nil, fmt.Errorf("CreateFleet launched %s, which was not asked for", inst.instanceType)
 	}
-	return launched(claim, it, inst), nil
+	out := launched(claim, it, inst)
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[NodeClassHashAnnotation] = NodeClassHash(nc)
+	return out, nil
 }
 
 func cheapest(os []cloudprovider.Offering) float64 {
@@ -399,11 +406,36 @@ func (p *Provider) Delete(ctx context.Context, claim *karpv1.NodeClaim) error {
 
 // Drift reasons.
 const (
-	AMIDrift    cloudprovider.DriftReason = "AMIDrift"
-	SubnetDrift cloudprovider.DriftReason = "SubnetDrift"
+	AMIDrift       cloudprovider.DriftReason = "AMIDrift"
+	SubnetDrift    cloudprovider.DriftReason = "SubnetDrift"
+	NodeClassDrift cloudprovider.DriftReason = "NodeClassDrift"
 )
 
-// IsDrifted says whether the NodeClaim's instance runs an AMI, or sits in a subnet, its
+// NodeClassHashAnnotation records, on a NodeClaim, the hash of the node class settings its
+// instance was launched with (NodeClassHash).
+const NodeClassHashAnnotation = "karpenter.k8s.aws/ec2nodeclass-hash"
+
+// NodeClassHash hashes what an EC2NodeClass sets on an instance once, at launch, and cannot
+// change on it afterwards: user data, tags, metadata options, block devices, monitoring,
+// public IP, instance store policy, kubelet, context. Selector terms are not in it: what they
+// resolve to is compared instead (AMI and subnet drift), so that a term rewritten to select
+// the same things does not roll the nodes.
+func NodeClassHash(nc *awsv1.EC2NodeClass) string {
+	raw, _ := json.Marshal(struct {
+		UserData, Context, InstanceStorePolicy *string
+		Tags                                   map[string]string
+		Metadata                               *awsv1.MetadataOptions
+		BlockDevices                           []*awsv1.BlockDeviceMapping
+		Monitoring, PublicIP                   *bool
+		Kubelet                                awsv1.KubeletConfiguration
+	}{nc.Spec.UserData, nc.Spec.Context, (*string)(nc.Spec.InstanceStorePolicy), nc.Spec.Tags, nc.Spec.MetadataOptions, nc.Spec.BlockDeviceMappings,
+		nc.Spec.DetailedMonitoring, nc.Spec.AssociatePublicIPAddress, nc.Spec.Kubelet})
+	sum := sha256.Sum256(raw)
+	return fmt.Sprintf("%x", sum[:8])
+}
+
+// IsDrifted says whether the node class's launch-time settings changed since the NodeClaim's
+// instance launched (NodeClassDrift), or the instance runs an AMI, or sits in a subnet, its
 // node class no longer resolves to.
 func (p *Provider) IsDrifted(ctx context.Context, claim *karpv1.NodeClaim) (cloudprovider.DriftReason, error) {
 	nc, err := p.nodeClass(ctx, claim.Spec.NodeClassRef)
@@ -417,6 +449,9 @@ func (p *Provider) IsDrifted(ctx context.Context, claim *karpv1.NodeClaim) (clou
 	out, err := p.clients.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
 	if err != nil {
 		return "", fmt.Errorf("describing instance %s: %w", id, err)
+	}
+	if h, ok := claim.Annotations[NodeClassHashAnnotation]; ok && h != NodeClassHash(nc) {
+		return NodeClassDrift, nil
 	}
 	for _, r := range out.Reservations {
 		for _, i := range r.Instances {

@@ -144,8 +144,23 @@ func TestCreateGetListDriftDelete(t *testing.T) {
 	}
 
 	got.Spec.NodeClassRef = claim.Spec.NodeClassRef
+	if got.Annotations[aws.NodeClassHashAnnotation] != aws.NodeClassHash(nc) {
+		t.Errorf("launched NodeClaim's node class hash %q, want %q", got.Annotations[aws.NodeClassHashAnnotation], aws.NodeClassHash(nc))
+	}
 	if reason, err := p.IsDrifted(ctx, got); err != nil || reason != "" {
 		t.Errorf("drift before any change: %q (%v)", reason, err)
+	}
+	// A launch-time setting changed (tags): the node class drifted.
+	nc.Spec.Tags = map[string]string{"team": "data"}
+	if err := kube.Update(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	if reason, err := p.IsDrifted(ctx, got); err != nil || reason != aws.NodeClassDrift {
+		t.Errorf("drift after the tags changed: %q (%v)", reason, err)
+	}
+	nc.Spec.Tags = map[string]string{"team": "platform"}
+	if err := kube.Update(ctx, nc); err != nil {
+		t.Fatal(err)
 	}
 	nc.Status.AMIs = []awsv1.AMI{{ID: "ami-0newrelease", Requirements: nc.Status.AMIs[0].Requirements}}
 	if err := kube.Update(ctx, nc); err != nil {
