@@ -1,10 +1,12 @@
 package aws
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,19 +179,11 @@ func usage(info *ec2types.InstanceTypeInfo, class string) bool {
 	return false
 }
 
+// sortOfferings orders offerings by zone, then capacity type.
 func sortOfferings(o cloudprovider.Offerings) {
-	for i := 1; i < len(o); i++ {
-		for j := i; j > 0 && offeringLess(o[j], o[j-1]); j-- {
-			o[j], o[j-1] = o[j-1], o[j]
-		}
-	}
-}
-
-func offeringLess(a, b cloudprovider.Offering) bool {
-	if a.Zone != b.Zone {
-		return a.Zone < b.Zone
-	}
-	return a.CapacityType < b.CapacityType
+	slices.SortFunc(o, func(a, b cloudprovider.Offering) int {
+		return cmp.Or(strings.Compare(a.Zone, b.Zone), strings.Compare(a.CapacityType, b.CapacityType))
+	})
 }
 
 var familyParts = regexp.MustCompile(`^([a-z]+)([0-9]+)`)

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -270,7 +272,7 @@ func (p *Provider) tagSpecifications(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeC
 		tags[TagName] = claim.Name
 	}
 	var list []ec2types.Tag
-	for _, k := range sortedKeys(tags) {
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		list = append(list, ec2types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
 	}
 	var out []ec2types.TagSpecification

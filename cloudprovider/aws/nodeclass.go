@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -37,12 +39,7 @@ func filters(idKey, id, nameKey, name string, tags map[string]string) []ec2types
 	if name != "" {
 		out = append(out, ec2types.Filter{Name: aws.String(nameKey), Values: []string{name}})
 	}
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		if v := tags[k]; v == "*" {
 			out = append(out, ec2types.Filter{Name: aws.String("tag-key"), Values: []string{k}})
 		} else {
@@ -61,12 +58,7 @@ func describeTerm(id, name string, tags map[string]string) string {
 	if name != "" {
 		parts = append(parts, "name "+name)
 	}
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		parts = append(parts, fmt.Sprintf("tag %s=%s", k, tags[k]))
 	}
 	return strings.Join(parts, ", ")

@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -34,11 +35,7 @@ type Pricing struct {
 
 // NewPricing starts from the built-in on-demand table.
 func NewPricing(c *Clients, isolatedVPC bool) *Pricing {
-	od := make(map[string]float64, len(fallbackOnDemandPrices))
-	for k, v := range fallbackOnDemandPrices {
-		od[k] = v
-	}
-	return &Pricing{clients: c, isolated: isolatedVPC, onDemand: od, spot: map[string]map[string]float64{}}
+	return &Pricing{clients: c, isolated: isolatedVPC, onDemand: maps.Clone(fallbackOnDemandPrices), spot: map[string]map[string]float64{}}
 }
 
 // OnDemand is the on-demand price of an instance type.
@@ -94,9 +91,7 @@ func (p *Pricing) UpdateOnDemand(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for k, v := range prices {
-		p.onDemand[k] = v
-	}
+	maps.Copy(p.onDemand, prices)
 	p.onDemandUpdated = time.Now()
 	return nil
 }
@@ -147,11 +142,7 @@ func (p *Pricing) UpdateSpot(ctx context.Context) error {
 func (p *Pricing) OnDemandPrices() map[string]float64 {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	out := make(map[string]float64, len(p.onDemand))
-	for k, v := range p.onDemand {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(p.onDemand)
 }
 
 // Fallback says which region the built-in on-demand prices are for and how many types they

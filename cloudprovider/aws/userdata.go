@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"mime/multipart"
 	"net/textproto"
-	"sort"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,18 +61,9 @@ func UserData(family string, b Bootstrap) (string, error) {
 	return base64.StdEncoding.EncodeToString([]byte(out)), nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 func labelFlag(labels map[string]string) string {
 	parts := make([]string, 0, len(labels))
-	for _, k := range sortedKeys(labels) {
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		parts = append(parts, k+"="+labels[k])
 	}
 	return strings.Join(parts, ",")
@@ -233,7 +225,7 @@ func bottlerocket(b Bootstrap) (string, error) {
 		fmt.Fprintf(&s, "max-pods = %s\n", string(raw.Raw))
 	}
 	s.WriteString("\n[settings.kubernetes.node-labels]\n")
-	for _, k := range sortedKeys(b.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(b.Labels)) {
 		fmt.Fprintf(&s, "%s = %s\n", q(k), q(b.Labels[k]))
 	}
 	if len(b.Taints) > 0 {
@@ -242,7 +234,7 @@ func bottlerocket(b Bootstrap) (string, error) {
 			byKey[t.Key] = append(byKey[t.Key], fmt.Sprintf("%s:%s", t.Value, t.Effect))
 		}
 		s.WriteString("\n[settings.kubernetes.node-taints]\n")
-		for _, k := range sortedKeys(byKey) {
+		for _, k := range slices.Sorted(maps.Keys(byKey)) {
 			vals := make([]string, 0, len(byKey[k]))
 			for _, v := range byKey[k] {
 				vals = append(vals, q(v))
