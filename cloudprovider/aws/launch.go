@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -148,9 +146,17 @@ type fleetInstance struct {
 	id, instanceType, zone, subnet, imageID, capacityType string
 }
 
-// createFleet launches one instance for the request. Offerings EC2 reports without capacity
-// are marked unavailable; with nothing launched the error is an InsufficientCapacityError.
+// createFleet launches one instance for the request, in a CreateFleet it may share with
+// other NodeClaims asking for the same (runFleet). With nothing launched for it because EC2
+// had no capacity, the error is an InsufficientCapacityError.
 func (p *Provider) createFleet(ctx context.Context, req *fleetRequest) (*fleetInstance, error) {
+	in, _ := p.fleetInput(req)
+	return p.batches.fleets.add(ctx, fleetKey(in), req)
+}
+
+// fleetInput is the CreateFleet of a request without what is the NodeClaim's own (its tags,
+// the client token, the count), and the zone of each subnet it names.
+func (p *Provider) fleetInput(req *fleetRequest) (*ec2.CreateFleetInput, map[string]string) {
 	subnetsByZone := map[string][]string{}
 	for _, s := range req.nodeClass.Status.Subnets {
 		subnetsByZone[s.Zone] = append(subnetsByZone[s.Zone], s.ID)
@@ -180,11 +186,10 @@ func (p *Provider) createFleet(ctx context.Context, req *fleetRequest) (*fleetIn
 		}
 	}
 	in := &ec2.CreateFleetInput{
-		Type:        ec2types.FleetTypeInstant,
-		ClientToken: aws.String(clientToken(req.claim)),
+		Type: ec2types.FleetTypeInstant,
 		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{TotalTargetCapacity: aws.Int32(1),
 			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(fleetCapacityType(req.capacityType))},
-		TagSpecifications: p.tagSpecifications(req.claim, req.nodeClass),
+		TagSpecifications: p.tagSpecifications(req.claim, req.nodeClass, false),
 	}
 	for _, lt := range order {
 		in.LaunchTemplateConfigs = append(in.LaunchTemplateConfigs, *configs[lt])
@@ -198,49 +203,7 @@ func (p *Provider) createFleet(ctx context.Context, req *fleetRequest) (*fleetIn
 	default:
 		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
 	}
-	out, err := p.clients.EC2.CreateFleet(ctx, in)
-	if err != nil {
-		return nil, fmt.Errorf("creating fleet for %s: %w", req.claim.Name, err)
-	}
-	var ice []string
-	for _, e := range out.Errors {
-		code := aws.ToString(e.ErrorCode)
-		if e.LaunchTemplateAndOverrides == nil || e.LaunchTemplateAndOverrides.Overrides == nil || !iceCodes[code] {
-			continue
-		}
-		ov := e.LaunchTemplateAndOverrides.Overrides
-		zone := aws.ToString(ov.AvailabilityZone)
-		if zone == "" {
-			zone = zoneOfSubnet[aws.ToString(ov.SubnetId)]
-		}
-		p.Types.MarkUnavailable(string(ov.InstanceType), zone, req.capacityType)
-		ice = append(ice, fmt.Sprintf("%s in %s: %s", ov.InstanceType, zone, code))
-	}
-	for _, inst := range out.Instances {
-		if len(inst.InstanceIds) == 0 || inst.LaunchTemplateAndOverrides == nil || inst.LaunchTemplateAndOverrides.Overrides == nil {
-			continue
-		}
-		ov := inst.LaunchTemplateAndOverrides.Overrides
-		zone := aws.ToString(ov.AvailabilityZone)
-		if zone == "" {
-			zone = zoneOfSubnet[aws.ToString(ov.SubnetId)]
-		}
-		ct := req.capacityType
-		if inst.Lifecycle == ec2types.InstanceLifecycleSpot {
-			ct = karpv1.CapacityTypeSpot
-		}
-		return &fleetInstance{id: inst.InstanceIds[0], instanceType: string(inst.InstanceType), zone: zone, subnet: aws.ToString(ov.SubnetId),
-			imageID: aws.ToString(ov.ImageId), capacityType: ct}, nil
-	}
-	sort.Strings(ice)
-	if len(ice) > 0 {
-		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("no capacity for %s (%s)", req.claim.Name, strings.Join(ice, "; ")))
-	}
-	var errs []string
-	for _, e := range out.Errors {
-		errs = append(errs, aws.ToString(e.ErrorCode)+": "+aws.ToString(e.ErrorMessage))
-	}
-	return nil, fmt.Errorf("creating fleet for %s launched nothing: %s", req.claim.Name, strings.Join(errs, "; "))
+	return in, zoneOfSubnet
 }
 
 func fleetCapacityType(ct string) string {
@@ -258,18 +221,21 @@ func clientToken(claim *karpv1.NodeClaim) string {
 }
 
 // tagSpecifications tag the instance, its volumes and the fleet with the cluster, the
-// NodePool, the NodeClaim and the node class, and the node class's tags.
-func (p *Provider) tagSpecifications(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass) []ec2types.TagSpecification {
+// NodePool and the node class, and the node class's tags; withClaim adds the NodeClaim's
+// name (and Name, unless the node class sets it), which a batched fleet tags after launch.
+func (p *Provider) tagSpecifications(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, withClaim bool) []ec2types.TagSpecification {
 	tags := map[string]string{}
 	for k, v := range nc.Spec.Tags {
 		tags[k] = v
 	}
 	tags[clusterTag(p.settings.ClusterName)] = "owned"
 	tags[TagNodePool] = claim.Labels[karpv1.NodePoolLabelKey]
-	tags[TagNodeClaim] = claim.Name
 	tags[TagNodeClass] = nc.Name
-	if _, ok := tags[TagName]; !ok {
-		tags[TagName] = claim.Name
+	if withClaim {
+		tags[TagNodeClaim] = claim.Name
+		if _, ok := tags[TagName]; !ok {
+			tags[TagName] = claim.Name
+		}
 	}
 	var list []ec2types.Tag
 	for _, k := range slices.Sorted(maps.Keys(tags)) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -36,6 +37,7 @@ type Provider struct {
 	Pricing   *Pricing
 	Types     *InstanceTypes
 	templates *launchTemplates
+	batches   *batches
 	// ReservationRoom says how many more instances a capacity reservation takes; nil: none.
 	ReservationRoom func(id string) int
 }
@@ -45,8 +47,10 @@ var _ cloudprovider.CapacityReporter = (*Provider)(nil)
 
 // NewProvider builds the provider from its parts; c reads EC2NodeClasses.
 func NewProvider(c client.Reader, s Settings, clients *Clients, types *InstanceTypes, pricing *Pricing) *Provider {
-	return &Provider{client: c, settings: s, clients: clients, Resolver: &Resolver{Clients: clients, Settings: s}, Pricing: pricing, Types: types,
+	p := &Provider{client: c, settings: s, clients: clients, Resolver: &Resolver{Clients: clients, Settings: s}, Pricing: pricing, Types: types,
 		templates: &launchTemplates{clients: clients, cluster: s.ClusterName}}
+	p.batches = p.newBatches()
+	return p
 }
 
 // Name is "aws".
@@ -314,27 +318,34 @@ func instanceID(providerID string) (string, error) {
 // liveStates are the instance states of an instance that still exists.
 var liveStates = []string{"pending", "running", "stopping", "stopped", "shutting-down"}
 
-// Get returns the NodeClaim of an instance; a terminated or unknown one is not found.
+// Get returns the NodeClaim of an instance; a terminated or unknown one is not found. The
+// lookups of many NodeClaims at once go to EC2 as one DescribeInstances.
 func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClaim, error) {
+	i, err := p.instance(ctx, providerID)
+	if err != nil {
+		return nil, err
+	}
+	return fromInstance(i), nil
+}
+
+// instance describes the live instance of a provider ID (batched); a terminated or unknown
+// one is a NodeClaimNotFoundError.
+func (p *Provider) instance(ctx context.Context, providerID string) (*ec2types.Instance, error) {
 	id, err := instanceID(providerID)
 	if err != nil {
 		return nil, cloudprovider.NewNodeClaimNotFoundError(err)
 	}
-	out, err := p.clients.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
-	if isNotFound(err) {
-		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
-	}
+	i, err := p.batches.describe.add(ctx, "", id)
 	if err != nil {
 		return nil, fmt.Errorf("describing instance %s: %w", id, err)
 	}
-	for _, r := range out.Reservations {
-		for _, i := range r.Instances {
-			if i.State != nil && i.State.Name != ec2types.InstanceStateNameTerminated {
-				return fromInstance(&i), nil
-			}
-		}
+	if i == nil {
+		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
 	}
-	return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s is terminated", id))
+	if i.State != nil && i.State.Name == ec2types.InstanceStateNameTerminated {
+		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s is terminated", id))
+	}
+	return i, nil
 }
 
 // List returns a NodeClaim for every live instance tagged for the cluster and a NodePool.
@@ -389,19 +400,15 @@ func fromInstance(i *ec2types.Instance) *karpv1.NodeClaim {
 }
 
 // Delete terminates the NodeClaim's instance; once it is terminated, or unknown, the answer
-// is a NodeClaimNotFoundError.
+// is a NodeClaimNotFoundError. The terminations of many NodeClaims at once go to EC2 as one
+// TerminateInstances.
 func (p *Provider) Delete(ctx context.Context, claim *karpv1.NodeClaim) error {
-	if _, err := p.Get(ctx, claim.Status.ProviderID); err != nil {
+	if _, err := p.instance(ctx, claim.Status.ProviderID); err != nil {
 		return err
 	}
 	id, _ := instanceID(claim.Status.ProviderID)
-	if _, err := p.clients.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
-		if isNotFound(err) {
-			return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
-		}
-		return fmt.Errorf("terminating instance %s: %w", id, err)
-	}
-	return nil
+	_, err := p.batches.terminate.add(ctx, "", id)
+	return err
 }
 
 // Drift reasons.
@@ -442,34 +449,18 @@ func (p *Provider) IsDrifted(ctx context.Context, claim *karpv1.NodeClaim) (clou
 	if err != nil {
 		return "", err
 	}
-	id, err := instanceID(claim.Status.ProviderID)
-	if err != nil {
-		return "", err
-	}
-	out, err := p.clients.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
-	if err != nil {
-		return "", fmt.Errorf("describing instance %s: %w", id, err)
-	}
 	if h, ok := claim.Annotations[NodeClassHashAnnotation]; ok && h != NodeClassHash(nc) {
 		return NodeClassDrift, nil
 	}
-	for _, r := range out.Reservations {
-		for _, i := range r.Instances {
-			amis := map[string]bool{}
-			for _, a := range nc.Status.AMIs {
-				amis[a.ID] = true
-			}
-			if !amis[aws.ToString(i.ImageId)] {
-				return AMIDrift, nil
-			}
-			subnets := map[string]bool{}
-			for _, s := range nc.Status.Subnets {
-				subnets[s.ID] = true
-			}
-			if i.SubnetId != nil && !subnets[*i.SubnetId] {
-				return SubnetDrift, nil
-			}
-		}
+	i, err := p.instance(ctx, claim.Status.ProviderID)
+	if err != nil {
+		return "", err
+	}
+	if !slices.ContainsFunc(nc.Status.AMIs, func(a awsv1.AMI) bool { return a.ID == aws.ToString(i.ImageId) }) {
+		return AMIDrift, nil
+	}
+	if i.SubnetId != nil && !slices.ContainsFunc(nc.Status.Subnets, func(s awsv1.Subnet) bool { return s.ID == *i.SubnetId }) {
+		return SubnetDrift, nil
 	}
 	return "", nil
 }

@@ -27,14 +27,16 @@ type Faults struct {
 	// noCapacity are instance types CreateFleet has no capacity for.
 	noCapacity map[string]bool
 	// calls counts the calls of each action that reached the proxy.
-	calls  map[string]int
-	server *httptest.Server
+	calls map[string]int
+	// requests are the forms of the calls of each action, as the SDK sent them.
+	requests map[string][]url.Values
+	server   *httptest.Server
 }
 
 // NewFaults starts the proxy in front of e until the test ends.
 func NewFaults(t interface{ Cleanup(func()) }, e *Emulator) *Faults {
 	target, _ := url.Parse(e.Endpoint)
-	f := &Faults{throttle: map[string]int{}, fail: map[string]int{}, noCapacity: map[string]bool{}, calls: map[string]int{}}
+	f := &Faults{throttle: map[string]int{}, fail: map[string]int{}, noCapacity: map[string]bool{}, calls: map[string]int{}, requests: map[string][]url.Values{}}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	f.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -104,6 +106,13 @@ func (f *Faults) NoCapacity(types ...string) {
 // Calls is how many calls of action reached the proxy.
 func (f *Faults) Calls(action string) int { f.mu.Lock(); defer f.mu.Unlock(); return f.calls[action] }
 
+// Requests are the forms of the calls of action that reached the proxy, oldest first.
+func (f *Faults) Requests(action string) []url.Values {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]url.Values(nil), f.requests[action]...)
+}
+
 func ec2Error(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "text/xml")
 	w.WriteHeader(status)
@@ -114,6 +123,7 @@ func (f *Faults) intercept(w http.ResponseWriter, action string, form url.Values
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls[action]++
+	f.requests[action] = append(f.requests[action], form)
 	if f.throttle[action] > 0 {
 		f.throttle[action]--
 		ec2Error(w, http.StatusServiceUnavailable, "RequestLimitExceeded", "Request limit exceeded.")
