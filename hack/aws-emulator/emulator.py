@@ -2,6 +2,9 @@
 """A local AWS for the AWS provider's tests and `make run-aws`: moto's server on loopback,
 seeded with what moto lacks and a cluster needs.
 
+It also gives spot offerings prices of a market's shape (spot_price below) instead of moto's
+one flat price.
+
 moto answers EC2, IAM, SSM and SQS with the real wire protocols, but it has none of the public
 `/aws/service/...` SSM parameters that EKS AMI aliases resolve through, and its PutParameter
 refuses `/aws/` names. This launcher starts moto in process (ThreadedMotoServer) and writes
@@ -27,6 +30,9 @@ import threading
 
 import boto3
 from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.responses import ActionResult
+from moto.ec2.models.instance_types import INSTANCE_TYPES
+from moto.ec2.responses.spot_instances import SpotInstances
 from moto.server import ThreadedMotoServer
 from moto.ssm.models import Parameter, ssm_backends
 
@@ -51,6 +57,35 @@ def ssm_put(region, name, value):
             data_type="aws:ec2:image",
         )
     )
+
+
+# moto answers every DescribeSpotPriceHistory with 0.00001, which makes every spot offering
+# cost the same and the cheapest choice arbitrary (a 48-vCPU type for one pod). These
+# synthetic prices keep a real market's shape: a rate by vCPU and memory that is close to
+# on-demand's (m5.large 0.094, r5.large 0.126), at a spot discount that differs by zone.
+SPOT_DISCOUNT = 0.35
+ZONE_FACTORS = {"a": 1.0, "b": 1.08, "c": 0.94, "d": 1.03, "e": 0.97, "f": 1.05}
+
+
+def spot_price(instance_type, zone):
+    info = INSTANCE_TYPES.get(instance_type, {})
+    vcpu = info.get("VCpuInfo", {}).get("DefaultVCpus", 2)
+    gib = info.get("MemoryInfo", {}).get("SizeInMiB", 4096) / 1024
+    rate = vcpu * 0.031 + gib * 0.004
+    return f"{rate * SPOT_DISCOUNT * ZONE_FACTORS.get(zone[-1:], 1.0):.6f}"
+
+
+def describe_spot_price_history(self):
+    prices = self.ec2_backend.describe_spot_price_history(self._get_param("InstanceTypes", []), self._filters_from_querystring())
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    return ActionResult({"SpotPriceHistory": [
+        {"InstanceType": p["InstanceType"], "ProductDescription": "Linux/UNIX (Amazon VPC)",
+         "SpotPrice": spot_price(p["InstanceType"], p["Location"]), "AvailabilityZone": p["Location"], "Timestamp": now}
+        for p in prices
+    ]})
+
+
+SpotInstances.describe_spot_price_history = describe_spot_price_history
 
 
 def alias_parameters(k8s, arch, release):
