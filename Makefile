@@ -93,3 +93,8 @@ build: ## Build the manager and the CLI into bin/.
 run: build ## Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the manager on loopback.
 	go build -o bin/local-up ./hack/local-up
 	bin/local-up
+
+.PHONY: run-aws
+run-aws: build ## Like run, but the manager runs --cloud-provider=aws against a local AWS emulator (moto) whose instances get Nodes.
+	go build -o bin/local-up ./hack/local-up
+	bin/local-up -cloud-provider=aws

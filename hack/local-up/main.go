@@ -2,6 +2,12 @@
 // kube-controller-manager, kube-scheduler, kwok) on loopback with the CRDs installed, starts
 // the karpenter manager against it, applies config/samples, and stays up until Ctrl-C; then
 // it stops every process it started and checks that none of their ports is still bound.
+//
+// With -cloud-provider=aws it is `make run-aws`: it also starts the AWS emulator
+// (hack/aws-emulator, seeded for the cluster "local" in us-west-2), runs the manager with
+// --cloud-provider=aws against it, plays the kubelet of the instances the provider launches
+// (package ec2kubelet), applies config/samples/aws, and writes the emulator's URL to
+// <dir>/aws-endpoint.
 package main
 
 import (
@@ -20,8 +26,17 @@ import (
 	"syscall"
 	"time"
 
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	awsprovider "github.com/karpenter-policy/karpenter/cloudprovider/aws"
+	"github.com/karpenter-policy/karpenter/hack/local-up/ec2kubelet"
+	"github.com/karpenter-policy/karpenter/test/awsemu"
 	"github.com/karpenter-policy/karpenter/test/cluster"
 )
+
+// awsCluster is the cluster name the emulator is seeded for and config/samples/aws selects.
+const awsCluster = "local"
 
 func main() {
 	if err := run(); err != nil {
@@ -32,11 +47,24 @@ func main() {
 
 func run() error {
 	dir := flag.String("dir", ".local", "state directory: kubeconfig, certificates, etcd data, logs")
-	samples := flag.String("samples", "config/samples", "objects to apply once the manager runs; empty applies none")
+	samples := flag.String("samples", "", "objects to apply once the manager runs (default config/samples, or config/samples/aws); \"none\" applies none")
+	provider := flag.String("cloud-provider", "kwok", "kwok (simulated nodes) or aws (the AWS provider against a local AWS emulator)")
 	apiPort := flag.Int("apiserver-port", 6443, "kube-apiserver port on 127.0.0.1")
 	basePort := flag.Int("port-base", 17000, "first of the other ports: etcd +379/+380, kwok +10, manager metrics +80, probes +81, pprof +82, webhooks +443")
 	manager := flag.String("manager", "bin/karpenter", "manager binary; empty starts none")
 	flag.Parse()
+	if *provider != "kwok" && *provider != "aws" {
+		return fmt.Errorf("-cloud-provider=%s: want kwok or aws", *provider)
+	}
+	switch *samples {
+	case "":
+		*samples = "config/samples"
+		if *provider == "aws" {
+			*samples = "config/samples/aws"
+		}
+	case "none":
+		*samples = ""
+	}
 
 	root, err := os.Getwd()
 	if err != nil {
@@ -54,6 +82,16 @@ func run() error {
 		APIServerPort: *apiPort, EtcdPort: *basePort + 379, EtcdPeerPort: *basePort + 380, KwokPort: *basePort + 10,
 	}
 	metrics, probes, pprof, webhooks := *basePort+80, *basePort+81, *basePort+82, *basePort+443
+	providerArgs, providerEnv := []string{"--cloud-provider=kwok"}, []string(nil)
+	var emulator *awsemu.Emulator
+	if *provider == "aws" {
+		logf("starting the AWS emulator (moto, seeded for cluster %q)", awsCluster)
+		if emulator, err = awsemu.Launch(awsCluster, "--region", "us-west-2"); err != nil {
+			return err
+		}
+		defer emulator.Stop()
+		providerArgs, providerEnv = emulator.Manager(awsCluster, "https://127.0.0.1:"+strconv.Itoa(*apiPort))
+	}
 	if *manager != "" {
 		opts.WebhookPort = webhooks
 		opts.Manager = &cluster.Process{Name: "karpenter", Path: *manager, Args: []string{
@@ -67,8 +105,8 @@ func run() error {
 			"--webhook-cert-mode=self-signed", "--webhook-cert-secret=kube-system/karpenter-webhook-cert",
 			"--webhook-cert-ips=127.0.0.1", "--webhook-configuration=validating-webhook-configuration",
 			"--webhook-cert-dir=" + filepath.Join(*dir, "webhook-certs"),
-			"--cloud-provider=kwok",
-		}}
+		}, Env: providerEnv}
+		opts.Manager.Args = append(opts.Manager.Args, providerArgs...)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -110,6 +148,21 @@ func run() error {
 			return errors.Join(err, stopAll())
 		}
 	}
+	awsHelp := ""
+	if emulator != nil {
+		endpointFile := filepath.Join(*dir, "aws-endpoint")
+		if err := os.WriteFile(endpointFile, []byte(emulator.Endpoint+"\n"), 0o644); err != nil {
+			return errors.Join(err, stopAll())
+		}
+		if err := startKubelet(ctx, c, emulator, logf); err != nil {
+			return errors.Join(err, stopAll())
+		}
+		awsHelp = fmt.Sprintf(`
+  AWS:        the emulator at %s (also in %s), region %s, cluster %q;
+              any AWS client works with it, e.g.
+              AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test aws --endpoint-url $(cat %s) --region %s ec2 describe-instances
+`, emulator.Endpoint, endpointFile, emulator.Region, awsCluster, endpointFile, emulator.Region)
+	}
 	kubectl := filepath.Join(root, "bin", "kubectl")
 	_ = os.MkdirAll(filepath.Dir(kubectl), 0o755)
 	_ = os.Remove(kubectl)
@@ -118,20 +171,21 @@ func run() error {
 	}
 
 	fmt.Printf(`
-Local cluster is up in %s (Kubernetes v1.37.2, kwok provider).
+Local cluster is up in %s (Kubernetes v1.37.2, %s provider).
 
   kubeconfig: %s
   logs:       %s/<process>.log
   kubectl:    bin/kubectl (linked to the built v1.37.2 client)
-
+%s
 Try:
   export KUBECONFIG=%s
-  bin/kubectl get nodepools,kwoknodeclasses
-  bin/kubectl get nodepool general -o wide
+  bin/kubectl get nodepools,%s
+  bin/kubectl get nodepool %s -o wide
   bin/kubectl scale deployment inflate --replicas=5 && bin/kubectl get nodeclaims,nodes,pods -o wide
 
 Press Ctrl-C to stop every process.
-`, time.Since(start).Round(100*time.Millisecond), c.Kubeconfig, c.LogDir, c.Kubeconfig)
+`, time.Since(start).Round(100*time.Millisecond), *provider, c.Kubeconfig, c.LogDir, awsHelp, c.Kubeconfig,
+		map[string]string{"kwok": "kwoknodeclasses", "aws": "ec2nodeclasses"}[*provider], map[string]string{"kwok": "general", "aws": "default"}[*provider])
 
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
@@ -171,4 +225,22 @@ func waitReady(ctx context.Context, url string, c *cluster.Cluster) error {
 		}
 	}
 	return fmt.Errorf("manager not ready at %s after a minute; last lines of its log:\n%s", url, c.LogTail("karpenter", 20))
+}
+
+// startKubelet plays the kubelet of the instances launched into the emulator, until ctx ends.
+func startKubelet(ctx context.Context, c *cluster.Cluster, e *awsemu.Emulator, logf func(string, ...any)) error {
+	for k, v := range awsemu.Environment() {
+		os.Setenv(k, v)
+	}
+	clients, err := awsprovider.NewClients(ctx, awsprovider.Settings{ClusterName: awsCluster, Region: e.Region, Endpoint: e.Endpoint})
+	if err != nil {
+		return err
+	}
+	kube, err := client.New(c.Config, client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		return err
+	}
+	k := &ec2kubelet.Kubelet{EC2: clients.EC2, Kube: kube, Cluster: awsCluster, Log: logf}
+	go k.Run(ctx, time.Second)
+	return nil
 }

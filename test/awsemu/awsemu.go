@@ -117,3 +117,18 @@ func (e *Emulator) Stop() {
 		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
 	}
 }
+
+// Manager are the manager's flags and environment for running with --cloud-provider=aws on
+// this emulator, for the cluster it seeded: its name, region and interruption queue, the API
+// server nodes join, and the SDK pointed at the emulator (AWS_ENDPOINT_URL).
+func (e *Emulator) Manager(cluster, apiServer string) (args, environ []string) {
+	args = []string{"--cloud-provider=aws", "--cluster-name=" + cluster, "--cluster-endpoint=" + apiServer, "--aws-region=" + e.Region}
+	if e.Cluster != nil && e.Cluster.Queue != "" {
+		args = append(args, "--interruption-queue="+e.Cluster.Queue)
+	}
+	environ = []string{"AWS_ENDPOINT_URL=" + e.Endpoint, "AWS_REGION=" + e.Region}
+	for k, v := range Environment() {
+		environ = append(environ, k+"="+v)
+	}
+	return args, environ
+}
