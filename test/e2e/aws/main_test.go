@@ -1,0 +1,134 @@
+// Package aws runs the stack of `make run-aws` end to end: the local cluster, the AWS
+// emulator seeded for the cluster "local", the manager with --cloud-provider=aws against it,
+// and the kubelet player registering a Node per running instance; it applies
+// config/samples/aws and checks what a user would see on EC2 and in the cluster.
+package aws
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/karpenter-policy/karpenter/api/install"
+	awsprovider "github.com/karpenter-policy/karpenter/cloudprovider/aws"
+	"github.com/karpenter-policy/karpenter/hack/local-up/ec2kubelet"
+	"github.com/karpenter-policy/karpenter/test/awsemu"
+	"github.com/karpenter-policy/karpenter/test/cluster"
+	"github.com/karpenter-policy/karpenter/test/env"
+)
+
+const clusterName = "local"
+
+var (
+	local    *cluster.Cluster
+	kube     client.Client
+	emulator *awsemu.Emulator
+	clients  *awsprovider.Clients
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctrllog.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	bins := os.Getenv("KUBEBUILDER_ASSETS")
+	if bins == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the suite with 'make e2e'")
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "karpenter-e2e-aws")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	manager := filepath.Join(dir, "karpenter")
+	build := exec.Command("go", "build", "-o", manager, "./cmd/karpenter")
+	build.Dir, build.Stdout, build.Stderr = env.RepoRoot(), os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the manager:", err)
+		return 1
+	}
+	if emulator, err = awsemu.Launch(clusterName, "--region", "us-west-2"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer emulator.Stop()
+	for k, v := range awsemu.Environment() {
+		os.Setenv(k, v)
+	}
+	ports, err := cluster.FreePorts(7)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	webhookPort, probePort, metricsPort := ports[0], ports[1], ports[2]
+	awsArgs, awsEnv := emulator.Manager(clusterName, "https://127.0.0.1:"+strconv.Itoa(ports[3]))
+	ctx := context.Background()
+	local, err = cluster.Start(ctx, cluster.Options{
+		Dir: filepath.Join(dir, "cluster"), BinDir: bins, RepoRoot: env.RepoRoot(), WebhookPort: webhookPort,
+		APIServerPort: ports[3], EtcdPort: ports[4], EtcdPeerPort: ports[5], KwokPort: ports[6],
+		Manager: &cluster.Process{Name: "karpenter", Path: manager, Env: awsEnv, Args: append([]string{
+			"--leader-elect=false", "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metricsPort), "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
+			"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(webhookPort),
+			"--webhook-cert-mode=self-signed", "--webhook-cert-secret=kube-system/karpenter-webhook-cert", "--webhook-cert-ips=127.0.0.1",
+			"--webhook-configuration=validating-webhook-configuration", "--webhook-cert-dir=" + filepath.Join(dir, "certs"),
+		}, awsArgs...)},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := local.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	if kube, err = client.New(local.Config, client.Options{Scheme: install.NewScheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if clients, err = awsprovider.NewClients(ctx, awsprovider.Settings{ClusterName: clusterName, Region: emulator.Region, Endpoint: emulator.Endpoint}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		for _, p := range local.Processes() {
+			if exited, err := p.Exited(); exited {
+				return false, fmt.Errorf("%s exited: %v", p.Name, err)
+			}
+		}
+		code, err := httpStatus(fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort))
+		return err == nil && code == 200, nil
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, err, "\n", local.LogTail("karpenter", 30))
+		return 1
+	}
+	kubeletCtx, stopKubelet := context.WithCancel(ctx)
+	defer stopKubelet()
+	k := &ec2kubelet.Kubelet{EC2: clients.EC2, Kube: kube, Cluster: clusterName, Log: func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, format+"\n", args...)
+	}}
+	go k.Run(kubeletCtx, time.Second)
+	if err := cluster.Apply(ctx, local.Config, filepath.Join(env.RepoRoot(), "config", "samples", "aws")); err != nil {
+		fmt.Fprintln(os.Stderr, "applying the samples:", err)
+		return 1
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, "manager log:\n"+local.LogTail("karpenter", 60))
+	}
+	return code
+}
