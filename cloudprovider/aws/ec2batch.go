@@ -156,7 +156,10 @@ func (p *Provider) tagLaunched(ctx context.Context, reqs []*fleetRequest, launch
 	}
 	for i, id := range ids {
 		claim := reqs[i].claim
-		tags := []ec2types.Tag{{Key: aws.String(TagNodeClaim), Value: aws.String(claim.Name)}}
+		// The cluster tag again, so that the IAM policy's condition on tags in the request
+		// (docs/aws.md) allows the call.
+		tags := []ec2types.Tag{{Key: aws.String(clusterTag(p.settings.ClusterName)), Value: aws.String("owned")},
+			{Key: aws.String(TagNodeClaim), Value: aws.String(claim.Name)}}
 		if _, ok := reqs[i].nodeClass.Spec.Tags[TagName]; !ok {
 			tags = append(tags, ec2types.Tag{Key: aws.String(TagName), Value: aws.String(claim.Name)})
 		}

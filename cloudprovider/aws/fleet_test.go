@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/karpenter-policy/karpenter/api/install"
@@ -236,5 +238,35 @@ func TestBatchedLaunchAndTermination(t *testing.T) {
 		if _, err := p.Get(ctx, c.Status.ProviderID); !cloudprovider.IsNodeClaimNotFoundError(err) {
 			t.Errorf("Get %s after Delete: %v", c.Name, err)
 		}
+	}
+
+	// The node class's finalizer deletes its launch templates; a node class of the same name
+	// made again launches from templates made again, not from the provider's memory of them.
+	templates := func() int {
+		out, err := clients.EC2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{Filters: []ec2types.Filter{
+			{Name: awssdk.String("tag:karpenter.k8s.aws/ec2nodeclass"), Values: []string{nc}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.LaunchTemplates)
+	}
+	if templates() == 0 {
+		t.Fatal("no launch template is tagged with the node class")
+	}
+	if err := p.Resolver.DeleteLaunchTemplates(ctx, readyNodeClass(t, p.Resolver, nc)); err != nil {
+		t.Fatal(err)
+	}
+	if n := templates(); n != 0 {
+		t.Errorf("%d launch templates of the node class left after DeleteLaunchTemplates", n)
+	}
+	again, err := p.Create(ctx, claimFor(nc, reqs...))
+	if err != nil {
+		t.Fatalf("launching after the templates were deleted: %v", err)
+	}
+	if templates() == 0 {
+		t.Error("the launch after the templates were deleted made none")
+	}
+	if err := p.Delete(ctx, again); err != nil {
+		t.Fatal(err)
 	}
 }

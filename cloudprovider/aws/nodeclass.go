@@ -28,6 +28,9 @@ import (
 type Resolver struct {
 	Clients  *Clients
 	Settings Settings
+	// forget drops a launch template from the provider's cache of those it made, once
+	// DeleteLaunchTemplates deletes it; nil when the resolver serves no provider.
+	forget func(name string)
 }
 
 // filters are the EC2 filters of one selector term: an id, a name, or tags ("*" is any value).
@@ -382,6 +385,34 @@ func (r *Resolver) DeleteInstanceProfile(ctx context.Context, nc *awsv1.EC2NodeC
 	}
 	if _, err := r.Clients.IAM.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: aws.String(name)}); err != nil && !isNotFound(err) {
 		return fmt.Errorf("deleting instance profile %s: %w", name, err)
+	}
+	return nil
+}
+
+// DeleteLaunchTemplates deletes the launch templates the provider made for the node class
+// (tagged with it and the cluster), paged; ones already gone are no error.
+func (r *Resolver) DeleteLaunchTemplates(ctx context.Context, nc *awsv1.EC2NodeClass) error {
+	pages := ec2.NewDescribeLaunchTemplatesPaginator(r.Clients.EC2, &ec2.DescribeLaunchTemplatesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:" + clusterTag(r.Settings.ClusterName)), Values: []string{"owned"}},
+		{Name: aws.String("tag:" + TagNodeClass), Values: []string{nc.Name}},
+	}})
+	var names []string
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("listing the launch templates of EC2NodeClass %s: %w", nc.Name, err)
+		}
+		for _, lt := range page.LaunchTemplates {
+			names = append(names, aws.ToString(lt.LaunchTemplateName))
+		}
+	}
+	for _, name := range names {
+		if r.forget != nil {
+			r.forget(name)
+		}
+		if _, err := r.Clients.EC2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateName: aws.String(name)}); err != nil && !isNotFound(err) {
+			return fmt.Errorf("deleting launch template %s: %w", name, err)
+		}
 	}
 	return nil
 }

@@ -50,6 +50,7 @@ func NewProvider(c client.Reader, s Settings, clients *Clients, types *InstanceT
 	p := &Provider{client: c, settings: s, clients: clients, Resolver: &Resolver{Clients: clients, Settings: s}, Pricing: pricing, Types: types,
 		templates: &launchTemplates{clients: clients, cluster: s.ClusterName}}
 	p.batches = p.newBatches()
+	p.Resolver.forget = func(name string) { p.templates.known.Delete(name) }
 	return p
 }
 
@@ -413,8 +414,9 @@ func (p *Provider) Delete(ctx context.Context, claim *karpv1.NodeClaim) error {
 
 // Drift reasons.
 const (
-	AMIDrift       cloudprovider.DriftReason = "AMIDrift"
-	SubnetDrift    cloudprovider.DriftReason = "SubnetDrift"
+	AMIDrift           cloudprovider.DriftReason = "AMIDrift"
+	SubnetDrift        cloudprovider.DriftReason = "SubnetDrift"
+	SecurityGroupDrift cloudprovider.DriftReason = "SecurityGroupDrift"
 	NodeClassDrift cloudprovider.DriftReason = "NodeClassDrift"
 )
 
@@ -442,8 +444,8 @@ func NodeClassHash(nc *awsv1.EC2NodeClass) string {
 }
 
 // IsDrifted says whether the node class's launch-time settings changed since the NodeClaim's
-// instance launched (NodeClassDrift), or the instance runs an AMI, or sits in a subnet, its
-// node class no longer resolves to.
+// instance launched (NodeClassDrift), or the instance runs an AMI, sits in a subnet, or has
+// security groups, its node class no longer resolves to.
 func (p *Provider) IsDrifted(ctx context.Context, claim *karpv1.NodeClaim) (cloudprovider.DriftReason, error) {
 	nc, err := p.nodeClass(ctx, claim.Spec.NodeClassRef)
 	if err != nil {
@@ -461,6 +463,23 @@ func (p *Provider) IsDrifted(ctx context.Context, claim *karpv1.NodeClaim) (clou
 	}
 	if i.SubnetId != nil && !slices.ContainsFunc(nc.Status.Subnets, func(s awsv1.Subnet) bool { return s.ID == *i.SubnetId }) {
 		return SubnetDrift, nil
+	}
+	// The instance's security groups must be exactly the node class's: one added to the node
+	// class is as much a drift as one removed. An instance that reports none is not judged.
+	if len(i.SecurityGroups) > 0 {
+		have := make([]string, 0, len(i.SecurityGroups))
+		for _, g := range i.SecurityGroups {
+			have = append(have, aws.ToString(g.GroupId))
+		}
+		want := make([]string, 0, len(nc.Status.SecurityGroups))
+		for _, g := range nc.Status.SecurityGroups {
+			want = append(want, g.ID)
+		}
+		slices.Sort(have)
+		slices.Sort(want)
+		if !slices.Equal(slices.Compact(have), slices.Compact(want)) {
+			return SecurityGroupDrift, nil
+		}
 	}
 	return "", nil
 }

@@ -26,10 +26,11 @@ type EC2Resolver interface {
 	AMIs(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.AMI, error)
 	InstanceProfile(ctx context.Context, nc *awsv1.EC2NodeClass) (string, error)
 	DeleteInstanceProfile(ctx context.Context, nc *awsv1.EC2NodeClass) error
+	DeleteLaunchTemplates(ctx context.Context, nc *awsv1.EC2NodeClass) error
 }
 
-// EC2Finalizer keeps an EC2NodeClass until the instance profile made for it is deleted and
-// no NodeClaim uses it.
+// EC2Finalizer keeps an EC2NodeClass until no NodeClaim uses it and the launch templates and
+// the instance profile made for it are deleted.
 const EC2Finalizer = "karpenter.k8s.aws/termination"
 
 // EC2Resync is how often a node class is resolved again: subnets, security groups and AMIs
@@ -117,8 +118,8 @@ func (e *EC2) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (reconcile.
 	return reconcile.Result{RequeueAfter: EC2Resync}, nil
 }
 
-// finalize waits for the node class's NodeClaims to go, deletes its instance profile, and
-// lets the node class go.
+// finalize waits for the node class's NodeClaims to go, deletes its launch templates and its
+// instance profile, and lets the node class go.
 func (e *EC2) finalize(ctx context.Context, nc *awsv1.EC2NodeClass) (reconcile.Result, error) {
 	if !controllerutil.ContainsFinalizer(nc, EC2Finalizer) {
 		return reconcile.Result{}, nil
@@ -131,6 +132,9 @@ func (e *EC2) finalize(ctx context.Context, nc *awsv1.EC2NodeClass) (reconcile.R
 		if ref := c.Spec.NodeClassRef; ref != nil && ref.Group == awsv1.SchemeGroupVersion.Group && ref.Kind == "EC2NodeClass" && ref.Name == nc.Name {
 			return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
 		}
+	}
+	if err := e.resolver.DeleteLaunchTemplates(ctx, nc); err != nil {
+		return reconcile.Result{}, err
 	}
 	if err := e.resolver.DeleteInstanceProfile(ctx, nc); err != nil {
 		return reconcile.Result{}, err
