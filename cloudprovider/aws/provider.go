@@ -417,7 +417,7 @@ const (
 	AMIDrift           cloudprovider.DriftReason = "AMIDrift"
 	SubnetDrift        cloudprovider.DriftReason = "SubnetDrift"
 	SecurityGroupDrift cloudprovider.DriftReason = "SecurityGroupDrift"
-	NodeClassDrift cloudprovider.DriftReason = "NodeClassDrift"
+	NodeClassDrift     cloudprovider.DriftReason = "NodeClassDrift"
 )
 
 // NodeClassHashAnnotation records, on a NodeClaim, the hash of the node class settings its
