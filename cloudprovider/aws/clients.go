@@ -38,6 +38,9 @@ type Settings struct {
 	IsolatedVPC bool
 	// KubernetesVersion is the cluster's minor version ("1.37"), for AMI aliases.
 	KubernetesVersion string
+	// ClusterCABundle is the API server's CA certificate (PEM, base64), which nodes trust;
+	// empty leaves it to the AMI's bootstrap to look up.
+	ClusterCABundle string
 }
 
 // Validate names the first setting that is missing.

@@ -261,7 +261,7 @@ func (p *Provider) ensureTemplates(ctx context.Context, claim *karpv1.NodeClaim,
 	taints := append([]corev1.Taint{karpv1.UnregisteredNoExecuteTaint}, claim.Spec.Taints...)
 	taints = append(taints, claim.Spec.StartupTaints...)
 	userData, err := UserData(family, Bootstrap{ClusterName: p.settings.ClusterName, ClusterEndpoint: p.settings.ClusterEndpoint,
-		Labels: labels, Taints: taints, Kubelet: nc.Spec.Kubelet, Custom: aws.ToString(nc.Spec.UserData)})
+		CABundle: p.settings.ClusterCABundle, Labels: labels, Taints: taints, Kubelet: nc.Spec.Kubelet, Custom: aws.ToString(nc.Spec.UserData)})
 	if err != nil {
 		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
 	}

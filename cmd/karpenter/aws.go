@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"os"
 	"strings"
 
 	"k8s.io/client-go/discovery"
@@ -16,7 +18,8 @@ import (
 )
 
 // newAWS builds the AWS provider from the flags: the SDK's configuration for the region and
-// endpoint, the cluster's Kubernetes version from the API server (for AMI aliases), pricing
+// endpoint, the cluster's Kubernetes version from the API server (for AMI aliases) and its
+// CA (for node user data), pricing
 // starting from the built-in table, and instance types cached for --instance-types-ttl.
 func newAWS(mgr ctrl.Manager, opts *options.Options) (*awsprovider.Provider, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
@@ -27,9 +30,16 @@ func newAWS(mgr ctrl.Manager, opts *options.Options) (*awsprovider.Provider, err
 	if err != nil {
 		return nil, fmt.Errorf("reading the API server's version (for AMI aliases): %w", err)
 	}
+	// Nodes trust the CA the manager trusts for the API server (its in-cluster config's).
+	ca := mgr.GetConfig().CAData
+	if len(ca) == 0 && mgr.GetConfig().CAFile != "" {
+		if ca, err = os.ReadFile(mgr.GetConfig().CAFile); err != nil {
+			return nil, fmt.Errorf("reading the API server's CA for node user data: %w", err)
+		}
+	}
 	s := awsprovider.Settings{ClusterName: opts.ClusterName, ClusterEndpoint: opts.ClusterEndpoint, Region: opts.AWSRegion,
 		InterruptionQueue: opts.InterruptionQueue, IsolatedVPC: opts.IsolatedVPC,
-		KubernetesVersion: v.Major + "." + strings.TrimRight(v.Minor, "+")}
+		KubernetesVersion: v.Major + "." + strings.TrimRight(v.Minor, "+"), ClusterCABundle: base64.StdEncoding.EncodeToString(ca)}
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}

@@ -240,7 +240,7 @@ func startKubelet(ctx context.Context, c *cluster.Cluster, e *awsemu.Emulator, l
 	if err != nil {
 		return err
 	}
-	k := &ec2kubelet.Kubelet{EC2: clients.EC2, Kube: kube, Cluster: awsCluster, Log: logf}
+	k := &ec2kubelet.Kubelet{EC2: clients.EC2, Kube: kube, Cluster: awsCluster, ClusterEndpoint: c.APIServerURL, CA: c.Config.CAData, Log: logf}
 	go k.Run(ctx, time.Second)
 	return nil
 }

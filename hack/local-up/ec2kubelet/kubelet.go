@@ -12,7 +12,9 @@
 package ec2kubelet
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -42,6 +44,11 @@ type Kubelet struct {
 	EC2     *ec2.Client
 	Kube    client.Client
 	Cluster string
+	// ClusterEndpoint and CA (PEM), when set, are the API server an instance's user data must
+	// name and the CA it must carry for its kubelet to join, as a real kubelet could not
+	// join without them.
+	ClusterEndpoint string
+	CA              []byte
 	// Log receives a line per Node registered or removed; nil discards them.
 	Log func(format string, args ...any)
 
@@ -154,6 +161,14 @@ func (k *Kubelet) register(ctx context.Context, inst *ec2types.Instance) error {
 	boot, err := ParseUserData(aws.ToString(attr.UserData.Value))
 	if err != nil {
 		return err
+	}
+	if k.ClusterEndpoint != "" && boot.ClusterEndpoint != k.ClusterEndpoint {
+		return fmt.Errorf("user data joins API server %q, not the cluster's %s", boot.ClusterEndpoint, k.ClusterEndpoint)
+	}
+	if len(k.CA) > 0 {
+		if ca, err := base64.StdEncoding.DecodeString(boot.CABundle); err != nil || !bytes.Equal(ca, k.CA) {
+			return fmt.Errorf("user data does not carry the cluster's CA, so its kubelet could not trust the API server")
+		}
 	}
 	info, err := k.instanceType(ctx, string(inst.InstanceType))
 	if err != nil {

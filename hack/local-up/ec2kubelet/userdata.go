@@ -19,12 +19,15 @@ import (
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
 )
 
-// Boot is what an instance's user data tells its kubelet: the labels and taints it registers
-// with and its configuration.
+// Boot is what an instance's user data tells its kubelet: the API server to join and the CA
+// to trust (base64 PEM, empty if not given), the labels and taints it registers with and its
+// configuration.
 type Boot struct {
-	Labels  map[string]string
-	Taints  []corev1.Taint
-	Kubelet *kubeletconfigv1beta1.KubeletConfiguration
+	ClusterEndpoint string
+	CABundle        string
+	Labels          map[string]string
+	Taints          []corev1.Taint
+	Kubelet         *kubeletconfigv1beta1.KubeletConfiguration
 }
 
 // ParseUserData reads user data (base64, as EC2 returns it) the way each AMI family's boot
@@ -87,6 +90,10 @@ func (b *Boot) nodeadm(text string) error {
 		}
 		var nc struct {
 			Spec struct {
+				Cluster struct {
+					APIServerEndpoint    string `json:"apiServerEndpoint"`
+					CertificateAuthority string `json:"certificateAuthority"`
+				} `json:"cluster"`
 				Kubelet struct {
 					Config map[string]apiextensionsv1.JSON `json:"config"`
 					Flags  []string                        `json:"flags"`
@@ -95,6 +102,9 @@ func (b *Boot) nodeadm(text string) error {
 		}
 		if err := yaml.Unmarshal(doc, &nc); err != nil {
 			return fmt.Errorf("user data: NodeConfig: %w", err)
+		}
+		if c := nc.Spec.Cluster; c.APIServerEndpoint != "" {
+			b.ClusterEndpoint, b.CABundle = c.APIServerEndpoint, c.CertificateAuthority
 		}
 		for k, v := range nc.Spec.Kubelet.Config {
 			config[k] = v
@@ -153,9 +163,19 @@ func parseTaint(s string) (corev1.Taint, error) {
 	return corev1.Taint{Key: k, Value: v, Effect: corev1.TaintEffect(effect)}, nil
 }
 
-var extraArgs = regexp.MustCompile(`--kubelet-extra-args '([^']*)'`)
+var (
+	extraArgs = regexp.MustCompile(`--kubelet-extra-args '([^']*)'`)
+	endpoint  = regexp.MustCompile(`--apiserver-endpoint '([^']*)'`)
+	caBundle  = regexp.MustCompile(`--b64-cluster-ca '([^']*)'`)
+)
 
 func (b *Boot) bootstrap(text string) error {
+	if m := endpoint.FindStringSubmatch(text); m != nil {
+		b.ClusterEndpoint = m[1]
+	}
+	if m := caBundle.FindStringSubmatch(text); m != nil {
+		b.CABundle = m[1]
+	}
 	m := extraArgs.FindStringSubmatch(text)
 	if m == nil {
 		return nil
@@ -181,6 +201,12 @@ func (b *Boot) bottlerocket(text string) error {
 		key := unquote(k)
 		switch table {
 		case "settings.kubernetes":
+			switch key {
+			case "api-server":
+				b.ClusterEndpoint = unquote(v)
+			case "cluster-certificate":
+				b.CABundle = unquote(v)
+			}
 			if key == "max-pods" {
 				n, err := strconv.Atoi(strings.TrimSpace(v))
 				if err != nil {

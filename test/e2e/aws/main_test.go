@@ -118,7 +118,8 @@ func run(m *testing.M) int {
 	}
 	kubeletCtx, stopKubelet := context.WithCancel(ctx)
 	defer stopKubelet()
-	k := &ec2kubelet.Kubelet{EC2: clients.EC2, Kube: kube, Cluster: clusterName, Log: func(format string, args ...any) {
+	// The nodes join only if their user data names this API server and carries its CA.
+	k := &ec2kubelet.Kubelet{EC2: clients.EC2, Kube: kube, Cluster: clusterName, ClusterEndpoint: local.APIServerURL, CA: local.Config.CAData, Log: func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, format+"\n", args...)
 	}}
 	go k.Run(kubeletCtx, time.Second)
