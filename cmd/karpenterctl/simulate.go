@@ -92,112 +92,19 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		now = t.UTC()
 	}
 	in := &simulate.Input{InstanceTypes: cat.ForProvider()}
-	scheme := install.NewScheme()
-	load := func(ps paths, accept func(runtime.Object, offline.Document) error) error {
-		docs, err := offline.ReadPaths(ps, stdin)
-		if err != nil {
-			return err
-		}
-		for _, d := range docs {
-			if d.Object == nil {
-				continue
-			}
-			gvk := d.GVK()
-			obj, err := scheme.New(gvk)
-			if err != nil {
-				return fmt.Errorf("%s:%d: %s %s: not a kind simulate reads", d.File, d.Line, gvk.GroupVersion(), gvk.Kind)
-			}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object, obj); err != nil {
-				return fmt.Errorf("%s:%d: %s/%s: %w", d.File, d.Line, gvk.Kind, d.Name(), err)
-			}
-			if err := accept(obj, d); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	var namespaces []*corev1.Namespace
 	din := &simulate.DisruptInput{Now: now, MaxCommands: *maxCommands, Options: opts}
-	err = load(nodePoolPaths, func(o runtime.Object, d offline.Document) error {
-		switch np := o.(type) {
-		case *karpv1.NodePool:
-			in.NodePools = append(in.NodePools, np)
-			return nil
-		case *karpv1beta1.NodePool:
-			// The simulation takes v1 only: a v1beta1 NodePool is converted here, as the
-			// conversion webhook would convert it in the cluster.
-			hub := &karpv1.NodePool{}
-			if err := conv.NodePoolToV1(context.Background(), np, hub); err != nil {
-				return fmt.Errorf("%s:%d: converting NodePool %s to v1: %w", d.File, d.Line, np.Name, err)
-			}
-			in.NodePools = append(in.NodePools, hub)
-			return nil
+	var src simSources
+	read := func(ps paths, into *[]offline.Document) {
+		if err == nil && len(ps) > 0 {
+			*into, err = offline.ReadPaths(ps, stdin)
 		}
-		return fmt.Errorf("%s:%d: %s is not a NodePool", d.File, d.Line, d.GVK().Kind)
-	})
+	}
+	read(nodePoolPaths, &src.nodePools)
+	read(workloadPaths, &src.workload)
+	read(nodePaths, &src.nodes)
+	read(policyPaths, &src.policies)
 	if err == nil {
-		err = load(workloadPaths, func(o runtime.Object, d offline.Document) error {
-			switch v := o.(type) {
-			case *corev1.Pod, *appsv1.Deployment, *appsv1.ReplicaSet, *appsv1.StatefulSet, *batchv1.Job, *appsv1.DaemonSet:
-				in.Workloads = append(in.Workloads, o)
-				return nil
-			case *corev1.Namespace:
-				namespaces = append(namespaces, v)
-				return nil
-			}
-			return fmt.Errorf("%s:%d: %s is not a workload (Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet)", d.File, d.Line, d.GVK().Kind)
-		})
-	}
-	if err == nil && len(nodePaths) > 0 {
-		err = load(nodePaths, func(o runtime.Object, d offline.Document) error {
-			switch v := o.(type) {
-			case *corev1.Node:
-				in.Nodes = append(in.Nodes, v)
-				return nil
-			case *corev1.Pod:
-				if v.Spec.NodeName == "" {
-					return fmt.Errorf("%s:%d: pod %s in --nodes has no spec.nodeName", d.File, d.Line, v.Name)
-				}
-				in.BoundPods = append(in.BoundPods, v)
-				return nil
-			case *k8spolicyv1.PodDisruptionBudget:
-				if *disrupt {
-					din.PDBs = append(din.PDBs, v)
-					return nil
-				}
-				return fmt.Errorf("%s:%d: PodDisruptionBudget %s in --nodes is read only with --disrupt", d.File, d.Line, v.Name)
-			case *karpv1.NodeClaim:
-				if *disrupt {
-					din.NodeClaims = append(din.NodeClaims, v)
-					return nil
-				}
-				return fmt.Errorf("%s:%d: NodeClaim %s in --nodes is read only with --disrupt", d.File, d.Line, v.Name)
-			}
-			return fmt.Errorf("%s:%d: %s is not a Node, a Pod, a PodDisruptionBudget or a NodeClaim", d.File, d.Line, d.GVK().Kind)
-		})
-	}
-	var pols []policyDoc
-	var budgets []*policyv1.CapacityBudget
-	if err == nil && len(policyPaths) > 0 {
-		err = load(policyPaths, func(o runtime.Object, d offline.Document) error {
-			switch v := o.(type) {
-			case *policyv1.CapacityBudget:
-				if v.Namespace == "" {
-					return fmt.Errorf("%s:%d: CapacityBudget %s has no metadata.namespace: a budget governs the namespace it is in", d.File, d.Line, v.Name)
-				}
-				budgets = append(budgets, v)
-			case *policyv1.CapacityPolicy:
-				pols = append(pols, policyDoc{v, d})
-			case *corev1.Namespace:
-				namespaces = append(namespaces, v)
-			default:
-				return fmt.Errorf("%s:%d: %s is not a CapacityBudget, CapacityPolicy or Namespace", d.File, d.Line, d.GVK().Kind)
-			}
-			return nil
-		})
-		if err == nil {
-			in.Planner, err = planner(pols, budgets, namespaces, now)
-		}
+		err = loadSimulation(src, in, din, *disrupt, conv, now)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "karpenterctl simulate:", err)
@@ -342,4 +249,118 @@ func planner(pols []policyDoc, budgets []*policyv1.CapacityBudget, namespaces []
 		pl.Budgets[b.Namespace] = b
 	}
 	return pl, nil
+}
+
+// simSources are the documents of one simulation, by the flag they came from.
+type simSources struct {
+	nodePools, workload, nodes, policies []offline.Document
+}
+
+// loadSimulation decodes the documents into the simulation's input: NodePools (v1beta1 ones
+// converted as the webhook would), workloads, existing nodes (and, with disrupt, their
+// NodeClaims and PDBs), and the policy planner. Errors name the file and line.
+func loadSimulation(src simSources, in *simulate.Input, din *simulate.DisruptInput, disrupt bool, conv *conversion.Converter, now time.Time) error {
+	scheme := install.NewScheme()
+	load := func(docs []offline.Document, accept func(runtime.Object, offline.Document) error) error {
+		for _, d := range docs {
+			if d.Object == nil {
+				continue
+			}
+			gvk := d.GVK()
+			obj, err := scheme.New(gvk)
+			if err != nil {
+				return fmt.Errorf("%s:%d: %s %s: not a kind simulate reads", d.File, d.Line, gvk.GroupVersion(), gvk.Kind)
+			}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object, obj); err != nil {
+				return fmt.Errorf("%s:%d: %s/%s: %w", d.File, d.Line, gvk.Kind, d.Name(), err)
+			}
+			if err := accept(obj, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var namespaces []*corev1.Namespace
+	err := load(src.nodePools, func(o runtime.Object, d offline.Document) error {
+		switch np := o.(type) {
+		case *karpv1.NodePool:
+			in.NodePools = append(in.NodePools, np)
+			return nil
+		case *karpv1beta1.NodePool:
+			// The simulation takes v1 only: a v1beta1 NodePool is converted here, as the
+			// conversion webhook would convert it in the cluster.
+			hub := &karpv1.NodePool{}
+			if err := conv.NodePoolToV1(context.Background(), np, hub); err != nil {
+				return fmt.Errorf("%s:%d: converting NodePool %s to v1: %w", d.File, d.Line, np.Name, err)
+			}
+			in.NodePools = append(in.NodePools, hub)
+			return nil
+		}
+		return fmt.Errorf("%s:%d: %s is not a NodePool", d.File, d.Line, d.GVK().Kind)
+	})
+	if err == nil {
+		err = load(src.workload, func(o runtime.Object, d offline.Document) error {
+			switch v := o.(type) {
+			case *corev1.Pod, *appsv1.Deployment, *appsv1.ReplicaSet, *appsv1.StatefulSet, *batchv1.Job, *appsv1.DaemonSet:
+				in.Workloads = append(in.Workloads, o)
+				return nil
+			case *corev1.Namespace:
+				namespaces = append(namespaces, v)
+				return nil
+			}
+			return fmt.Errorf("%s:%d: %s is not a workload (Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet)", d.File, d.Line, d.GVK().Kind)
+		})
+	}
+	if err == nil && len(src.nodes) > 0 {
+		err = load(src.nodes, func(o runtime.Object, d offline.Document) error {
+			switch v := o.(type) {
+			case *corev1.Node:
+				in.Nodes = append(in.Nodes, v)
+				return nil
+			case *corev1.Pod:
+				if v.Spec.NodeName == "" {
+					return fmt.Errorf("%s:%d: pod %s in --nodes has no spec.nodeName", d.File, d.Line, v.Name)
+				}
+				in.BoundPods = append(in.BoundPods, v)
+				return nil
+			case *k8spolicyv1.PodDisruptionBudget:
+				if disrupt {
+					din.PDBs = append(din.PDBs, v)
+					return nil
+				}
+				return fmt.Errorf("%s:%d: PodDisruptionBudget %s in --nodes is read only with --disrupt", d.File, d.Line, v.Name)
+			case *karpv1.NodeClaim:
+				if disrupt {
+					din.NodeClaims = append(din.NodeClaims, v)
+					return nil
+				}
+				return fmt.Errorf("%s:%d: NodeClaim %s in --nodes is read only with --disrupt", d.File, d.Line, v.Name)
+			}
+			return fmt.Errorf("%s:%d: %s is not a Node, a Pod, a PodDisruptionBudget or a NodeClaim", d.File, d.Line, d.GVK().Kind)
+		})
+	}
+	var pols []policyDoc
+	var budgets []*policyv1.CapacityBudget
+	if err == nil && len(src.policies) > 0 {
+		err = load(src.policies, func(o runtime.Object, d offline.Document) error {
+			switch v := o.(type) {
+			case *policyv1.CapacityBudget:
+				if v.Namespace == "" {
+					return fmt.Errorf("%s:%d: CapacityBudget %s has no metadata.namespace: a budget governs the namespace it is in", d.File, d.Line, v.Name)
+				}
+				budgets = append(budgets, v)
+			case *policyv1.CapacityPolicy:
+				pols = append(pols, policyDoc{v, d})
+			case *corev1.Namespace:
+				namespaces = append(namespaces, v)
+			default:
+				return fmt.Errorf("%s:%d: %s is not a CapacityBudget, CapacityPolicy or Namespace", d.File, d.Line, d.GVK().Kind)
+			}
+			return nil
+		})
+		if err == nil {
+			in.Planner, err = planner(pols, budgets, namespaces, now)
+		}
+	}
+	return err
 }

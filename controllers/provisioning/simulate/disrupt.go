@@ -134,7 +134,7 @@ func Disrupt(ctx context.Context, in *DisruptInput) (*Report, error) {
 	for _, u := range c.Unconsolidatable {
 		d.Unconsolidatable = append(d.Unconsolidatable, UnconsolidatableReport{Node: u.Node, Reason: u.Reason})
 	}
-	sort.Slice(d.Unconsolidatable, func(i, j int) bool { return naturalLess(d.Unconsolidatable[i].Node, d.Unconsolidatable[j].Node) })
+	sort.Slice(d.Unconsolidatable, func(i, j int) bool { return NaturalLess(d.Unconsolidatable[i].Node, d.Unconsolidatable[j].Node) })
 	d.Totals.PricePerHourAfter, d.Totals.NodesAfter = round(c.PricePerHour()), len(c.Nodes)
 	r.Disruption = d
 	return r, nil
@@ -199,7 +199,7 @@ func commandReport(cmd *disruption.Command, before, after float64) CommandReport
 	for _, cand := range cmd.Candidates {
 		cr.Nodes = append(cr.Nodes, cand.Name())
 	}
-	sort.Slice(cr.Nodes, func(i, j int) bool { return naturalLess(cr.Nodes[i], cr.Nodes[j]) })
+	sort.Slice(cr.Nodes, func(i, j int) bool { return NaturalLess(cr.Nodes[i], cr.Nodes[j]) })
 	for _, r := range cmd.Replacements {
 		rr := ReplacementReport{Name: r.Hostname, NodePool: r.NodePool, InstanceType: r.InstanceType.Name, CapacityType: r.Offering.CapacityType,
 			Zone: r.Offering.Zone, PricePerHour: round(r.Offering.Price)}
@@ -211,7 +211,7 @@ func commandReport(cmd *disruption.Command, before, after float64) CommandReport
 	for _, m := range cmd.Moves {
 		cr.Moves = append(cr.Moves, MoveReport{Pod: solver.PodKey(m.Pod), To: m.To})
 	}
-	sort.Slice(cr.Moves, func(i, j int) bool { return naturalLess(cr.Moves[i].Pod, cr.Moves[j].Pod) })
+	sort.Slice(cr.Moves, func(i, j int) bool { return NaturalLess(cr.Moves[i].Pod, cr.Moves[j].Pod) })
 	return cr
 }
 

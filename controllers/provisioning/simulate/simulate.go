@@ -136,7 +136,7 @@ func Run(ctx context.Context, in *Input) (*Report, error) {
 		for _, b := range ns.Blocked {
 			nr.BlockedPods = append(nr.BlockedPods, Pending{Pod: solver.PodKey(b.Pod), Reason: b.Violation.Message})
 		}
-		sort.Slice(nr.BlockedPods, func(i, j int) bool { return naturalLess(nr.BlockedPods[i].Pod, nr.BlockedPods[j].Pod) })
+		sort.Slice(nr.BlockedPods, func(i, j int) bool { return NaturalLess(nr.BlockedPods[i].Pod, nr.BlockedPods[j].Pod) })
 		r.Namespaces[name] = nr
 	}
 	for _, w := range out.Warnings {
@@ -184,7 +184,7 @@ func expandWorkloads(workloads []runtime.Object) ([]*corev1.Pod, []corev1.PodTem
 }
 
 func sortedPending(ps []Pending) []Pending {
-	sort.SliceStable(ps, func(i, j int) bool { return naturalLess(ps[i].Pod, ps[j].Pod) })
+	sort.SliceStable(ps, func(i, j int) bool { return NaturalLess(ps[i].Pod, ps[j].Pod) })
 	return ps
 }
 
@@ -330,12 +330,12 @@ func podKeys(pods []*corev1.Pod) []string {
 	for i, p := range pods {
 		out[i] = solver.PodKey(p)
 	}
-	sort.Slice(out, func(i, j int) bool { return naturalLess(out[i], out[j]) })
+	sort.Slice(out, func(i, j int) bool { return NaturalLess(out[i], out[j]) })
 	return out
 }
 
-// naturalLess orders web-2 before web-10.
-func naturalLess(a, b string) bool {
+// NaturalLess orders pod keys with their index numerically (web-2 before web-10).
+func NaturalLess(a, b string) bool {
 	pa, na := splitIndex(a)
 	pb, nb := splitIndex(b)
 	if pa != pb {
