@@ -4,6 +4,7 @@
 //	karpenterctl validate -f PATH [-f PATH...] [-o text|json|github]
 //	karpenterctl convert  -f PATH [-f PATH...] [--to v1|v1beta1] [--in-place]
 //	karpenterctl simulate --nodepools PATH --workload PATH [--nodes PATH] [--instance-types FILE] [-o json|table|markdown]
+//	karpenterctl plan     --base PATH --head PATH --workload PATH [--nodes PATH] [-o text|markdown|json|github]
 //	karpenterctl policy test PATH [PATH...] [--parameters FILE] [-v] [-o text|json]
 //
 // Exit status: 0 when everything is valid (or converted), 1 when something is invalid, 2 on
@@ -45,6 +46,10 @@ Commands:
       Convert NodePool, NodeClaim and EC2NodeClass documents to one version.
   simulate --nodepools PATH --workload PATH [--nodes PATH] [--instance-types FILE] [-o json|table|markdown]
       Show the NodeClaims the provisioner would launch for the workloads, and their cost.
+  plan --base PATH --head PATH --workload PATH [--nodes PATH] [--instance-types FILE] [--now RFC3339] [-o text|markdown|json|github]
+      What a change costs before it merges: validate the head, simulate both sides with
+      their policies on the same workload, and report the difference. --base and --head
+      may be git:REF[:DIR], read from the working directory's Git repository.
   policy test PATH [PATH...] [--parameters FILE] [-v] [-o text|json]
       Run the test_ rules of .rego files and CapacityPolicy manifests, as 'opa test' does.
 
@@ -67,6 +72,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return simulateCmd(args[1:], stdin, stdout, stderr)
 	case "policy":
 		return policyCmd(args[1:], stdout, stderr)
+	case "plan":
+		return planCmd(args[1:], stdin, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

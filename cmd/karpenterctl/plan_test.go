@@ -1,0 +1,180 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+const planNow = "2026-11-16T12:00:00Z"
+
+// planSides writes a base (test/policies' NodePool and policies) and a head whose team-a
+// budget is halved, under dir/base and dir/head.
+func planSides(t *testing.T, dir string, edit func(policies string) string) (base, head string) {
+	t.Helper()
+	src := filepath.Join(repo, "test", "policies")
+	base, head = filepath.Join(dir, "base"), filepath.Join(dir, "head")
+	for _, d := range []string{base, head} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"nodepools.yaml", "policies.yaml"} {
+			b, err := os.ReadFile(filepath.Join(src, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := string(b)
+			if d == head && edit != nil {
+				text = edit(text)
+			}
+			if err := os.WriteFile(filepath.Join(d, f), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return base, head
+}
+
+func halveTeamA(text string) string {
+	return strings.Replace(text, `hourlyCost: "2.00"`, `hourlyCost: "1.00"`, 1)
+}
+
+func TestPlanReportsTheDifference(t *testing.T) {
+	base, head := planSides(t, t.TempDir(), halveTeamA)
+	workload := filepath.Join(repo, "test", "policies", "workload.yaml")
+	code, out, errOut := karpenterctl(t, "", "plan", "--base", base, "--head", head, "--workload", workload, "--now", planNow, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	// Each side is exactly what simulate prints for it.
+	for side, dir := range map[string]string{"base": base, "head": head} {
+		_, sim, _ := karpenterctl(t, "", "simulate", "--nodepools", filepath.Join(dir, "nodepools.yaml"), "--policies", filepath.Join(dir, "policies.yaml"),
+			"--workload", workload, "--now", planNow, "-o", "json")
+		var want, have any
+		_ = json.Unmarshal([]byte(sim), &want)
+		_ = json.Unmarshal(got[side], &have)
+		if !reflect.DeepEqual(want, have) {
+			t.Errorf("plan's %s is not what simulate prints for it", side)
+		}
+	}
+	r := &planReport{}
+	if err := json.Unmarshal([]byte(out), r); err != nil {
+		t.Fatal(err)
+	}
+	d := r.Delta
+	if want := round4(r.Head.Totals.PricePerHour - r.Base.Totals.PricePerHour); d.PricePerHour != want || d.PricePerMonth != round4(want*HoursPerMonth) {
+		t.Errorf("delta $%.4f/hour, $%.4f/month; want $%.4f/hour x 730", d.PricePerHour, d.PricePerMonth, want)
+	}
+	if d.Nodes != r.Head.Totals.Nodes-r.Base.Totals.Nodes {
+		t.Errorf("delta %d nodes; want %d", d.Nodes, r.Head.Totals.Nodes-r.Base.Totals.Nodes)
+	}
+	a := d.Namespaces["team-a"]
+	if a == nil || a.PricePerHour >= 0 || d.Namespaces["team-b"] == nil {
+		t.Fatalf("namespace deltas %+v; want team-a cheaper under its halved budget, and team-b", d.Namespaces)
+	}
+	if want := r.Head.Namespaces["team-a"].SpotPercent - r.Base.Namespaces["team-a"].SpotPercent; a.SpotPercent != round4(want) {
+		t.Errorf("team-a's Spot share delta %.4f; want %.4f", a.SpotPercent, want)
+	}
+	if len(d.NewlyBlocked) == 0 || len(d.Unblocked) != 0 {
+		t.Fatalf("newly blocked %v, unblocked %v; want team-a pods newly blocked by the budget", d.NewlyBlocked, d.Unblocked)
+	}
+	for _, pod := range d.NewlyBlocked {
+		if !strings.HasPrefix(pod, "team-a/") {
+			t.Errorf("%s newly blocked; only team-a's budget changed", pod)
+		}
+	}
+
+	_, md, _ := karpenterctl(t, "", "plan", "--base", base, "--head", head, "--workload", workload, "--now", planNow, "-o", "markdown")
+	lines := strings.Split(md, "\n")
+	if lines[0] != PlanMarker || !regexp.MustCompile(`^\*\*karpenterctl plan: \$/hour \d+\.\d\d -> \d+\.\d\d \(-\d+\.\d\d, -\d+\.\d%\); \$/month -\d+\*\*$`).MatchString(lines[1]) {
+		t.Errorf("markdown must start with the marker and the headline:\n%s", strings.Join(lines[:2], "\n"))
+	}
+	for _, want := range []string{"| NodePool | before $/hour |", "| team-a |", "pods newly blocked:", "- `" + d.NewlyBlocked[0] + "`: CapacityBudget team-a/default", "<details>", "</details>"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	_, gh, _ := karpenterctl(t, "", "plan", "--base", base, "--head", head, "--workload", workload, "--now", planNow, "-o", "github")
+	if !strings.HasPrefix(gh, "::notice title=karpenterctl plan::$/hour ") || strings.Count(gh, "::warning ") != len(d.NewlyBlocked) {
+		t.Errorf("github output:\n%s", gh)
+	}
+}
+
+// An invalid head fails the plan as validate fails it, naming file, line and field, and is
+// not simulated.
+func TestPlanRefusesAnInvalidHead(t *testing.T) {
+	dir := t.TempDir()
+	base, head := planSides(t, dir, nil)
+	np := filepath.Join(head, "nodepools.yaml")
+	b, _ := os.ReadFile(np)
+	if err := os.WriteFile(np, []byte(strings.Replace(string(b), "spec:\n  template:", "spec:\n  weight: 1000\n  template:", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	workload := filepath.Join(repo, "test", "policies", "workload.yaml")
+	code, out, _ := karpenterctl(t, "", "plan", "--base", base, "--head", head, "--workload", workload, "--now", planNow)
+	if code != exitInvalid || !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(np)+`:\d+: NodePool/default: spec.weight: `).MatchString(out) {
+		t.Fatalf("exit %d; want 1 and spec.weight named at its line:\n%s", code, out)
+	}
+	_, js, _ := karpenterctl(t, "", "plan", "--base", base, "--head", head, "--workload", workload, "--now", planNow, "-o", "json")
+	r := &planReport{}
+	if err := json.Unmarshal([]byte(js), r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Invalid) == 0 || r.Invalid[0].Field != "spec.weight" || r.Base != nil || r.Head != nil {
+		t.Errorf("JSON of an invalid head: %s", js)
+	}
+}
+
+// --base git:REF:DIR reads the manifests at REF; the plan is the same as from directories.
+func TestPlanReadsABaseFromGit(t *testing.T) {
+	dir := t.TempDir()
+	base, head := planSides(t, dir, halveTeamA)
+	workload, err := filepath.Abs(filepath.Join(repo, "test", "policies", "workload.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, fromDirs, _ := karpenterctl(t, "", "plan", "--base", base, "--head", head, "--workload", workload, "--now", planNow, "-o", "json")
+
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	// The repository holds the base under deploy/ at its first commit; the working tree has
+	// the head there.
+	if err := os.Rename(base, filepath.Join(dir, "deploy")); err != nil {
+		t.Fatal(err)
+	}
+	git("init", "-q", "-b", "main")
+	git("add", "deploy")
+	git("commit", "-q", "-m", "base")
+	for _, f := range []string{"nodepools.yaml", "policies.yaml"} {
+		if err := os.Rename(filepath.Join(head, f), filepath.Join(dir, "deploy", f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dir)
+	code, fromGit, errOut := karpenterctl(t, "", "plan", "--base", "git:main:deploy", "--head", "deploy", "--workload", workload, "--now", planNow, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if fromGit != fromDirs {
+		t.Errorf("the plan from git:main:deploy differs from the plan from directories:\n%s\n---\n%s", fromGit, fromDirs)
+	}
+	code, _, errOut = karpenterctl(t, "", "plan", "--base", "git:no-such-branch:deploy", "--head", "deploy", "--workload", workload)
+	if code != exitUsage || !strings.Contains(errOut, `"no-such-branch" is not a commit`) {
+		t.Errorf("an unknown ref: exit %d, %s", code, errOut)
+	}
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/controllers/provisioning/simulate"
+)
+
+func joinKeys[V any](a, b map[string]V) map[string]struct{} {
+	out := map[string]struct{}{}
+	for k := range a {
+		out[k] = struct{}{}
+	}
+	for k := range b {
+		out[k] = struct{}{}
+	}
+	return out
+}
+
+func sortNatural(s []string) {
+	slices.SortFunc(s, func(a, b string) int {
+		switch {
+		case simulate.NaturalLess(a, b):
+			return -1
+		case simulate.NaturalLess(b, a):
+			return 1
+		}
+		return 0
+	})
+}
+
+// headline is the plan in one line: "$/hour 12.30 -> 14.10 (+1.80, +14.6%); $/month +1314".
+func headline(r *planReport) string {
+	b, h := r.Base.Totals.PricePerHour, r.Head.Totals.PricePerHour
+	pct := "new"
+	switch {
+	case b != 0:
+		pct = fmt.Sprintf("%+.1f%%", (h-b)/b*100)
+	case h == 0:
+		pct = "+0.0%"
+	}
+	return fmt.Sprintf("$/hour %.2f -> %.2f (%+.2f, %s); $/month %+.0f", b, h, r.Delta.PricePerHour, pct, r.Delta.PricePerMonth)
+}
+
+// poolCost is a NodePool's new nodes on one side: their $/hour and the share of it on Spot.
+type poolCost struct {
+	price, spot float64
+	nodes       int
+}
+
+func (p poolCost) spotPercent() float64 {
+	if p.price == 0 {
+		return 0
+	}
+	return p.spot / p.price * 100
+}
+
+func pools(r *simulate.Report) map[string]poolCost {
+	out := map[string]poolCost{}
+	for _, c := range r.NodeClaims {
+		p := out[c.NodePool]
+		p.price += c.PricePerHour
+		p.nodes++
+		if c.CapacityType == karpv1.CapacityTypeSpot {
+			p.spot += c.PricePerHour
+		}
+		out[c.NodePool] = p
+	}
+	return out
+}
+
+// reasons are the reasons pods stay pending on the head, for the newly blocked.
+func reasons(r *planReport) map[string]string { return blocked(r.Head) }
+
+func writePlanText(w io.Writer, r *planReport) {
+	fmt.Fprintln(w, headline(r))
+	fmt.Fprintf(w, "nodes %d -> %d (%+d)\n", r.Base.Totals.Nodes, r.Head.Totals.Nodes, r.Delta.Nodes)
+	bp, hp := pools(r.Base), pools(r.Head)
+	for _, name := range slices.Sorted(maps.Keys(joinKeys(bp, hp))) {
+		b, h := bp[name], hp[name]
+		fmt.Fprintf(w, "nodepool %s: $/hour %.4f -> %.4f (%+.4f), %d -> %d nodes, Spot %.1f%% -> %.1f%%\n",
+			name, b.price, h.price, h.price-b.price, b.nodes, h.nodes, b.spotPercent(), h.spotPercent())
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Delta.Namespaces)) {
+		b, h := nsOf(r.Base, name), nsOf(r.Head, name)
+		fmt.Fprintf(w, "namespace %s: $/hour %.4f -> %.4f (%+.4f), Spot %.1f%% -> %.1f%%\n", name, b.PricePerHour, h.PricePerHour,
+			r.Delta.Namespaces[name].PricePerHour, b.SpotPercent, h.SpotPercent)
+	}
+	why := reasons(r)
+	for _, pod := range r.Delta.NewlyBlocked {
+		fmt.Fprintf(w, "newly blocked %s: %s\n", pod, why[pod])
+	}
+	for _, pod := range r.Delta.Unblocked {
+		fmt.Fprintf(w, "unblocked %s\n", pod)
+	}
+}
+
+func nsOf(r *simulate.Report, name string) simulate.NamespaceReport {
+	if n := r.Namespaces[name]; n != nil {
+		return *n
+	}
+	return simulate.NamespaceReport{}
+}
+
+func cell(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ") }
+
+// writePlanMarkdown writes the plan as a pull-request comment: the marker line, the
+// headline, a table per NodePool and per namespace, the pods newly blocked with the policy's
+// reason, and each side's simulation in a collapsed block.
+func writePlanMarkdown(w io.Writer, r *planReport) {
+	fmt.Fprintln(w, PlanMarker)
+	fmt.Fprintf(w, "**karpenterctl plan: %s**\n\n", headline(r))
+	bp, hp := pools(r.Base), pools(r.Head)
+	if names := slices.Sorted(maps.Keys(joinKeys(bp, hp))); len(names) > 0 {
+		fmt.Fprintln(w, "| NodePool | before $/hour | after $/hour | delta | nodes | Spot share |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+		for _, name := range names {
+			b, h := bp[name], hp[name]
+			fmt.Fprintf(w, "| %s | %.4f | %.4f | %+.4f | %d -> %d | %.1f%% -> %.1f%% |\n", cell(name), b.price, h.price, h.price-b.price,
+				b.nodes, h.nodes, b.spotPercent(), h.spotPercent())
+		}
+		fmt.Fprintln(w)
+	}
+	if names := slices.Sorted(maps.Keys(r.Delta.Namespaces)); len(names) > 0 {
+		fmt.Fprintln(w, "| namespace | before $/hour | after $/hour | delta | limit | Spot share |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+		for _, name := range names {
+			b, h := nsOf(r.Base, name), nsOf(r.Head, name)
+			limit := "-"
+			if h.HourlyLimit != nil {
+				limit = fmt.Sprintf("%.2f", *h.HourlyLimit)
+			}
+			fmt.Fprintf(w, "| %s | %.4f | %.4f | %+.4f | %s | %.1f%% -> %.1f%% |\n", cell(name), b.PricePerHour, h.PricePerHour,
+				r.Delta.Namespaces[name].PricePerHour, limit, b.SpotPercent, h.SpotPercent)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.Delta.NewlyBlocked) > 0 {
+		why := reasons(r)
+		fmt.Fprintf(w, "%d pods newly blocked:\n\n", len(r.Delta.NewlyBlocked))
+		for _, pod := range r.Delta.NewlyBlocked {
+			fmt.Fprintf(w, "- `%s`: %s\n", pod, cell(why[pod]))
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.Delta.Unblocked) > 0 {
+		fmt.Fprintf(w, "%d pods no longer blocked: %s\n\n", len(r.Delta.Unblocked), "`"+strings.Join(r.Delta.Unblocked, "`, `")+"`")
+	}
+	fmt.Fprintln(w, "<details><summary>Simulation of each side</summary>")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Before (base):")
+	fmt.Fprintln(w)
+	writeMarkdown(w, r.Base)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "After (head):")
+	fmt.Fprintln(w)
+	writeMarkdown(w, r.Head)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "</details>")
+}
+
+// writePlanGitHub writes workflow commands: a notice with the headline, a warning per pod
+// newly blocked.
+func writePlanGitHub(w io.Writer, r *planReport) {
+	fmt.Fprintf(w, "::notice title=karpenterctl plan::%s\n", escapeWorkflow(headline(r)))
+	why := reasons(r)
+	for _, pod := range r.Delta.NewlyBlocked {
+		fmt.Fprintf(w, "::warning title=pod newly blocked::%s\n", escapeWorkflow(pod+": "+why[pod]))
+	}
+}
+
+// writeInvalid reports an invalid head: the problems as `validate` prints them.
+func writeInvalid(w io.Writer, output string, r *planReport) {
+	switch output {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(r)
+	case "github":
+		for _, p := range r.Invalid {
+			fmt.Fprintf(w, "::error file=%s,line=%d::%s\n", p.File, p.Line, escapeWorkflow(fmt.Sprintf("%s/%s: %s: %s", p.Kind, p.Name, p.Field, p.Message)))
+		}
+	case "markdown":
+		fmt.Fprintln(w, PlanMarker)
+		fmt.Fprintf(w, "**karpenterctl plan: the change is invalid (%d problems); the cluster would refuse it**\n\n", len(r.Invalid))
+		for _, p := range r.Invalid {
+			fmt.Fprintf(w, "- `%s`\n", cell(p.String()))
+		}
+	default:
+		for _, p := range r.Invalid {
+			fmt.Fprintln(w, p.String())
+		}
+	}
+}
