@@ -30,8 +30,8 @@ var (
 	})
 	// NodesAllocatable is the allocatable resources of the nodes Karpenter launched.
 	NodesAllocatable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "karpenter_nodes_allocatable", Help: "Allocatable resources of nodes, by node, NodePool and resource type.",
-	}, []string{"node_name", "nodepool", "resource_type"})
+		Name: "karpenter_nodes_allocatable", Help: "Allocatable resources of nodes, by node, NodePool, capacity type and resource type.",
+	}, []string{"node_name", "nodepool", "capacity_type", "resource_type"})
 	// NodePoolUsage is the resources a NodePool's NodeClaims hold.
 	NodePoolUsage = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_nodepools_usage", Help: "Resources used by a NodePool's NodeClaims, by resource type.",

@@ -356,7 +356,7 @@ func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 	}
 	nc.Status.NodeName = node.Name
 	for k, q := range node.Status.Allocatable {
-		metrics.NodesAllocatable.WithLabelValues(node.Name, nc.Labels[karpv1.NodePoolLabelKey], string(k)).Set(q.AsApproximateFloat64())
+		metrics.NodesAllocatable.WithLabelValues(node.Name, nc.Labels[karpv1.NodePoolLabelKey], nc.Labels[karpv1.CapacityTypeLabelKey], string(k)).Set(q.AsApproximateFloat64())
 	}
 	c.setCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered", "")
 	return reconcile.Result{}, nil
