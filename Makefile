@@ -42,6 +42,7 @@ manifests: ## Generate CRDs, RBAC and webhook configurations with controller-gen
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
 	hack/crd-conversion.sh $(CONVERTED_CRDS)
 	hack/crd-chart.sh
+	hack/controller-chart.sh
 
 .PHONY: fmt
 fmt: ## Run gofmt on the tree.

@@ -8,6 +8,7 @@ out=charts/karpenter-crd/templates
 rm -f "$out"/*.yaml
 for crd in config/crd/bases/*.yaml; do
   awk '
+    /^    controller-gen.kubebuilder.io\/version: / { print; print "    {{- if .Values.webhook.certManager.enabled }}"; print "    cert-manager.io/inject-ca-from: {{ .Values.webhook.serviceNamespace | default .Release.Namespace }}/{{ .Values.webhook.serviceName }}-webhook"; print "    {{- end }}"; next }
     /^          name: webhook-service$/ { print "          name: {{ .Values.webhook.serviceName }}"; next }
     /^          namespace: system$/     { print "          namespace: {{ .Values.webhook.serviceNamespace | default .Release.Namespace }}"; print "          port: {{ .Values.webhook.port }}"; next }
     { print }
