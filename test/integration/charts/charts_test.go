@@ -7,10 +7,12 @@ package charts
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -214,6 +216,46 @@ func TestBadValuesNameTheKey(t *testing.T) {
 		out, err := run(t, "template", "karpenter", "charts/karpenter", "--set", args)
 		if err == nil || !strings.Contains(out, want) {
 			t.Errorf("--set %s: %v; want an error naming %q:\n%s", args, err, want, out)
+		}
+	}
+}
+
+// Every metric the dashboard queries is one the controller exports (controllers/metrics).
+func TestDashboardQueriesExportedMetrics(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(env.RepoRoot(), "charts", "karpenter", "dashboards", "karpenter.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
+	}
+	src, err := os.ReadFile(filepath.Join(env.RepoRoot(), "controllers", "metrics", "metrics.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, m := range regexp.MustCompile(`Name: +"(karpenter_[a-z_]+)"`).FindAllStringSubmatch(string(src), -1) {
+		exported[m[1]] = true
+	}
+	metric := regexp.MustCompile(`karpenter_[a-z_]+`)
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q queries nothing", p.Title)
+		}
+		for _, target := range p.Targets {
+			for _, name := range metric.FindAllString(target.Expr, -1) {
+				if !exported[name] {
+					t.Errorf("panel %q queries %s, which the controller does not export", p.Title, name)
+				}
+			}
 		}
 	}
 }
