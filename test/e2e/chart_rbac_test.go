@@ -68,7 +68,9 @@ func TestNamespaceAdminCannotChangeItsBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := u.GetName()
-		t.Cleanup(func() { _ = kube.Delete(context.Background(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}}) })
+		t.Cleanup(func() {
+			_ = kube.Delete(context.Background(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		})
 		applied++
 	}
 	if applied != 2 {
