@@ -39,7 +39,7 @@ pricing-table: ## Regenerate cloudprovider/aws/zz_generated.pricing.go.
 
 .PHONY: manifests
 manifests: ## Generate CRDs, RBAC and webhook configurations with controller-gen.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/...;./cmd/...;./controllers/...;./webhooks/...;./cloudprovider/..." output:crd:artifacts:config=config/crd/bases
 	hack/crd-conversion.sh $(CONVERTED_CRDS)
 	hack/crd-chart.sh
 	hack/controller-chart.sh
@@ -99,3 +99,8 @@ run: build ## Start etcd, kube-apiserver, kube-controller-manager, kube-schedule
 run-aws: build ## Like run, but the manager runs --cloud-provider=aws against a local AWS emulator (moto) whose instances get Nodes.
 	go build -o bin/local-up ./hack/local-up
 	bin/local-up -cloud-provider=aws
+
+.PHONY: run-argocd
+run-argocd: build ## Like run, plus ArgoCD (built from Go modules) syncing the samples from a local Git repository whose clone is .local/gitops.
+	go build -o bin/local-up ./hack/local-up
+	bin/local-up -argocd

@@ -15,7 +15,10 @@ snapshot() {
 before=$(snapshot)
 make --no-print-directory generate manifests
 go mod tidy
-for m in hack/tools/*/; do (cd "$m" && go mod tidy); done
+# hack/tools/argocd needs Go 1.27 (ArgoCD v3.6), fetched as a toolchain for it alone.
+for m in hack/tools/*/; do
+  if [[ $m == */argocd/ ]]; then (cd "$m" && GOTOOLCHAIN=go1.27.3 go mod tidy); else (cd "$m" && go mod tidy); fi
+done
 after=$(snapshot)
 unformatted=$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go'))
 if [[ -n "$unformatted" ]]; then

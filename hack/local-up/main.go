@@ -8,6 +8,10 @@
 // --cloud-provider=aws against it, plays the kubelet of the instances the provider launches
 // (package ec2kubelet), applies config/samples/aws, and writes the emulator's URL to
 // <dir>/aws-endpoint.
+//
+// With -argocd it is `make run-argocd`: it also serves a Git repository seeded with the
+// samples (a clone at <dir>/gitops), and runs ArgoCD's application controller and repo
+// server syncing one Application from it (package gitops).
 package main
 
 import (
@@ -31,6 +35,7 @@ import (
 
 	awsprovider "github.com/karpenter-policy/karpenter/cloudprovider/aws"
 	"github.com/karpenter-policy/karpenter/hack/local-up/ec2kubelet"
+	"github.com/karpenter-policy/karpenter/hack/local-up/gitops"
 	"github.com/karpenter-policy/karpenter/test/awsemu"
 	"github.com/karpenter-policy/karpenter/test/cluster"
 )
@@ -49,6 +54,7 @@ func run() error {
 	dir := flag.String("dir", ".local", "state directory: kubeconfig, certificates, etcd data, logs")
 	samples := flag.String("samples", "", "objects to apply once the manager runs (default config/samples, or config/samples/aws); \"none\" applies none")
 	provider := flag.String("cloud-provider", "kwok", "kwok (simulated nodes) or aws (the AWS provider against a local AWS emulator)")
+	argocd := flag.Bool("argocd", false, "also run ArgoCD syncing the samples from a local Git repository (make run-argocd)")
 	apiPort := flag.Int("apiserver-port", 6443, "kube-apiserver port on 127.0.0.1")
 	basePort := flag.Int("port-base", 17000, "first of the other ports: etcd +379/+380, kwok +10, manager metrics +80, probes +81, pprof +82, webhooks +443")
 	manager := flag.String("manager", "bin/karpenter", "manager binary; empty starts none")
@@ -59,8 +65,11 @@ func run() error {
 	switch *samples {
 	case "":
 		*samples = "config/samples"
-		if *provider == "aws" {
+		switch {
+		case *provider == "aws":
 			*samples = "config/samples/aws"
+		case *argocd:
+			*samples = "config/samples/30-deployment.yaml" // the rest comes from Git
 		}
 	case "none":
 		*samples = ""
@@ -163,6 +172,20 @@ func run() error {
               AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test aws --endpoint-url $(cat %s) --region %s ec2 describe-instances
 `, emulator.Endpoint, endpointFile, emulator.Region, awsCluster, endpointFile, emulator.Region)
 	}
+	gitopsHelp := ""
+	if *argocd {
+		stack, err := startGitOps(ctx, c, root, *dir, logf)
+		if err != nil {
+			return errors.Join(err, stopAll())
+		}
+		defer func() { _ = stack.Stop() }()
+		gitopsHelp = fmt.Sprintf(`
+  GitOps:     ArgoCD syncs the Application %s/%s from %s every 5s;
+              the clone %s is your checkout: edit, commit, then
+              (cd %s && git push origin HEAD) is "merge to main"
+              bin/kubectl -n %s get application %s -w
+`, gitops.Namespace, gitops.Application, stack.RepoURL, stack.Clone, stack.Clone, gitops.Namespace, gitops.Application)
+	}
 	kubectl := filepath.Join(root, "bin", "kubectl")
 	_ = os.MkdirAll(filepath.Dir(kubectl), 0o755)
 	_ = os.Remove(kubectl)
@@ -176,7 +199,7 @@ Local cluster is up in %s (Kubernetes v1.37.2, %s provider).
   kubeconfig: %s
   logs:       %s/<process>.log
   kubectl:    bin/kubectl (linked to the built v1.37.2 client)
-%s
+%s%s
 Try:
   export KUBECONFIG=%s
   bin/kubectl get nodepools,%s
@@ -184,7 +207,7 @@ Try:
   bin/kubectl scale deployment inflate --replicas=5 && bin/kubectl get nodeclaims,nodes,pods -o wide
 
 Press Ctrl-C to stop every process.
-`, time.Since(start).Round(100*time.Millisecond), *provider, c.Kubeconfig, c.LogDir, awsHelp, c.Kubeconfig,
+`, time.Since(start).Round(100*time.Millisecond), *provider, c.Kubeconfig, c.LogDir, awsHelp, gitopsHelp, c.Kubeconfig,
 		map[string]string{"kwok": "kwoknodeclasses", "aws": "ec2nodeclasses"}[*provider], map[string]string{"kwok": "general", "aws": "default"}[*provider])
 
 	ticker := time.NewTicker(time.Second)
@@ -243,4 +266,24 @@ func startKubelet(ctx context.Context, c *cluster.Cluster, e *awsemu.Emulator, l
 	k := &ec2kubelet.Kubelet{EC2: clients.EC2, Kube: kube, Cluster: awsCluster, ClusterEndpoint: c.APIServerURL, CA: c.Config.CAData, Log: logf}
 	go k.Run(ctx, time.Second)
 	return nil
+}
+
+// startGitOps builds (or finds) ArgoCD, and starts the GitOps stack against the cluster.
+func startGitOps(ctx context.Context, c *cluster.Cluster, root, dir string, logf func(string, ...any)) (*gitops.Stack, error) {
+	logf("building (or finding) ArgoCD v3.6.1 (cold: about 7 minutes)")
+	script := filepath.Join(root, "hack", "argocd.sh")
+	bin, err := exec.Command(script).Output()
+	if err != nil {
+		return nil, fmt.Errorf("building ArgoCD: %w", err)
+	}
+	crds, err := exec.Command(script, "crds").Output()
+	if err != nil {
+		return nil, fmt.Errorf("finding ArgoCD's CRDs: %w", err)
+	}
+	kube, err := client.New(c.Config, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return gitops.Start(ctx, c, kube, gitops.Options{Dir: dir, RepoRoot: root, ArgoCD: strings.TrimSpace(string(bin)),
+		CRDs: strings.TrimSpace(string(crds)), Log: logf})
 }

@@ -318,6 +318,10 @@ func (c *Cluster) start(p *Process) error {
 	return nil
 }
 
+// StartProcess starts another process as part of the cluster: its log is under LogDir, Stop
+// stops it, and it is killed with its parent.
+func (c *Cluster) StartProcess(p *Process) error { return c.start(p) }
+
 // Exited reports whether a process has stopped, and why.
 func (p *Process) Exited() (bool, error) {
 	select {

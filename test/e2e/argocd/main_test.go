@@ -1,0 +1,134 @@
+// Package argocd runs the stack of `make run-argocd` end to end: the local cluster with the
+// manager on the kwok provider, a Git repository seeded with the samples, and ArgoCD's own
+// application controller and repo server syncing one Application from it; it checks what a
+// platform team relies on: Git changes reach the cluster, the Application stays Synced while
+// the cluster works, a change the API server refuses fails the sync and leaves the cluster as
+// it was, and a NodePool deleted from Git is pruned.
+package argocd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/karpenter-policy/karpenter/api/install"
+	"github.com/karpenter-policy/karpenter/hack/local-up/gitops"
+	"github.com/karpenter-policy/karpenter/test/cluster"
+	"github.com/karpenter-policy/karpenter/test/env"
+)
+
+var (
+	local *cluster.Cluster
+	kube  client.Client
+	stack *gitops.Stack
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctrllog.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	bins := os.Getenv("KUBEBUILDER_ASSETS")
+	if bins == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the suite with 'make e2e'")
+		return 1
+	}
+	root := env.RepoRoot()
+	script := filepath.Join(root, "hack", "argocd.sh")
+	argocd, err := exec.Command(script).Output()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "building ArgoCD:", err)
+		return 1
+	}
+	crds, err := exec.Command(script, "crds").Output()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ArgoCD's CRDs:", err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "karpenter-e2e-argocd")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	manager := filepath.Join(dir, "karpenter")
+	build := exec.Command("go", "build", "-o", manager, "./cmd/karpenter")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the manager:", err)
+		return 1
+	}
+	ports, err := cluster.FreePorts(7)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	webhookPort, probePort, metricsPort := ports[0], ports[1], ports[2]
+	ctx := context.Background()
+	local, err = cluster.Start(ctx, cluster.Options{
+		Dir: filepath.Join(dir, "cluster"), BinDir: bins, RepoRoot: root, WebhookPort: webhookPort,
+		APIServerPort: ports[3], EtcdPort: ports[4], EtcdPeerPort: ports[5], KwokPort: ports[6],
+		Manager: &cluster.Process{Name: "karpenter", Path: manager, Args: []string{
+			"--leader-elect=false", "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metricsPort), "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
+			"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(webhookPort),
+			"--webhook-cert-mode=self-signed", "--webhook-cert-secret=kube-system/karpenter-webhook-cert", "--webhook-cert-ips=127.0.0.1",
+			"--webhook-configuration=validating-webhook-configuration", "--webhook-cert-dir=" + filepath.Join(dir, "certs"),
+		}},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := local.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	if kube, err = client.New(local.Config, client.Options{Scheme: install.NewScheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		code, err := httpStatus(fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort))
+		return err == nil && code == 200, nil
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "the manager never became ready:", local.LogTail("karpenter", 30))
+		return 1
+	}
+	if err := cluster.Apply(ctx, local.Config, filepath.Join(root, "config", "samples", "30-deployment.yaml")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	stack, err = gitops.Start(ctx, local, kube, gitops.Options{Dir: dir, RepoRoot: root, ArgoCD: strings.TrimSpace(string(argocd)),
+		CRDs: strings.TrimSpace(string(crds)), Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = stack.Stop() }()
+	// A client whose REST mapper knows ArgoCD's kinds, installed above.
+	if kube, err = client.New(local.Config, client.Options{Scheme: install.NewScheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	if code != 0 {
+		for _, p := range []string{"argocd-application-controller", "argocd-repo-server", "karpenter"} {
+			fmt.Fprintf(os.Stderr, "%s log:\n%s\n", p, local.LogTail(p, 40))
+		}
+	}
+	return code
+}
