@@ -64,6 +64,11 @@ var (
 	BudgetSpotPercent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_budget_spot_percent", Help: "A namespace's Spot share: Spot vCPU requested over Spot plus on-demand vCPU above its budget's on-demand base, in percent.",
 	}, []string{"namespace"})
+	// BudgetSpotRange is the Spot share range of a namespace's CapacityBudget in force, by
+	// bound (min, max), in percent: what karpenter_budget_spot_percent is judged against.
+	BudgetSpotRange = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_budget_spot_range_percent", Help: "The Spot share range of a namespace's CapacityBudget in force, by bound (min, max), in percent.",
+	}, []string{"namespace", "bound"})
 	// DisruptionDecisions counts the disruption commands carried out, by decision (delete,
 	// replace), reason and consolidation type (empty, single, multi, or "").
 	DisruptionDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -97,7 +102,7 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, PodsStartupDuration, NodesAllocatable, NodePoolUsage,
-		PolicyEvaluations, PolicyEvaluationDuration, PolicyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent,
+		PolicyEvaluations, PolicyEvaluationDuration, PolicyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
 		DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors)
 }
 

@@ -138,7 +138,10 @@ func (r *BudgetStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 		return equality.Semantic.DeepEqual(a, z) && b.Status.AccruedAt != nil && now.Sub(b.Status.AccruedAt.Time) < BudgetRefresh
 	}
 	st.HourlyCost, st.InFlightHourlyCost = money(usage.HourlyCost), money(usage.InFlightHourlyCost)
-	spot := SpotStatusOf(usage, spotBoundsOf(b, bif))
+	bounds := spotBoundsOf(b, bif)
+	spot := SpotStatusOf(usage, bounds)
+	metrics.BudgetSpotRange.WithLabelValues(b.Namespace, "min").Set(bounds.MinPercent)
+	metrics.BudgetSpotRange.WithLabelValues(b.Namespace, "max").Set(bounds.MaxPercent)
 	st.SpotPercent = spot.Percent
 	st.BlockedPods = int32(r.cluster.PolicyBlocked(b.Namespace))
 	st.ActiveSchedule = nil
@@ -245,6 +248,7 @@ func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
 func forget(namespace string) {
 	metrics.BudgetHourlyLimit.DeleteLabelValues(namespace)
 	metrics.BudgetSpotPercent.DeleteLabelValues(namespace)
+	metrics.BudgetSpotRange.DeletePartialMatch(map[string]string{"namespace": namespace})
 	metrics.BudgetHourlyCost.DeleteLabelValues(namespace, "running")
 	metrics.BudgetHourlyCost.DeleteLabelValues(namespace, "inflight")
 }

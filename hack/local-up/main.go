@@ -192,13 +192,23 @@ func run() error {
 	if err := os.Symlink(filepath.Join(bins, "kubectl"), kubectl); err != nil {
 		return errors.Join(err, stopAll())
 	}
+	// helm, for the charts (charts/), built into the same cache on first use.
+	helmBin, err := exec.Command(filepath.Join(root, "hack", "helm.sh")).Output()
+	if err != nil {
+		return errors.Join(fmt.Errorf("building helm: %w", err), stopAll())
+	}
+	helm := filepath.Join(root, "bin", "helm")
+	_ = os.Remove(helm)
+	if err := os.Symlink(strings.TrimSpace(string(helmBin)), helm); err != nil {
+		return errors.Join(err, stopAll())
+	}
 
 	fmt.Printf(`
 Local cluster is up in %s (Kubernetes v1.37.2, %s provider).
 
   kubeconfig: %s
   logs:       %s/<process>.log
-  kubectl:    bin/kubectl (linked to the built v1.37.2 client)
+  kubectl:    bin/kubectl (linked to the built v1.37.2 client); helm: bin/helm (v3.22.0)
 %s%s
 Try:
   export KUBECONFIG=%s
