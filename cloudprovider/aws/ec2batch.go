@@ -53,8 +53,10 @@ func fleetKey(in *ec2.CreateFleetInput) string {
 // tags in the request; a larger batch tags each instance and its volumes after launch.
 func (p *Provider) runFleet(ctx context.Context, reqs []*fleetRequest) []result[*fleetInstance] {
 	results := make([]result[*fleetInstance], len(reqs))
+	// Requests share a batch only when their inputs are the same (fleetKey): the first's is
+	// the batch's.
 	first := reqs[0]
-	in, zoneOfSubnet := p.fleetInput(first)
+	in, zoneOfSubnet := first.input, first.zoneOfSubnet
 	in.TargetCapacitySpecification.TotalTargetCapacity = aws.Int32(int32(len(reqs)))
 	names := make([]string, len(reqs))
 	tokens := make([]string, len(reqs))

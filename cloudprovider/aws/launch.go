@@ -139,6 +139,10 @@ type fleetRequest struct {
 	capacityType string
 	candidates   []candidate
 	templates    map[string]string // image id -> launch template name
+	// input is the CreateFleet all the batch's requests share (fleetInput), and the zone of
+	// each subnet it names; set by createFleet.
+	input        *ec2.CreateFleetInput
+	zoneOfSubnet map[string]string
 }
 
 // fleetInstance is what CreateFleet launched.
@@ -150,8 +154,8 @@ type fleetInstance struct {
 // other NodeClaims asking for the same (runFleet). With nothing launched for it because EC2
 // had no capacity, the error is an InsufficientCapacityError.
 func (p *Provider) createFleet(ctx context.Context, req *fleetRequest) (*fleetInstance, error) {
-	in, _ := p.fleetInput(req)
-	return p.batches.fleets.add(ctx, fleetKey(in), req)
+	req.input, req.zoneOfSubnet = p.fleetInput(req)
+	return p.batches.fleets.add(ctx, fleetKey(req.input), req)
 }
 
 // fleetInput is the CreateFleet of a request without what is the NodeClaim's own (its tags,

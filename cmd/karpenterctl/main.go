@@ -144,9 +144,7 @@ func validate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(report)
 	case "github":
-		for _, p := range report.Problems {
-			fmt.Fprintf(stdout, "::error file=%s,line=%d::%s\n", p.File, p.Line, escapeWorkflow(fmt.Sprintf("%s/%s: %s: %s", p.Kind, p.Name, p.Field, p.Message)))
-		}
+		writeProblemsGitHub(stdout, report.Problems)
 		fmt.Fprintln(stdout, summary(report))
 	default:
 		for _, p := range report.Problems {
@@ -163,6 +161,13 @@ func validate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func summary(r offline.Report) string {
 	return fmt.Sprintf("%d objects: %d valid, %d invalid (%d problems); %d documents of other kinds skipped",
 		r.Objects, r.Valid, r.Invalid, len(r.Problems), r.Skipped)
+}
+
+// writeProblemsGitHub writes each problem as a GitHub Actions error annotation on its line.
+func writeProblemsGitHub(w io.Writer, problems []offline.Problem) {
+	for _, p := range problems {
+		fmt.Fprintf(w, "::error file=%s,line=%d::%s\n", p.File, p.Line, escapeWorkflow(fmt.Sprintf("%s/%s: %s: %s", p.Kind, p.Name, p.Field, p.Message)))
+	}
 }
 
 // escapeWorkflow escapes a GitHub Actions workflow command's message.

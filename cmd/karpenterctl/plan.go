@@ -10,11 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
-	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning/simulate"
-	"github.com/karpenter-policy/karpenter/webhooks/conversion"
 	"github.com/karpenter-policy/karpenter/webhooks/offline"
 )
 
@@ -76,20 +73,9 @@ func planCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "karpenterctl plan:", err)
 		return exitUsage
 	}
-	now := time.Now().UTC()
-	if *nowFlag != "" {
-		t, err := time.Parse(time.RFC3339, *nowFlag)
-		if err != nil {
-			return fail(fmt.Errorf("--now: %w", err))
-		}
-		now = t.UTC()
-	}
-	cat := catalog.Embedded()
-	if *instanceTypes != "" {
-		var err error
-		if cat, err = catalog.Load(*instanceTypes); err != nil {
-			return fail(err)
-		}
+	conv, cat, now, err := simulationSettings(*provider, *instanceTypes, *nowFlag)
+	if err != nil {
+		return fail(err)
 	}
 	baseDocs, err := readSide(*base, stdin)
 	if err != nil {
@@ -124,10 +110,6 @@ func planCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 
-	conv := &conversion.Converter{DefaultNodeClass: conversion.KWOKNodeClass}
-	if *provider == "aws" {
-		conv.DefaultNodeClass = conversion.EC2NodeClass
-	}
 	side := func(name string, docs []offline.Document) (*simulate.Report, error) {
 		src := simSources{workload: workload, nodes: nodes}
 		src.nodePools, src.policies = splitSide(docs)

@@ -183,9 +183,7 @@ func writeInvalid(w io.Writer, output string, r *planReport) {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(r)
 	case "github":
-		for _, p := range r.Invalid {
-			fmt.Fprintf(w, "::error file=%s,line=%d::%s\n", p.File, p.Line, escapeWorkflow(fmt.Sprintf("%s/%s: %s: %s", p.Kind, p.Name, p.Field, p.Message)))
-		}
+		writeProblemsGitHub(w, r.Invalid)
 	case "markdown":
 		fmt.Fprintln(w, PlanMarker)
 		fmt.Fprintf(w, "**karpenterctl plan: the change is invalid (%d problems); the cluster would refuse it**\n\n", len(r.Invalid))

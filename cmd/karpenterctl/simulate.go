@@ -70,26 +70,10 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "karpenterctl simulate: -o must be json, table or markdown, got %q\n", *output)
 		return exitUsage
 	}
-	conv := &conversion.Converter{DefaultNodeClass: conversion.KWOKNodeClass}
-	if *provider == "aws" {
-		conv.DefaultNodeClass = conversion.EC2NodeClass
-	}
-	cat := catalog.Embedded()
-	if *instanceTypes != "" {
-		var err error
-		if cat, err = catalog.Load(*instanceTypes); err != nil {
-			fmt.Fprintln(stderr, "karpenterctl simulate:", err)
-			return exitUsage
-		}
-	}
-	now := time.Now().UTC()
-	if *nowFlag != "" {
-		t, err := time.Parse(time.RFC3339, *nowFlag)
-		if err != nil {
-			fmt.Fprintf(stderr, "karpenterctl simulate: --now: %v\n", err)
-			return exitUsage
-		}
-		now = t.UTC()
+	conv, cat, now, err := simulationSettings(*provider, *instanceTypes, *nowFlag)
+	if err != nil {
+		fmt.Fprintln(stderr, "karpenterctl simulate:", err)
+		return exitUsage
 	}
 	in := &simulate.Input{InstanceTypes: cat.ForProvider()}
 	din := &simulate.DisruptInput{Now: now, MaxCommands: *maxCommands, Options: opts}
@@ -249,6 +233,32 @@ func planner(pols []policyDoc, budgets []*policyv1.CapacityBudget, namespaces []
 		pl.Budgets[b.Namespace] = b
 	}
 	return pl, nil
+}
+
+// simulationSettings are what simulate and plan take alike: the converter of v1beta1
+// NodePools for the provider, the instance-type catalog (--instance-types, else the embedded
+// one) and the time budgets are evaluated at (--now, else now).
+func simulationSettings(provider, instanceTypes, nowFlag string) (*conversion.Converter, *catalog.File, time.Time, error) {
+	conv := &conversion.Converter{DefaultNodeClass: conversion.KWOKNodeClass}
+	if provider == "aws" {
+		conv.DefaultNodeClass = conversion.EC2NodeClass
+	}
+	cat := catalog.Embedded()
+	if instanceTypes != "" {
+		var err error
+		if cat, err = catalog.Load(instanceTypes); err != nil {
+			return nil, nil, time.Time{}, err
+		}
+	}
+	now := time.Now().UTC()
+	if nowFlag != "" {
+		t, err := time.Parse(time.RFC3339, nowFlag)
+		if err != nil {
+			return nil, nil, time.Time{}, fmt.Errorf("--now: %w", err)
+		}
+		now = t.UTC()
+	}
+	return conv, cat, now, nil
 }
 
 // simSources are the documents of one simulation, by the flag they came from.
