@@ -180,11 +180,12 @@ func run() error {
 		}
 		defer func() { _ = stack.Stop() }()
 		gitopsHelp = fmt.Sprintf(`
-  GitOps:     ArgoCD syncs the Application %s/%s from %s every 5s;
+  GitOps:     ArgoCD syncs the Applications %s/%s (the CRD chart) and %s/%s
+              (NodePools, node classes, budgets, policies, webhooks) from %s every 5s;
               the clone %s is your checkout: edit, commit, then
               (cd %s && git push origin HEAD) is "merge to main"
-              bin/kubectl -n %s get application %s -w
-`, gitops.Namespace, gitops.Application, stack.RepoURL, stack.Clone, stack.Clone, gitops.Namespace, gitops.Application)
+              bin/kubectl -n %s get applications -w
+`, gitops.Namespace, gitops.CRDApplication, gitops.Namespace, gitops.Application, stack.RepoURL, stack.Clone, stack.Clone, gitops.Namespace)
 	}
 	kubectl := filepath.Join(root, "bin", "kubectl")
 	_ = os.MkdirAll(filepath.Dir(kubectl), 0o755)
@@ -278,22 +279,12 @@ func startKubelet(ctx context.Context, c *cluster.Cluster, e *awsemu.Emulator, l
 	return nil
 }
 
-// startGitOps builds (or finds) ArgoCD, and starts the GitOps stack against the cluster.
+// startGitOps builds (or finds) ArgoCD and helm, and starts the GitOps stack against the cluster.
 func startGitOps(ctx context.Context, c *cluster.Cluster, root, dir string, logf func(string, ...any)) (*gitops.Stack, error) {
-	logf("building (or finding) ArgoCD v3.6.1 (cold: about 7 minutes)")
-	script := filepath.Join(root, "hack", "argocd.sh")
-	bin, err := exec.Command(script).Output()
-	if err != nil {
-		return nil, fmt.Errorf("building ArgoCD: %w", err)
-	}
-	crds, err := exec.Command(script, "crds").Output()
-	if err != nil {
-		return nil, fmt.Errorf("finding ArgoCD's CRDs: %w", err)
-	}
+	logf("building (or finding) ArgoCD v3.6.1 (cold: about 7 minutes) and helm")
 	kube, err := client.New(c.Config, client.Options{})
 	if err != nil {
 		return nil, err
 	}
-	return gitops.Start(ctx, c, kube, gitops.Options{Dir: dir, RepoRoot: root, ArgoCD: strings.TrimSpace(string(bin)),
-		CRDs: strings.TrimSpace(string(crds)), Log: logf})
+	return gitops.Start(ctx, c, kube, gitops.Options{Dir: dir, RepoRoot: root, Log: logf})
 }

@@ -37,22 +37,11 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, dir, webhookURL string) 
 	if err != nil {
 		return err
 	}
-	objs, err := ReadObjects(dir)
+	crds, err := LocalCRDs(dir, webhookURL)
 	if err != nil {
 		return err
 	}
-	for _, u := range objs {
-		if u.GetKind() != "CustomResourceDefinition" {
-			continue
-		}
-		if webhookURL != "" {
-			if _, found, _ := unstructured.NestedMap(u.Object, "spec", "conversion", "webhook", "clientConfig"); found {
-				if err := unstructured.SetNestedMap(u.Object, map[string]any{"url": webhookURL + "/convert"},
-					"spec", "conversion", "webhook", "clientConfig"); err != nil {
-					return err
-				}
-			}
-		}
+	for _, u := range crds {
 		data, err := u.MarshalJSON()
 		if err != nil {
 			return err
@@ -80,12 +69,48 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, dir, webhookURL string) 
 	return nil
 }
 
+// LocalCRDs reads the CRDs in dir as a local cluster installs them: with webhookURL set, their
+// conversion webhooks point at webhookURL/convert instead of the in-cluster Service. No
+// caBundle is set: the manager's self-signed mode injects it.
+func LocalCRDs(dir, webhookURL string) ([]*unstructured.Unstructured, error) {
+	objs, err := ReadObjects(dir)
+	if err != nil {
+		return nil, err
+	}
+	var crds []*unstructured.Unstructured
+	for _, u := range objs {
+		if u.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		if webhookURL != "" {
+			if _, found, _ := unstructured.NestedMap(u.Object, "spec", "conversion", "webhook", "clientConfig"); found {
+				if err := unstructured.SetNestedMap(u.Object, map[string]any{"url": webhookURL + "/convert"},
+					"spec", "conversion", "webhook", "clientConfig"); err != nil {
+					return nil, err
+				}
+			}
+		}
+		crds = append(crds, u)
+	}
+	return crds, nil
+}
+
 // InstallWebhooks applies the webhook configurations in path with every clientConfig pointing
 // at webhookURL plus the webhook's path, for a manager running outside the cluster.
 func InstallWebhooks(ctx context.Context, cfg *rest.Config, path, webhookURL string) error {
-	objs, err := ReadObjects(path)
+	objs, err := LocalWebhooks(path, webhookURL)
 	if err != nil {
 		return err
+	}
+	return applyObjects(ctx, cfg, path, objs)
+}
+
+// LocalWebhooks reads the webhook configurations in path with every clientConfig pointing at
+// webhookURL plus the webhook's path, as InstallWebhooks applies them.
+func LocalWebhooks(path, webhookURL string) ([]*unstructured.Unstructured, error) {
+	objs, err := ReadObjects(path)
+	if err != nil {
+		return nil, err
 	}
 	for _, u := range objs {
 		hooks, _, _ := unstructured.NestedSlice(u.Object, "webhooks")
@@ -96,10 +121,10 @@ func InstallWebhooks(ctx context.Context, cfg *rest.Config, path, webhookURL str
 			hooks[i] = hook
 		}
 		if err := unstructured.SetNestedSlice(u.Object, hooks, "webhooks"); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return applyObjects(ctx, cfg, path, objs)
+	return objs, nil
 }
 
 // Apply server-side applies every object in the given files or directories, in file order.

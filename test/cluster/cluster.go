@@ -263,10 +263,7 @@ options:
 	}
 
 	o.Log("installing CRDs from config/crd/bases")
-	webhookURL := ""
-	if o.WebhookPort != 0 {
-		webhookURL = fmt.Sprintf("https://127.0.0.1:%d", o.WebhookPort)
-	}
+	webhookURL := c.WebhookURL()
 	if err := InstallCRDs(ctx, c.Config, filepath.Join(o.RepoRoot, "config", "crd", "bases"), webhookURL); err != nil {
 		return err
 	}
@@ -288,6 +285,15 @@ options:
 
 // controlPlaneQPS is the client rate limit of kube-scheduler and kube-controller-manager.
 const controlPlaneQPS = "5000"
+
+// WebhookURL is where the local manager serves the conversion and validating webhooks
+// (Options.WebhookPort), or "" when it serves none.
+func (c *Cluster) WebhookURL() string {
+	if c.opts.WebhookPort == 0 {
+		return ""
+	}
+	return fmt.Sprintf("https://127.0.0.1:%d", c.opts.WebhookPort)
+}
 
 func (c *Cluster) bin(name string) string { return filepath.Join(c.opts.BinDir, name) }
 

@@ -4,8 +4,9 @@
 // directory, renewed before they expire, and the CA injected as the caBundle of the
 // ValidatingWebhookConfiguration and of the CRDs' conversion webhook.
 //
-// Those caBundle fields are the only thing it writes outside its Secret; with ArgoCD, ignore
-// them (see docs/webhooks.md). With cert-manager, this package is not used: cert-manager
+// Those caBundle fields are the only thing it writes outside its Secret, as its own field
+// manager, so ArgoCD syncing those objects by server-side apply (with no caBundle in Git)
+// neither diffs nor removes them (see docs/webhooks.md). With cert-manager, this package is not used: cert-manager
 // issues the certificate and its CA injector fills the same fields.
 package certs
 

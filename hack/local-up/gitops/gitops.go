@@ -1,8 +1,9 @@
 // Package gitops is the GitOps half of `make run-argocd` and its e2e suite: a Git
 // repository on disk served over smart HTTP on loopback (git http-backend) and seeded with
-// the samples, a clone of it whose `git push origin HEAD` is "merge to main", and ArgoCD's
-// application controller and repo server (with a Redis) syncing one Application from it
-// into the local cluster, with this project's health checks in argocd-cm.
+// the samples, the CRD chart and the webhook configuration, a clone of it whose `git push
+// origin HEAD` is "merge to main", and ArgoCD's application controller and repo server (with
+// a Redis, and helm for the chart) syncing two Applications from it into the local cluster,
+// with this project's health checks in argocd-cm.
 //
 // It runs ArgoCD's own binaries (hack/argocd.sh) as they are; it must not stand in for any
 // part of ArgoCD, nor be used outside local runs and tests.
@@ -27,14 +28,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/karpenter-policy/karpenter/test/cluster"
 )
 
-// Namespace is ArgoCD's namespace; Application is the one Application's name.
+// Namespace is ArgoCD's namespace. Application syncs the repository's top directory (node
+// classes, NodePools, budgets, policies, the webhook configuration); CRDApplication syncs the
+// CRD chart at charts/karpenter-crd.
 const (
-	Namespace   = "argocd"
-	Application = "karpenter"
+	Namespace      = "argocd"
+	Application    = "karpenter"
+	CRDApplication = "karpenter-crd"
 )
 
 // Options say where the stack keeps its state and what it runs.
@@ -43,8 +48,10 @@ type Options struct {
 	Dir string
 	// RepoRoot is the repository, for the samples and config/argocd.
 	RepoRoot string
-	// ArgoCD is the binary of hack/argocd.sh; CRDs is ArgoCD's manifests/crds directory.
-	ArgoCD, CRDs string
+	// ArgoCD is the binary of hack/argocd.sh, CRDs ArgoCD's manifests/crds directory and Helm
+	// the binary of hack/helm.sh (the repo server renders the CRD chart with it); FindTools
+	// builds or finds them.
+	ArgoCD, CRDs, Helm string
 	// Resync is ArgoCD's reconciliation period (timeout.reconciliation).
 	Resync time.Duration
 	Log    func(format string, args ...any)
@@ -57,8 +64,32 @@ type Stack struct {
 	server         *http.Server
 }
 
+// FindTools builds (or finds, when cached) ArgoCD and helm with their scripts under hack/,
+// and sets the options' ArgoCD, CRDs and Helm.
+func (o *Options) FindTools() error {
+	for _, t := range []struct {
+		into *string
+		args []string
+		what string
+	}{
+		{&o.ArgoCD, []string{"argocd.sh"}, "building ArgoCD"},
+		{&o.CRDs, []string{"argocd.sh", "crds"}, "finding ArgoCD's CRDs"},
+		{&o.Helm, []string{"helm.sh"}, "building helm"},
+	} {
+		cmd := exec.Command(filepath.Join(o.RepoRoot, "hack", t.args[0]), t.args[1:]...)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("%s (hack/%s): %w", t.what, strings.Join(t.args, " "), err)
+		}
+		*t.into = strings.TrimSpace(string(out))
+	}
+	return nil
+}
+
 // Seed are the samples the repository starts with: the KWOKNodeClass, the NodePools, a
-// Namespace with a CapacityBudget, and the sample CapacityPolicy.
+// Namespace with a CapacityBudget, and the sample CapacityPolicy. seed adds a v1beta1
+// NodePool, the validating webhook configuration and the CRD chart.
 var Seed = map[string]string{
 	"00-kwoknodeclass.yaml":    "config/samples/00-kwoknodeclass.yaml",
 	"10-nodepool-general.yaml": "config/samples/10-nodepool-general.yaml",
@@ -74,6 +105,50 @@ metadata:
   name: team-a
 `
 
+// legacyFile is a NodePool kept in Git at the deprecated v1beta1 API, as a repository
+// written for Karpenter v0.37 holds it: the conversion webhook stores it as v1 and gives the
+// text back as written when ArgoCD reads it at v1beta1, so it stays Synced. Its taint keeps
+// it to the pods that ask for it.
+const legacyFile = "25-nodepool-legacy-v1beta1.yaml"
+
+const legacyDoc = `# Written for Karpenter v0.37 (karpenter.sh/v1beta1); stored as v1 by the conversion webhook.
+apiVersion: karpenter.sh/v1beta1
+kind: NodePool
+metadata:
+  name: legacy
+spec:
+  template:
+    spec:
+      nodeClassRef:
+        apiVersion: karpenter.kwok.sh/v1alpha1
+        kind: KWOKNodeClass
+        name: default
+      requirements:
+      - key: karpenter.sh/capacity-type
+        operator: In
+        values: ["on-demand"]
+      taints:
+      - key: legacy
+        value: "true"
+        effect: NoSchedule
+      kubelet:
+        maxPods: 110
+        systemReserved:
+          memory: 1024Mi
+  limits:
+    cpu: "1000"
+    memory: 4096Gi
+  disruption:
+    consolidationPolicy: WhenUnderutilized
+    expireAfter: 720h
+`
+
+// webhooksFile holds the validating webhook configuration, pointed at the local manager.
+// In a cluster it is the karpenter chart's; here the manager runs as a local process, not
+// from the chart (its image cannot be built on this machine), so Git holds the rendered
+// object. Its caBundle is not in Git: the manager injects it.
+const webhooksFile = "60-validating-webhook-configuration.yaml"
+
 // Start seeds and serves the repository, installs ArgoCD's CRDs and configuration into the
 // cluster, starts ArgoCD's processes as part of it, and creates the Application.
 func Start(ctx context.Context, c *cluster.Cluster, kube client.Client, o Options) (*Stack, error) {
@@ -83,8 +158,16 @@ func Start(ctx context.Context, c *cluster.Cluster, kube client.Client, o Option
 	if o.Resync == 0 {
 		o.Resync = 5 * time.Second
 	}
+	if o.ArgoCD == "" || o.CRDs == "" || o.Helm == "" {
+		if err := o.FindTools(); err != nil {
+			return nil, err
+		}
+	}
+	if c.WebhookURL() == "" {
+		return nil, fmt.Errorf("the cluster runs no local manager serving webhooks (cluster.Options.WebhookPort)")
+	}
 	s := &Stack{Clone: filepath.Join(o.Dir, "gitops")}
-	if err := s.seed(o); err != nil {
+	if err := s.seed(o, c.WebhookURL()); err != nil {
 		return nil, fmt.Errorf("seeding the Git repository: %w", err)
 	}
 	if err := s.serve(o); err != nil {
@@ -105,8 +188,10 @@ func Start(ctx context.Context, c *cluster.Cluster, kube client.Client, o Option
 	if err := s.startArgoCD(c, o); err != nil {
 		return nil, errorsJoin(err, s.Stop())
 	}
-	if err := kube.Create(ctx, application(s.RepoURL)); err != nil {
-		return nil, errorsJoin(fmt.Errorf("creating the Application: %w", err), s.Stop())
+	for _, app := range []*unstructured.Unstructured{crdApplication(s.RepoURL, c.WebhookURL()), application(s.RepoURL)} {
+		if err := kube.Create(ctx, app); err != nil {
+			return nil, errorsJoin(fmt.Errorf("creating the Application %s: %w", app.GetName(), err), s.Stop())
+		}
 	}
 	return s, nil
 }
@@ -132,7 +217,7 @@ func git(dir string, args ...string) error {
 	return nil
 }
 
-func (s *Stack) seed(o Options) error {
+func (s *Stack) seed(o Options, webhookURL string) error {
 	bare := filepath.Join(o.Dir, "gitops.git")
 	for _, d := range []string{bare, s.Clone} {
 		if err := os.RemoveAll(d); err != nil {
@@ -161,16 +246,43 @@ func (s *Stack) seed(o Options) error {
 			return err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(s.Clone, "30-namespace-team-a.yaml"), []byte(namespaceDoc), 0o644); err != nil {
+	for name, doc := range map[string]string{"30-namespace-team-a.yaml": namespaceDoc, legacyFile: legacyDoc} {
+		if err := os.WriteFile(filepath.Join(s.Clone, name), []byte(doc), 0o644); err != nil {
+			return err
+		}
+	}
+	hooks, err := cluster.LocalWebhooks(filepath.Join(o.RepoRoot, "config", "webhook", "manifests.yaml"), webhookURL)
+	if err != nil {
 		return err
+	}
+	if err := writeObjects(filepath.Join(s.Clone, webhooksFile), "# The validating webhooks, served by the local manager; its CA is injected, not kept in Git.\n", hooks); err != nil {
+		return err
+	}
+	if err := os.CopyFS(filepath.Join(s.Clone, "charts", "karpenter-crd"), os.DirFS(filepath.Join(o.RepoRoot, "charts", "karpenter-crd"))); err != nil {
+		return fmt.Errorf("copying the CRD chart: %w", err)
 	}
 	if err := s.Git("add", "."); err != nil {
 		return err
 	}
-	if err := s.Git("commit", "-q", "-m", "The samples: a KWOKNodeClass, two NodePools, team-a's budget, a CapacityPolicy"); err != nil {
+	if err := s.Git("commit", "-q", "-m", "The samples: a KWOKNodeClass, three NodePools (one at v1beta1), team-a's budget, a CapacityPolicy, the webhooks and the CRD chart"); err != nil {
 		return err
 	}
 	return s.Git("push", "-q", "origin", "HEAD:main")
+}
+
+// writeObjects writes objects as one YAML stream under a comment.
+func writeObjects(path, comment string, objs []*unstructured.Unstructured) error {
+	var b strings.Builder
+	b.WriteString(comment)
+	for _, u := range objs {
+		y, err := yaml.Marshal(u.Object)
+		if err != nil {
+			return err
+		}
+		b.WriteString("---\n")
+		b.Write(y)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // serve serves the bare repository over Git's smart HTTP protocol on loopback.
@@ -269,8 +381,9 @@ func (s *Stack) startArgoCD(c *cluster.Cluster, o Options) error {
 	env := []string{"KUBECONFIG=" + c.Kubeconfig, "ARGOCD_FAKE_IN_CLUSTER=true", "ARGOCD_NAMESPACE=" + Namespace,
 		"ARGOCD_GPG_ENABLED=false", "ARGOCD_TLS_DATA_PATH=" + filepath.Join(data, "tls"), "ARGOCD_SSH_DATA_PATH=" + filepath.Join(data, "ssh"),
 		"ARGOCD_PLUGINSOCKFILEPATH=" + filepath.Join(data, "plugins"), "TMPDIR=" + filepath.Join(data, "tmp"),
-		// ArgoCD's git-verify-wrapper.sh, which the repo server runs, sits next to the binary.
-		"PATH=" + filepath.Dir(o.ArgoCD) + string(os.PathListSeparator) + os.Getenv("PATH")}
+		// ArgoCD's git-verify-wrapper.sh, which the repo server runs, sits next to the binary;
+		// the repo server renders Helm sources with the helm it finds first on PATH.
+		"PATH=" + filepath.Dir(o.ArgoCD) + string(os.PathListSeparator) + filepath.Dir(o.Helm) + string(os.PathListSeparator) + os.Getenv("PATH")}
 	for _, p := range []*cluster.Process{
 		{Name: "argocd-redis", Path: o.ArgoCD, Args: []string{"redis", "--addr", addr(redis)}},
 		{Name: "argocd-repo-server", Path: o.ArgoCD, Env: env, Args: []string{"repo-server",
@@ -316,25 +429,47 @@ func (s *Stack) startArgoCD(c *cluster.Cluster, o Options) error {
 	return nil
 }
 
-// application is the one Application: the repository's main branch into the cluster, with
-// automated sync, prune and self-heal, by server-side apply.
+// application syncs the repository's top directory into the cluster, with automated sync,
+// prune and self-heal, by server-side apply.
 func application(repoURL string) *unstructured.Unstructured {
+	return argoApplication(Application, map[string]any{"repoURL": repoURL, "targetRevision": "main", "path": "."}, true)
+}
+
+// crdApplication syncs the CRD chart from the repository, its conversion webhook pointed at
+// the local manager. It never prunes: a CRD deleted by a sync deletes every object of its
+// kind (docs/gitops.md).
+func crdApplication(repoURL, webhookURL string) *unstructured.Unstructured {
+	return argoApplication(CRDApplication, map[string]any{"repoURL": repoURL, "targetRevision": "main", "path": "charts/karpenter-crd",
+		"helm": map[string]any{"releaseName": "karpenter-crd", "valuesObject": map[string]any{"webhook": map[string]any{"url": webhookURL}}}}, false)
+}
+
+// argoApplication is an Application created with a first sync operation, as `argocd app
+// create` followed by `argocd app sync` would: the local cluster installed the CRDs and the
+// webhook configuration before ArgoCD ran, and ArgoCD (finding no diff) would never apply
+// them on its own, so ArgoCD would not become their field manager.
+func argoApplication(name string, source map[string]any, prune bool) *unstructured.Unstructured {
+	options := []any{"ServerSideApply=true"}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": Application, "namespace": Namespace,
+		"metadata": map[string]any{"name": name, "namespace": Namespace,
 			// ServerSideApply=true turns on server-side diff, which (ArgoCD v3.6.1) reports a
 			// change the API server refuses as Synced and never syncs it: the diff is
 			// computed client-side, so the refusal is seen (docs/gitops.md).
 			"annotations": map[string]any{"argocd.argoproj.io/compare-options": "ServerSideDiff=false"}},
 		"spec": map[string]any{
 			"project":     "default",
-			"source":      map[string]any{"repoURL": repoURL, "targetRevision": "main", "path": "."},
+			"source":      source,
 			"destination": map[string]any{"server": "https://kubernetes.default.svc"},
 			"syncPolicy": map[string]any{
-				"automated":   map[string]any{"prune": true, "selfHeal": true},
-				"syncOptions": []any{"ServerSideApply=true"},
+				"automated":   map[string]any{"prune": prune, "selfHeal": true},
+				"syncOptions": options,
 				"retry":       map[string]any{"limit": 5, "backoff": map[string]any{"duration": "2s", "factor": 2, "maxDuration": "30s"}},
 			},
+		},
+		"operation": map[string]any{
+			"initiatedBy": map[string]any{"username": "local-up"},
+			"sync":        map[string]any{"revision": "main", "prune": prune, "syncOptions": options},
+			"retry":       map[string]any{"limit": 5, "backoff": map[string]any{"duration": "2s", "factor": 2, "maxDuration": "30s"}},
 		},
 	}}
 }

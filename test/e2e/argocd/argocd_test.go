@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -38,11 +41,13 @@ type app struct {
 	outOfSync                              []string
 }
 
-func application(ctx context.Context) (app, error) {
+func application(ctx context.Context) (app, error) { return applicationNamed(ctx, gitops.Application) }
+
+func applicationNamed(ctx context.Context, name string) (app, error) {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion("argoproj.io/v1alpha1")
 	u.SetKind("Application")
-	if err := kube.Get(ctx, client.ObjectKey{Namespace: gitops.Namespace, Name: gitops.Application}, u); err != nil {
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: gitops.Namespace, Name: name}, u); err != nil {
 		return app{}, err
 	}
 	var a app
@@ -103,20 +108,44 @@ func edit(t *testing.T, file, old, replacement string) {
 	}
 }
 
-// syncedAt waits until the Application is Synced and Healthy at revision.
+// syncedAt waits until both Applications are Synced and Healthy at revision.
 func syncedAt(t *testing.T, ctx context.Context, revision string, timeout time.Duration) {
 	t.Helper()
-	var last app
-	var lastErr error
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		a, err := application(ctx)
-		if lastErr = err; err == nil {
-			last = a
+	for _, name := range []string{gitops.CRDApplication, gitops.Application} {
+		var last app
+		var lastErr error
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+			a, err := applicationNamed(ctx, name)
+			if lastErr = err; err == nil {
+				last = a
+			}
+			return err == nil && a.sync == "Synced" && a.health == "Healthy" && a.revision == revision, nil
+		}); err != nil {
+			t.Fatalf("the Application %s never reached Synced and Healthy at %s: sync %q, health %q, revision %s, operation %s %q, out of sync %v (%v)",
+				name, revision[:8], last.sync, last.health, last.revision, last.phase, last.message, last.outOfSync, lastErr)
 		}
-		return err == nil && a.sync == "Synced" && a.health == "Healthy" && a.revision == revision, nil
+	}
+}
+
+// appliedByArgoCD fails unless ArgoCD is a field manager of obj (it synced it) and the
+// caBundle the manager injects is set: the fields Git does not hold that must not diff.
+func appliedByArgoCD(t *testing.T, ctx context.Context, obj client.Object, caBundle func() []byte) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return false, nil
+		}
+		argo := false
+		for _, f := range obj.GetManagedFields() {
+			argo = argo || f.Manager == "argocd-controller"
+		}
+		return argo && len(caBundle()) > 0, nil
 	}); err != nil {
-		t.Fatalf("the Application never reached Synced and Healthy at %s: sync %q, health %q, revision %s, operation %s %q, out of sync %v (%v)",
-			revision[:8], last.sync, last.health, last.revision, last.phase, last.message, last.outOfSync, lastErr)
+		var managers []string
+		for _, f := range obj.GetManagedFields() {
+			managers = append(managers, f.Manager+"/"+string(f.Operation))
+		}
+		t.Fatalf("%s: not applied by ArgoCD with its caBundle injected (field managers %v, caBundle %d bytes)", obj.GetName(), managers, len(caBundle()))
 	}
 }
 
@@ -139,18 +168,38 @@ func TestGitOpsWorkflow(t *testing.T) {
 	// 1. The seeded repository syncs: ArgoCD's own health checks for NodePools, ours for the
 	// node class, the budget and the policy.
 	syncedAt(t, ctx, head(t), 3*time.Minute)
-	for _, name := range []string{"general", "spot"} {
+	for _, name := range []string{"general", "spot", "legacy"} {
 		if _, err := nodePool(ctx, name); err != nil {
 			t.Fatalf("NodePool %s from Git is not in the cluster: %v", name, err)
 		}
 	}
+	// ArgoCD owns the CRDs (from the chart) and the webhook configuration, whose caBundle the
+	// manager injected: the fields that would be a perpetual diff if ArgoCD diffed them.
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "nodepools.karpenter.sh"}}
+	appliedByArgoCD(t, ctx, crd, func() []byte {
+		if c := crd.Spec.Conversion; c != nil && c.Webhook != nil && c.Webhook.ClientConfig != nil {
+			return c.Webhook.ClientConfig.CABundle
+		}
+		return nil
+	})
+	hooks := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "validating-webhook-configuration"}}
+	appliedByArgoCD(t, ctx, hooks, func() []byte {
+		if len(hooks.Webhooks) == 0 {
+			return nil
+		}
+		return hooks.Webhooks[0].ClientConfig.CABundle
+	})
 
-	// 2. A pushed NodePool change reaches the cluster.
+	// 2. A pushed NodePool change reaches the cluster, at v1 and at v1beta1 (converted).
 	edit(t, "10-nodepool-general.yaml", `cpu: "1000"`, `cpu: "900"`)
-	rev := push(t, "general: at most 900 CPUs")
+	edit(t, "25-nodepool-legacy-v1beta1.yaml", `cpu: "1000"`, `cpu: "2000"`)
+	rev := push(t, "general: at most 900 CPUs; legacy: 2000")
 	syncedAt(t, ctx, rev, 2*time.Minute)
 	if np, err := nodePool(ctx, "general"); err != nil || cpuLimit(np) != "900" {
 		t.Fatalf("NodePool general's cpu limit after the push: %v (%v); want 900", np.Spec.Limits, err)
+	}
+	if np, err := nodePool(ctx, "legacy"); err != nil || cpuLimit(np) != "2k" {
+		t.Fatalf("NodePool legacy's cpu limit after the push at v1beta1: %v (%v); want 2k", np.Spec.Limits, err)
 	}
 
 	// 3. While pods scale up and down for two minutes (nodes launched, status written,
@@ -176,12 +225,14 @@ func TestGitOpsWorkflow(t *testing.T) {
 			step++
 			next = time.Now().Add(24 * time.Second)
 		}
-		a, err := application(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a.sync != "Synced" {
-			t.Fatalf("the Application left Synced while the cluster worked (%d checks in): %s, out of sync %v", checks, a.sync, a.outOfSync)
+		for _, name := range []string{gitops.CRDApplication, gitops.Application} {
+			a, err := applicationNamed(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.sync != "Synced" {
+				t.Fatalf("the Application %s left Synced while the cluster worked (%d checks in): %s, out of sync %v", name, checks, a.sync, a.outOfSync)
+			}
 		}
 		checks++
 		time.Sleep(2 * time.Second)

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -47,15 +46,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	root := env.RepoRoot()
-	script := filepath.Join(root, "hack", "argocd.sh")
-	argocd, err := exec.Command(script).Output()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "building ArgoCD:", err)
-		return 1
-	}
-	crds, err := exec.Command(script, "crds").Output()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "ArgoCD's CRDs:", err)
+	tools := gitops.Options{RepoRoot: root}
+	if err := tools.FindTools(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	dir, err := os.MkdirTemp("", "karpenter-e2e-argocd")
@@ -112,8 +105,8 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	stack, err = gitops.Start(ctx, local, kube, gitops.Options{Dir: dir, RepoRoot: root, ArgoCD: strings.TrimSpace(string(argocd)),
-		CRDs: strings.TrimSpace(string(crds)), Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+	tools.Dir, tools.Log = dir, func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }
+	stack, err = gitops.Start(ctx, local, kube, tools)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -138,6 +138,25 @@ func TestEveryVariantIsAcceptedByTheAPIServer(t *testing.T) {
 		}
 		apply(t, objs)
 	})
+	// A controller outside the cluster (make run-argocd): conversion at webhook.url.
+	t.Run("karpenter-crd-url", func(t *testing.T) {
+		objs := render(t, "charts/karpenter-crd", "--set", "webhook.url=https://127.0.0.1:9443/")
+		converted := 0
+		for _, u := range objs {
+			cc, found, _ := unstructured.NestedMap(u.Object, "spec", "conversion", "webhook", "clientConfig")
+			if !found {
+				continue
+			}
+			converted++
+			if cc["url"] != "https://127.0.0.1:9443/convert" || cc["service"] != nil {
+				t.Errorf("CRD %s: conversion clientConfig %v, want only url https://127.0.0.1:9443/convert", u.GetName(), cc)
+			}
+		}
+		if converted != 3 {
+			t.Errorf("%d CRDs with a conversion webhook, want 3 (NodePool, NodeClaim, EC2NodeClass)", converted)
+		}
+		apply(t, objs)
+	})
 	for name, args := range variants {
 		t.Run(name, func(t *testing.T) {
 			objs := render(t, "charts/karpenter", args...)
