@@ -20,7 +20,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -103,19 +102,8 @@ func run() error {
 	}
 	if *manager != "" {
 		opts.WebhookPort = webhooks
-		opts.Manager = &cluster.Process{Name: "karpenter", Path: *manager, Args: []string{
-			"--leader-elect=false",
-			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics),
-			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probes),
-			"--profiling-bind-address=127.0.0.1:" + strconv.Itoa(pprof),
-			"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(webhooks),
-			// Self-signed mode: the CA is kept in a Secret and injected into the webhook
-			// configuration and the CRDs, which point at this port (see cluster.InstallWebhooks).
-			"--webhook-cert-mode=self-signed", "--webhook-cert-secret=kube-system/karpenter-webhook-cert",
-			"--webhook-cert-ips=127.0.0.1", "--webhook-configuration=validating-webhook-configuration",
-			"--webhook-cert-dir=" + filepath.Join(*dir, "webhook-certs"),
-		}, Env: providerEnv}
-		opts.Manager.Args = append(opts.Manager.Args, providerArgs...)
+		opts.Manager = cluster.ManagerProcess(*manager, cluster.ManagerPorts{Metrics: metrics, Probes: probes, Pprof: pprof, Webhooks: webhooks},
+			filepath.Join(*dir, "webhook-certs"), providerArgs, providerEnv)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -147,7 +135,7 @@ func run() error {
 
 	if *manager != "" {
 		logf("waiting for the manager to be ready (webhooks serving)")
-		if err := waitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", probes), c); err != nil {
+		if err := c.WaitManagerReady(ctx, probes); err != nil {
 			return errors.Join(err, stopAll())
 		}
 	}
@@ -235,30 +223,6 @@ Press Ctrl-C to stop every process.
 			}
 		}
 	}
-}
-
-// waitReady polls the manager's readiness endpoint for up to a minute.
-func waitReady(ctx context.Context, url string, c *cluster.Cluster) error {
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		for _, p := range c.Processes() {
-			if exited, err := p.Exited(); exited {
-				return fmt.Errorf("%s exited (%v); last lines of its log:\n%s", p.Name, err, c.LogTail(p.Name, 20))
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("manager not ready at %s after a minute; last lines of its log:\n%s", url, c.LogTail("karpenter", 20))
 }
 
 // startKubelet plays the kubelet of the instances launched into the emulator, until ctx ends.

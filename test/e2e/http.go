@@ -8,16 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-func httpGet(url string) (int, error) {
-	c := &http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
-}
-
 func httpGetBody(url string) (string, error) {
 	c := &http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get(url)

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -58,10 +56,8 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	manager := filepath.Join(dir, "karpenter")
-	build := exec.Command("go", "build", "-o", manager, "./cmd/karpenter")
-	build.Dir, build.Stdout, build.Stderr = env.RepoRoot(), os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the manager:", err)
+	if err := cluster.BuildManager(env.RepoRoot(), manager); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	// Every port at once, so that none of the cluster's processes can take one of the manager's.
@@ -76,12 +72,8 @@ func run(m *testing.M) int {
 	local, err = cluster.Start(ctx, cluster.Options{
 		Dir: filepath.Join(dir, "cluster"), BinDir: bins, RepoRoot: env.RepoRoot(), WebhookPort: webhookPort,
 		APIServerPort: ports[3], EtcdPort: ports[4], EtcdPeerPort: ports[5], KwokPort: ports[6],
-		Manager: &cluster.Process{Name: "karpenter", Path: manager, Args: []string{
-			"--leader-elect=false", "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metricsPort), "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
-			"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(webhookPort),
-			"--webhook-cert-mode=self-signed", "--webhook-cert-secret=kube-system/karpenter-webhook-cert", "--webhook-cert-ips=127.0.0.1",
-			"--webhook-configuration=validating-webhook-configuration", "--webhook-cert-dir=" + filepath.Join(dir, "certs"),
-		}},
+		Manager: cluster.ManagerProcess(manager, cluster.ManagerPorts{Metrics: metricsPort, Probes: probePort, Webhooks: webhookPort},
+			filepath.Join(dir, "certs"), nil, nil),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -96,8 +88,8 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := waitReady(ctx, probePort); err != nil {
-		fmt.Fprintln(os.Stderr, err, "\n", local.LogTail("karpenter", 30))
+	if err := local.WaitManagerReady(ctx, probePort); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	if err := cluster.Apply(ctx, local.Config, filepath.Join(env.RepoRoot(), "config", "samples")); err != nil {
@@ -109,19 +101,6 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "manager log:\n"+local.LogTail("karpenter", 40))
 	}
 	return code
-}
-
-func waitReady(ctx context.Context, port int) error {
-	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		for _, p := range local.Processes() {
-			if exited, err := p.Exited(); exited {
-				return false, fmt.Errorf("%s exited: %v", p.Name, err)
-			}
-		}
-		resp, err := httpGet(url)
-		return err == nil && resp == 200, nil
-	})
 }
 
 // Scaling the sample Deployment, with two more of other sizes (200 pods of mixed sizes in

@@ -3,7 +3,6 @@ package argocd
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,15 +23,6 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/hack/local-up/gitops"
 )
-
-func httpStatus(url string) (int, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
-}
 
 // app is the Application's sync and health status, the last operation's phase and message,
 // and the resources it reports out of sync.

@@ -3,7 +3,6 @@ package aws
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -25,15 +24,6 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	awsprovider "github.com/karpenter-policy/karpenter/cloudprovider/aws"
 )
-
-func httpStatus(url string) (int, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
-}
 
 const app = "spread"
 

@@ -9,14 +9,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -55,10 +53,8 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	manager := filepath.Join(dir, "karpenter")
-	build := exec.Command("go", "build", "-o", manager, "./cmd/karpenter")
-	build.Dir, build.Stdout, build.Stderr = env.RepoRoot(), os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the manager:", err)
+	if err := cluster.BuildManager(env.RepoRoot(), manager); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	if emulator, err = awsemu.Launch(clusterName, "--region", "us-west-2"); err != nil {
@@ -80,12 +76,8 @@ func run(m *testing.M) int {
 	local, err = cluster.Start(ctx, cluster.Options{
 		Dir: filepath.Join(dir, "cluster"), BinDir: bins, RepoRoot: env.RepoRoot(), WebhookPort: webhookPort,
 		APIServerPort: ports[3], EtcdPort: ports[4], EtcdPeerPort: ports[5], KwokPort: ports[6],
-		Manager: &cluster.Process{Name: "karpenter", Path: manager, Env: awsEnv, Args: append([]string{
-			"--leader-elect=false", "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metricsPort), "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort),
-			"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(webhookPort),
-			"--webhook-cert-mode=self-signed", "--webhook-cert-secret=kube-system/karpenter-webhook-cert", "--webhook-cert-ips=127.0.0.1",
-			"--webhook-configuration=validating-webhook-configuration", "--webhook-cert-dir=" + filepath.Join(dir, "certs"),
-		}, awsArgs...)},
+		Manager: cluster.ManagerProcess(manager, cluster.ManagerPorts{Metrics: metricsPort, Probes: probePort, Webhooks: webhookPort},
+			filepath.Join(dir, "certs"), awsArgs, awsEnv),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -104,16 +96,8 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		for _, p := range local.Processes() {
-			if exited, err := p.Exited(); exited {
-				return false, fmt.Errorf("%s exited: %v", p.Name, err)
-			}
-		}
-		code, err := httpStatus(fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort))
-		return err == nil && code == 200, nil
-	}); err != nil {
-		fmt.Fprintln(os.Stderr, err, "\n", local.LogTail("karpenter", 30))
+	if err := local.WaitManagerReady(ctx, probePort); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	kubeletCtx, stopKubelet := context.WithCancel(ctx)
