@@ -178,7 +178,12 @@ func readSide(spec string, stdin io.Reader) ([]offline.Document, error) {
 		return nil, err
 	}
 	var docs []offline.Document
-	for _, name := range strings.Split(strings.TrimRight(string(list), "\x00"), "\x00") {
+	names := strings.Split(strings.TrimRight(string(list), "\x00"), "\x00")
+	skipped := offline.Skipped(dir, names)
+	for _, name := range names {
+		if skipped[name] {
+			continue // as a directory walk skips it (offline.ReadPaths)
+		}
 		switch strings.ToLower(filepath.Ext(name)) {
 		case ".yaml", ".yml", ".json":
 		default:

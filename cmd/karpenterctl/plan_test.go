@@ -178,3 +178,83 @@ func TestPlanReadsABaseFromGit(t *testing.T) {
 		t.Errorf("an unknown ref: exit %d, %s", code, errOut)
 	}
 }
+
+// The first pull request that adds the manifests: the base directory does not exist at the
+// base ref, so the base is a cluster without NodePools, where every pod stays pending. A Helm
+// chart and a .github directory under the head are not manifests and are skipped, in the
+// working tree as in Git.
+func TestPlanFromNothingSkipsChartsAndHiddenDirectories(t *testing.T) {
+	dir := t.TempDir()
+	_, head := planSides(t, dir, nil)
+	workload, err := filepath.Abs(filepath.Join(repo, "test", "policies", "workload.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploy := filepath.Join(dir, "deploy")
+	if err := os.Rename(head, deploy); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{
+		"charts/crd/Chart.yaml":             "apiVersion: v2\nname: crd\nversion: 0.1.0\n",
+		"charts/crd/templates/crd.yaml":     "metadata:\n  name: {{ .Values.name }}\n",
+		".github/workflows/plan.yaml":       "on: pull_request\njobs: {}\n",
+		"charts/crd/values.yaml":            "name: x\n",
+		"charts/crd/templates/_helpers.tpl": "{{- define \"x\" }}{{ end }}\n",
+	} {
+		path := filepath.Join(deploy, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "README"), []byte("no manifests yet\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("init", "-q", "-b", "main")
+	git("add", "README")
+	git("commit", "-q", "-m", "before the manifests")
+	git("checkout", "-q", "-b", "pr")
+	git("add", "deploy")
+	git("commit", "-q", "-m", "the manifests")
+	t.Chdir(dir)
+
+	code, fromEmpty, errOut := karpenterctl(t, "", "plan", "--base", empty, "--head", "deploy", "--workload", workload, "--now", planNow, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	r := &planReport{}
+	if err := json.Unmarshal([]byte(fromEmpty), r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Base.Totals.Nodes != 0 || r.Base.Totals.PricePerHour != 0 || len(r.Base.Unschedulable) == 0 {
+		t.Errorf("a base without NodePools: %d nodes, $%.4f/hour, %d pods pending; want none, nothing, every pod",
+			r.Base.Totals.Nodes, r.Base.Totals.PricePerHour, len(r.Base.Unschedulable))
+	}
+	if r.Head.Totals.Nodes == 0 || r.Delta.PricePerHour != round4(r.Head.Totals.PricePerHour) || len(r.Delta.Unblocked) == 0 || len(r.Delta.NewlyBlocked) != 0 {
+		t.Errorf("delta from nothing: $%.4f/hour (head $%.4f), %d unblocked, %d newly blocked",
+			r.Delta.PricePerHour, r.Head.Totals.PricePerHour, len(r.Delta.Unblocked), len(r.Delta.NewlyBlocked))
+	}
+	for _, base := range []string{"git:main:deploy", "git:main"} {
+		code, fromGit, errOut := karpenterctl(t, "", "plan", "--base", base, "--head", "git:pr:deploy", "--workload", workload, "--now", planNow, "-o", "json")
+		if code != exitOK {
+			t.Fatalf("--base %s: exit %d: %s", base, code, errOut)
+		}
+		if fromGit != fromEmpty {
+			t.Errorf("the plan from %s to git:pr:deploy differs from the plan from an empty directory:\n%s\n---\n%s", base, fromGit, fromEmpty)
+		}
+	}
+}

@@ -90,6 +90,9 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = loadSimulation(src, in, din, *disrupt, conv, now)
 	}
+	if err == nil && len(in.NodePools) == 0 {
+		err = fmt.Errorf("--nodepools: no NodePool in %s", strings.Join(nodePoolPaths, ", "))
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "karpenterctl simulate:", err)
 		return exitUsage

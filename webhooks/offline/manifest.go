@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -65,7 +66,9 @@ func (e *ReadError) Error() string {
 }
 
 // ReadPaths reads files, directories (recursively, *.yaml, *.yml and *.json, in name order)
-// and "-" for standard input.
+// and "-" for standard input. Under a directory, hidden directories (.git, .github) and Helm
+// charts (a directory holding Chart.yaml, whose templates are manifests only once rendered)
+// are skipped; see Skipped.
 func ReadPaths(paths []string, stdin io.Reader) ([]Document, error) {
 	var docs []Document
 	for _, p := range paths {
@@ -113,6 +116,14 @@ func manifestFiles(p string) ([]string, error) {
 		if err != nil {
 			return err
 		}
+		if d.IsDir() && path != p {
+			if strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "Chart.yaml")); err == nil {
+				return filepath.SkipDir
+			}
+		}
 		switch strings.ToLower(filepath.Ext(path)) {
 		case ".yaml", ".yml", ".json":
 			if !d.IsDir() {
@@ -126,6 +137,34 @@ func manifestFiles(p string) ([]string, error) {
 	}
 	sort.Strings(files)
 	return files, nil
+}
+
+// Skipped reports which of names (slash-separated paths of files under root, as Git lists
+// them; root "" or "." for all) a directory walk of ReadPaths from root leaves out: those
+// under a hidden directory or a directory holding a Chart.yaml, below root.
+func Skipped(root string, names []string) map[string]bool {
+	root = pathpkg.Clean("/" + root)[1:]
+	if root == "" {
+		root = "."
+	}
+	charts := map[string]bool{}
+	for _, n := range names {
+		if pathpkg.Base(n) == "Chart.yaml" {
+			charts[pathpkg.Dir(n)] = true
+		}
+	}
+	out := map[string]bool{}
+	for _, n := range names {
+		dir := pathpkg.Dir(n)
+		for dir != root && dir != "." && dir != "/" {
+			if charts[dir] || strings.HasPrefix(pathpkg.Base(dir), ".") {
+				out[n] = true
+				break
+			}
+			dir = pathpkg.Dir(dir)
+		}
+	}
+	return out
 }
 
 var separator = regexp.MustCompile(`^---(\s.*)?$`)

@@ -188,11 +188,10 @@ func sortedPending(ps []Pending) []Pending {
 	return ps
 }
 
+// nodePools are the input's NodePools by name. None is a cluster that launches nothing: its
+// pods stay pending (a plan's base before the first NodePool is merged).
 func nodePools(in *Input) ([]*karpv1.NodePool, error) {
 	out := append([]*karpv1.NodePool(nil), in.NodePools...)
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no NodePool given")
-	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
