@@ -6,7 +6,7 @@
 //
 // Those caBundle fields are the only thing it writes outside its Secret, as its own field
 // manager, so ArgoCD syncing those objects by server-side apply (with no caBundle in Git)
-// neither diffs nor removes them (see docs/webhooks.md). With cert-manager, this package is not used: cert-manager
+// neither diffs nor removes them (docs/architecture.md, "Field ownership"). With cert-manager, this package is not used: cert-manager
 // issues the certificate and its CA injector fills the same fields.
 package certs
 
