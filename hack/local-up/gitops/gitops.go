@@ -145,12 +145,12 @@ spec:
 
 // webhooksFile holds the validating webhook configuration, pointed at the local manager.
 // In a cluster it is the karpenter chart's; here the manager runs as a local process, not
-// from the chart (its image cannot be built on this machine), so Git holds the rendered
-// object. Its caBundle is not in Git: the manager injects it.
+// from the chart (the local cluster's nodes are kwok's, which run no containers), so Git
+// holds the rendered object. Its caBundle is not in Git: the manager injects it.
 const webhooksFile = "60-validating-webhook-configuration.yaml"
 
 // Start seeds and serves the repository, installs ArgoCD's CRDs and configuration into the
-// cluster, starts ArgoCD's processes as part of it, and creates the Application.
+// cluster, starts ArgoCD's processes as part of it, and creates the Applications.
 func Start(ctx context.Context, c *cluster.Cluster, kube client.Client, o Options) (*Stack, error) {
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
