@@ -70,9 +70,10 @@ test: ## Everything CI runs: verify, vet, unit tests, envtest suites, e2e (with 
 unit: ## Unit tests (no API server).
 	go test -p $(GO_TEST_P) $(GO_TEST_FLAGS) $(UNIT_PKGS)
 
+# -timeout 30m: on a cold machine the chart suite builds helm (about 4 minutes) before its tests.
 .PHONY: envtest
 envtest: ## Integration suites on a real kube-apiserver and etcd (envtest).
-	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh)" go test -p $(GO_TEST_P) $(GO_TEST_FLAGS) ./test/integration/...
+	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh)" go test -p $(GO_TEST_P) $(GO_TEST_FLAGS) -timeout 30m ./test/integration/...
 
 # -count=1: the suite builds the manager itself, which go test's cache cannot see, so a cached
 # pass could hide a change to the manager.
