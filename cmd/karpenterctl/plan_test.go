@@ -144,14 +144,7 @@ func TestPlanReadsABaseFromGit(t *testing.T) {
 	}
 	_, fromDirs, _ := karpenterctl(t, "", "plan", "--base", base, "--head", head, "--workload", workload, "--now", planNow, "-o", "json")
 
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	git := gitIn(t, dir)
 	// The repository holds the base under deploy/ at its first commit; the working tree has
 	// the head there.
 	if err := os.Rename(base, filepath.Join(dir, "deploy")); err != nil {
@@ -213,14 +206,7 @@ func TestPlanFromNothingSkipsChartsAndHiddenDirectories(t *testing.T) {
 	if err := os.Mkdir(empty, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	git := gitIn(t, dir)
 	if err := os.WriteFile(filepath.Join(dir, "README"), []byte("no manifests yet\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +241,18 @@ func TestPlanFromNothingSkipsChartsAndHiddenDirectories(t *testing.T) {
 		}
 		if fromGit != fromEmpty {
 			t.Errorf("the plan from %s to git:pr:deploy differs from the plan from an empty directory:\n%s\n---\n%s", base, fromGit, fromEmpty)
+		}
+	}
+}
+
+// gitIn runs git in dir, failing the test on an error.
+func gitIn(t *testing.T, dir string) func(args ...string) {
+	return func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
 	}
 }
