@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -104,8 +105,14 @@ func TestPlanReportsTheDifference(t *testing.T) {
 		}
 	}
 	_, gh, _ := karpenterctl(t, "", "plan", "--base", base, "--head", head, "--workload", workload, "--now", planNow, "-o", "github")
-	if !strings.HasPrefix(gh, "::notice title=karpenterctl plan::$/hour ") || strings.Count(gh, "::warning ") != len(d.NewlyBlocked) {
-		t.Errorf("github output:\n%s", gh)
+	// A warning per newly blocked pod, or per workload of more than listAtMost with one reason.
+	covered := strings.Count(gh, "::warning title=pod newly blocked::")
+	for _, m := range regexp.MustCompile(`::warning title=pods newly blocked::(\d+) pods of `).FindAllStringSubmatch(gh, -1) {
+		n, _ := strconv.Atoi(m[1])
+		covered += n
+	}
+	if !strings.HasPrefix(gh, "::notice title=karpenterctl plan::$/hour ") || covered != len(d.NewlyBlocked) {
+		t.Errorf("github output covers %d pods, want %d:\n%s", covered, len(d.NewlyBlocked), gh)
 	}
 }
 
@@ -254,5 +261,45 @@ func gitIn(t *testing.T, dir string) func(args ...string) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
+	}
+}
+
+// A plan of thousands of pods still fits a pull-request comment (GitHub takes 65536
+// characters): a workload's pods with one reason are one line, and the collapsed block of
+// both simulations gives way to a pointer when it would not fit.
+func TestPlanOfThousandsOfPodsFitsAComment(t *testing.T) {
+	dir := t.TempDir()
+	workload := filepath.Join(dir, "web.yaml")
+	if err := os.WriteFile(workload, []byte(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: team-a}
+spec:
+  replicas: 3000
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: c
+        image: registry.k8s.io/pause:3.10
+        resources: {requests: {cpu: 500m, memory: 1Gi}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pools := filepath.Join(repo, "test", "policies", "nodepools.yaml")
+	empty := filepath.Join(dir, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, md, errOut := karpenterctl(t, "", "plan", "--base", empty, "--head", pools, "--workload", workload, "--now", planNow, "-o", "markdown")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if len(md) > 65536 || !strings.Contains(md, "3000 pods no longer blocked: 3000 pods of `team-a/web`") || !strings.Contains(md, "</details>") {
+		t.Errorf("markdown of 3000 pods (%d characters):\n%.3000s", len(md), md)
+	}
+	_, gh, _ := karpenterctl(t, "", "plan", "--base", pools, "--head", empty, "--workload", workload, "--now", planNow, "-o", "github")
+	if strings.Count(gh, "::warning ") != 1 || !strings.Contains(gh, "3000 pods of team-a/web (team-a/web-0 ... team-a/web-2999): ") {
+		t.Errorf("github output of 3000 pods newly blocked: one warning wanted:\n%.2000s", gh)
 	}
 }

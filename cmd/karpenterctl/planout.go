@@ -93,12 +93,67 @@ func writePlanText(w io.Writer, r *planReport) {
 			r.Delta.Namespaces[name].PricePerHour, b.SpotPercent, h.SpotPercent)
 	}
 	why := reasons(r)
-	for _, pod := range r.Delta.NewlyBlocked {
-		fmt.Fprintf(w, "newly blocked %s: %s\n", pod, why[pod])
+	for _, g := range podGroups(r.Delta.NewlyBlocked, func(pod string) string { return why[pod] }) {
+		if g.listed() {
+			for _, pod := range g.pods {
+				fmt.Fprintf(w, "newly blocked %s: %s\n", pod, g.reason)
+			}
+			continue
+		}
+		fmt.Fprintf(w, "newly blocked %s: %s\n", g.summary(), g.reason)
 	}
-	for _, pod := range r.Delta.Unblocked {
-		fmt.Fprintf(w, "unblocked %s\n", pod)
+	for _, g := range podGroups(r.Delta.Unblocked, nil) {
+		if g.listed() {
+			for _, pod := range g.pods {
+				fmt.Fprintf(w, "unblocked %s\n", pod)
+			}
+			continue
+		}
+		fmt.Fprintf(w, "unblocked %s\n", g.summary())
 	}
+}
+
+// listAtMost is how many pods of one workload with one reason a plan names one by one;
+// beyond it they are one line (a pull-request comment holds at most 65536 characters).
+const listAtMost = 10
+
+// podGroup are the pods of one workload (a pod name without its "-<index>", as simulate
+// names a workload's pods) with one reason.
+type podGroup struct {
+	owner, reason string
+	pods          []string
+}
+
+func (g podGroup) listed() bool { return len(g.pods) <= listAtMost }
+
+// summary is "2000 pods of team-a/web (team-a/web-0 ... team-a/web-1999)".
+func (g podGroup) summary() string {
+	return fmt.Sprintf("%d pods of %s (%s ... %s)", len(g.pods), g.owner, g.pods[0], g.pods[len(g.pods)-1])
+}
+
+// podGroups groups pods (in their order) by workload and reason; reason may be nil.
+func podGroups(pods []string, reason func(string) string) []podGroup {
+	var out []podGroup
+	index := map[[2]string]int{}
+	for _, pod := range pods {
+		owner := pod
+		if i := strings.LastIndexByte(pod, '-'); i > 0 && i < len(pod)-1 && strings.Trim(pod[i+1:], "0123456789") == "" {
+			owner = pod[:i]
+		}
+		why := ""
+		if reason != nil {
+			why = reason(pod)
+		}
+		k := [2]string{owner, why}
+		i, ok := index[k]
+		if !ok {
+			i = len(out)
+			index[k] = i
+			out = append(out, podGroup{owner: owner, reason: why})
+		}
+		out[i].pods = append(out[i].pods, pod)
+	}
+	return out
 }
 
 func nsOf(r *simulate.Report, name string) simulate.NamespaceReport {
@@ -144,34 +199,65 @@ func writePlanMarkdown(w io.Writer, r *planReport) {
 	if len(r.Delta.NewlyBlocked) > 0 {
 		why := reasons(r)
 		fmt.Fprintf(w, "%d pods newly blocked:\n\n", len(r.Delta.NewlyBlocked))
-		for _, pod := range r.Delta.NewlyBlocked {
-			fmt.Fprintf(w, "- `%s`: %s\n", pod, cell(why[pod]))
+		for _, g := range podGroups(r.Delta.NewlyBlocked, func(pod string) string { return why[pod] }) {
+			if g.listed() {
+				for _, pod := range g.pods {
+					fmt.Fprintf(w, "- `%s`: %s\n", pod, cell(g.reason))
+				}
+				continue
+			}
+			fmt.Fprintf(w, "- %d pods of `%s` (`%s` ... `%s`): %s\n", len(g.pods), g.owner, g.pods[0], g.pods[len(g.pods)-1], cell(g.reason))
 		}
 		fmt.Fprintln(w)
 	}
 	if len(r.Delta.Unblocked) > 0 {
-		fmt.Fprintf(w, "%d pods no longer blocked: %s\n\n", len(r.Delta.Unblocked), "`"+strings.Join(r.Delta.Unblocked, "`, `")+"`")
+		var names []string
+		for _, g := range podGroups(r.Delta.Unblocked, nil) {
+			if g.listed() {
+				names = append(names, "`"+strings.Join(g.pods, "`, `")+"`")
+				continue
+			}
+			names = append(names, fmt.Sprintf("%d pods of `%s`", len(g.pods), g.owner))
+		}
+		fmt.Fprintf(w, "%d pods no longer blocked: %s\n\n", len(r.Delta.Unblocked), strings.Join(names, ", "))
 	}
+	var details strings.Builder
+	fmt.Fprintln(&details, "Before (base):")
+	fmt.Fprintln(&details)
+	writeMarkdown(&details, r.Base)
+	fmt.Fprintln(&details)
+	fmt.Fprintln(&details, "After (head):")
+	fmt.Fprintln(&details)
+	writeMarkdown(&details, r.Head)
+	fmt.Fprintln(&details)
 	fmt.Fprintln(w, "<details><summary>Simulation of each side</summary>")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Before (base):")
-	fmt.Fprintln(w)
-	writeMarkdown(w, r.Base)
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "After (head):")
-	fmt.Fprintln(w)
-	writeMarkdown(w, r.Head)
-	fmt.Fprintln(w)
+	if details.Len() > detailsAtMost {
+		fmt.Fprintf(w, "The two simulations take %d characters, more than a pull-request comment holds; "+
+			"`karpenterctl plan -o json` (or `simulate -o markdown` on each side) prints them.\n\n", details.Len())
+	} else {
+		fmt.Fprint(w, details.String())
+	}
 	fmt.Fprintln(w, "</details>")
 }
+
+// detailsAtMost bounds the collapsed block of a plan's markdown, so that the comment stays
+// under GitHub's 65536 characters with the tables above it.
+const detailsAtMost = 40000
 
 // writePlanGitHub writes workflow commands: a notice with the headline, a warning per pod
 // newly blocked.
 func writePlanGitHub(w io.Writer, r *planReport) {
 	fmt.Fprintf(w, "::notice title=karpenterctl plan::%s\n", escapeWorkflow(headline(r)))
 	why := reasons(r)
-	for _, pod := range r.Delta.NewlyBlocked {
-		fmt.Fprintf(w, "::warning title=pod newly blocked::%s\n", escapeWorkflow(pod+": "+why[pod]))
+	for _, g := range podGroups(r.Delta.NewlyBlocked, func(pod string) string { return why[pod] }) {
+		if g.listed() {
+			for _, pod := range g.pods {
+				fmt.Fprintf(w, "::warning title=pod newly blocked::%s\n", escapeWorkflow(pod+": "+g.reason))
+			}
+			continue
+		}
+		fmt.Fprintf(w, "::warning title=pods newly blocked::%s\n", escapeWorkflow(g.summary()+": "+g.reason))
 	}
 }
 
