@@ -310,6 +310,7 @@ func report(res *solver.Result) *Report {
 	for _, u := range res.Unschedulable {
 		r.Unschedulable = append(r.Unschedulable, Pending{Pod: solver.PodKey(u.Pod), Reason: u.Reason})
 	}
+	r.Unschedulable = sortedPending(r.Unschedulable)
 	r.Totals.Nodes = len(res.NodeClaims)
 	r.Totals.Unschedulable = len(res.Unschedulable)
 	r.Totals.PricePerHour = round(r.Totals.PricePerHour)
