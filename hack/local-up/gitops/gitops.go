@@ -163,6 +163,12 @@ func Start(ctx context.Context, c *cluster.Cluster, kube client.Client, o Option
 			return nil, err
 		}
 	}
+	// git runs in and clones between the stack's directories: every path is absolute.
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	o.Dir = dir
 	if c.WebhookURL() == "" {
 		return nil, fmt.Errorf("the cluster runs no local manager serving webhooks (cluster.Options.WebhookPort)")
 	}
@@ -178,7 +184,7 @@ func Start(ctx context.Context, c *cluster.Cluster, kube client.Client, o Option
 		return nil, errorsJoin(fmt.Errorf("installing ArgoCD's CRDs: %w", err), s.Stop())
 	}
 	// A client whose REST mapper knows the kinds just installed.
-	kube, err := client.New(c.Config, client.Options{Scheme: kube.Scheme()})
+	kube, err = client.New(c.Config, client.Options{Scheme: kube.Scheme()})
 	if err != nil {
 		return nil, errorsJoin(err, s.Stop())
 	}
