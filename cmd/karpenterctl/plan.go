@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -179,7 +180,12 @@ func readSide(spec string, stdin io.Reader) ([]offline.Document, error) {
 	}
 	var docs []offline.Document
 	names := strings.Split(strings.TrimRight(string(list), "\x00"), "\x00")
-	skipped := offline.Skipped(dir, names)
+	// Git lists full paths; DIR is relative to the working directory.
+	prefix, err := git("rev-parse", "--show-prefix")
+	if err != nil {
+		return nil, err
+	}
+	skipped := offline.Skipped(path.Join(strings.TrimSpace(string(prefix)), dir), names)
 	for _, name := range names {
 		if skipped[name] {
 			continue // as a directory walk skips it (offline.ReadPaths)

@@ -303,3 +303,38 @@ spec:
 		t.Errorf("github output of 3000 pods newly blocked: one warning wanted:\n%.2000s", gh)
 	}
 }
+
+// git:REF:DIR names DIR from the working directory, as the head's path is, also below a
+// hidden directory of the repository (.ops/deploy, run from .ops).
+func TestPlanReadsGitFromASubdirectory(t *testing.T) {
+	dir := t.TempDir()
+	base, _ := planSides(t, dir, nil)
+	workload, err := filepath.Abs(filepath.Join(repo, "test", "policies", "workload.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := filepath.Join(dir, ".ops")
+	if err := os.MkdirAll(ops, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(base, filepath.Join(ops, "deploy")); err != nil {
+		t.Fatal(err)
+	}
+	git := gitIn(t, dir)
+	git("init", "-q", "-b", "main")
+	git("add", ".ops")
+	git("commit", "-q", "-m", "the manifests")
+	t.Chdir(ops)
+	code, out, errOut := karpenterctl(t, "", "plan", "--base", "git:main:deploy", "--head", "deploy", "--workload", workload, "--now", planNow, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	r := &planReport{}
+	if err := json.Unmarshal([]byte(out), r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Base.Totals.Nodes == 0 || r.Base.Totals.Nodes != r.Head.Totals.Nodes || r.Delta.PricePerHour != 0 {
+		t.Errorf("base from git:main:deploy in .ops: %d nodes, head %d, delta $%.4f/hour; want the same manifests on both sides",
+			r.Base.Totals.Nodes, r.Head.Totals.Nodes, r.Delta.PricePerHour)
+	}
+}
