@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"time"
 )
@@ -72,4 +74,45 @@ func (c *Cluster) WaitManagerReady(ctx context.Context, probePort int) error {
 		}
 	}
 	return fmt.Errorf("manager not ready at %s after a minute; last lines of its log:\n%s", url, c.LogTail("karpenter", 30))
+}
+
+// ManagedOptions say where a cluster with this repository's manager keeps its state, and
+// what the manager adds for its cloud provider.
+type ManagedOptions struct {
+	// Dir holds the manager binary, its certificates and the cluster's state.
+	Dir, BinDir, RepoRoot string
+	// Provider, when set, gives the manager's extra flags and environment from the API
+	// server's URL (the AWS provider's endpoint and cluster settings).
+	Provider func(apiServerURL string) (args, env []string)
+}
+
+// StartWithManager builds the manager, starts the local cluster with it on free ports, and
+// waits until the manager is ready, as the e2e suites run it. On error nothing is left running.
+func StartWithManager(ctx context.Context, o ManagedOptions) (*Cluster, ManagerPorts, error) {
+	manager := filepath.Join(o.Dir, "karpenter")
+	if err := BuildManager(o.RepoRoot, manager); err != nil {
+		return nil, ManagerPorts{}, err
+	}
+	// Every port at once, so that none of the cluster's processes can take one of the manager's.
+	ports, err := FreePorts(7)
+	if err != nil {
+		return nil, ManagerPorts{}, err
+	}
+	mp := ManagerPorts{Webhooks: ports[0], Probes: ports[1], Metrics: ports[2]}
+	var args, env []string
+	if o.Provider != nil {
+		args, env = o.Provider("https://127.0.0.1:" + strconv.Itoa(ports[3]))
+	}
+	c, err := Start(ctx, Options{
+		Dir: filepath.Join(o.Dir, "cluster"), BinDir: o.BinDir, RepoRoot: o.RepoRoot, WebhookPort: mp.Webhooks,
+		APIServerPort: ports[3], EtcdPort: ports[4], EtcdPeerPort: ports[5], KwokPort: ports[6],
+		Manager: ManagerProcess(manager, mp, filepath.Join(o.Dir, "certs"), args, env),
+	})
+	if err != nil {
+		return nil, ManagerPorts{}, err
+	}
+	if err := c.WaitManagerReady(ctx, mp.Probes); err != nil {
+		return nil, ManagerPorts{}, errors.Join(err, c.Stop())
+	}
+	return c, mp, nil
 }

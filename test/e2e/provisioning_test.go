@@ -55,40 +55,19 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	manager := filepath.Join(dir, "karpenter")
-	if err := cluster.BuildManager(env.RepoRoot(), manager); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	// Every port at once, so that none of the cluster's processes can take one of the manager's.
-	ports, err := cluster.FreePorts(8)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	webhookPort, probePort := ports[0], ports[1]
-	metricsPort = ports[2]
 	ctx := context.Background()
-	local, err = cluster.Start(ctx, cluster.Options{
-		Dir: filepath.Join(dir, "cluster"), BinDir: bins, RepoRoot: env.RepoRoot(), WebhookPort: webhookPort,
-		APIServerPort: ports[3], EtcdPort: ports[4], EtcdPeerPort: ports[5], KwokPort: ports[6],
-		Manager: cluster.ManagerProcess(manager, cluster.ManagerPorts{Metrics: metricsPort, Probes: probePort, Webhooks: webhookPort},
-			filepath.Join(dir, "certs"), nil, nil),
-	})
-	if err != nil {
+	var ports cluster.ManagerPorts
+	if local, ports, err = cluster.StartWithManager(ctx, cluster.ManagedOptions{Dir: dir, BinDir: bins, RepoRoot: env.RepoRoot()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	metricsPort = ports.Metrics
 	defer func() {
 		if err := local.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}()
 	if kube, err = client.New(local.Config, client.Options{Scheme: install.NewScheme()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if err := local.WaitManagerReady(ctx, probePort); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -53,25 +53,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	manager := filepath.Join(dir, "karpenter")
-	if err := cluster.BuildManager(root, manager); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ports, err := cluster.FreePorts(7)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	webhookPort, probePort, metricsPort := ports[0], ports[1], ports[2]
 	ctx := context.Background()
-	local, err = cluster.Start(ctx, cluster.Options{
-		Dir: filepath.Join(dir, "cluster"), BinDir: bins, RepoRoot: root, WebhookPort: webhookPort,
-		APIServerPort: ports[3], EtcdPort: ports[4], EtcdPeerPort: ports[5], KwokPort: ports[6],
-		Manager: cluster.ManagerProcess(manager, cluster.ManagerPorts{Metrics: metricsPort, Probes: probePort, Webhooks: webhookPort},
-			filepath.Join(dir, "certs"), nil, nil),
-	})
-	if err != nil {
+	if local, _, err = cluster.StartWithManager(ctx, cluster.ManagedOptions{Dir: dir, BinDir: bins, RepoRoot: root}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -81,10 +64,6 @@ func run(m *testing.M) int {
 		}
 	}()
 	if kube, err = client.New(local.Config, client.Options{Scheme: install.NewScheme()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if err := local.WaitManagerReady(ctx, probePort); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -52,11 +51,6 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	manager := filepath.Join(dir, "karpenter")
-	if err := cluster.BuildManager(env.RepoRoot(), manager); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	if emulator, err = awsemu.Launch(clusterName, "--region", "us-west-2"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -65,21 +59,9 @@ func run(m *testing.M) int {
 	for k, v := range awsemu.Environment() {
 		os.Setenv(k, v)
 	}
-	ports, err := cluster.FreePorts(7)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	webhookPort, probePort, metricsPort := ports[0], ports[1], ports[2]
-	awsArgs, awsEnv := emulator.Manager(clusterName, "https://127.0.0.1:"+strconv.Itoa(ports[3]))
 	ctx := context.Background()
-	local, err = cluster.Start(ctx, cluster.Options{
-		Dir: filepath.Join(dir, "cluster"), BinDir: bins, RepoRoot: env.RepoRoot(), WebhookPort: webhookPort,
-		APIServerPort: ports[3], EtcdPort: ports[4], EtcdPeerPort: ports[5], KwokPort: ports[6],
-		Manager: cluster.ManagerProcess(manager, cluster.ManagerPorts{Metrics: metricsPort, Probes: probePort, Webhooks: webhookPort},
-			filepath.Join(dir, "certs"), awsArgs, awsEnv),
-	})
-	if err != nil {
+	if local, _, err = cluster.StartWithManager(ctx, cluster.ManagedOptions{Dir: dir, BinDir: bins, RepoRoot: env.RepoRoot(),
+		Provider: func(apiServerURL string) ([]string, []string) { return emulator.Manager(clusterName, apiServerURL) }}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -93,10 +75,6 @@ func run(m *testing.M) int {
 		return 1
 	}
 	if clients, err = awsprovider.NewClients(ctx, awsprovider.Settings{ClusterName: clusterName, Region: emulator.Region, Endpoint: emulator.Endpoint}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if err := local.WaitManagerReady(ctx, probePort); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
