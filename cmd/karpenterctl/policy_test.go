@@ -55,7 +55,7 @@ func TestPolicyTestSamplesPass(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("the sample CapacityPolicy's tests must pass; exit %d\n%s%s", code, out, errOut)
 	}
-	if !strings.Contains(out, "PASS: no-gpu-in-dev/data.karpenter.provisioning_test.test_denies_gpu_families") || !strings.Contains(out, "PASS: 6/6") || !strings.Contains(out, "PASS: no-prod-disruption-in-office-hours/data.karpenter.disruption_test.test_denies_during_office_hours") {
+	if !strings.Contains(out, "PASS: no-gpu-in-dev/data.karpenter.provisioning_test.test_denies_gpu_families") || !strings.Contains(out, "PASS: 8/8") || !strings.Contains(out, "PASS: no-prod-disruption-in-office-hours/data.karpenter.disruption_test.test_denies_across_midnight") || !strings.Contains(out, "PASS: no-prod-disruption-in-office-hours/data.karpenter.disruption_test.test_denies_during_office_hours") {
 		t.Errorf("output:\n%s", out)
 	}
 }

@@ -50,7 +50,7 @@ func TestSampleDisruptionPolicyHoldsNodesInItsWindow(t *testing.T) {
 		t.Fatalf("the sample: %v", err)
 	}
 	hour := time.Now().UTC().Hour()
-	window(t, pol, hour, hour+2)
+	window(t, pol, hour, (hour+2)%24)
 	create(t, ctx, pol)
 
 	ns := namespace(t, ctx, "prod", map[string]string{"tier": "prod"})
@@ -87,7 +87,7 @@ func TestSampleDisruptionPolicyHoldsNodesInItsWindow(t *testing.T) {
 	if err := kube.Get(ctx, client.ObjectKeyFromObject(pol), fresh); err != nil {
 		t.Fatal(err)
 	}
-	window(t, fresh, (hour+2)%24, (hour+2)%24+1)
+	window(t, fresh, (hour+2)%24, (hour+3)%24)
 	if err := kube.Update(ctx, fresh); err != nil {
 		t.Fatal(err)
 	}
