@@ -296,7 +296,8 @@ func report(res *solver.Result) *Report {
 		capCPU += float64(alloc.Cpu().MilliValue())
 		capMem += float64(alloc.Memory().Value())
 		r.NodeClaims = append(r.NodeClaims, nc)
-		r.Totals.PricePerHour += c.Offering.Price
+		// The total adds up the prices listed, each rounded, so that what is printed sums.
+		r.Totals.PricePerHour += nc.PricePerHour
 		r.Totals.Pods += len(c.Pods)
 	}
 	var names []string

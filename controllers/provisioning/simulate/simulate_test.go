@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
 	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/test"
@@ -48,5 +50,33 @@ func TestNoNodePoolLeavesEveryPodPendingInOrder(t *testing.T) {
 		if want := fmt.Sprintf("team-a/web-%d", i); u.Pod != want {
 			t.Fatalf("pending pod %d is %s, want %s (natural order)", i, u.Pod, want)
 		}
+	}
+}
+
+// The total is the sum of the node prices the report lists, so a reader (and plan's tables per
+// NodePool) adds up what is printed: prices with more than four decimals are rounded per node
+// first. Sixteen nodes at $0.12346 are 16 x 0.1235 = 1.976, not round(1.97536) = 1.9754.
+func TestTotalIsTheSumOfTheListedNodePrices(t *testing.T) {
+	it := &cloudprovider.InstanceType{Name: "m5.large",
+		Labels: map[string]string{corev1.LabelInstanceTypeStable: "m5.large", karpv1.LabelInstanceFamily: "m5", corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux"},
+		Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"),
+			corev1.ResourcePods: resource.MustParse("110")},
+		Offerings: []cloudprovider.Offering{{Zone: "z-a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.12346, Available: true}}}
+	np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "general"}, Spec: karpv1.NodePoolSpec{Template: karpv1.NodeClaimTemplate{Spec: karpv1.NodeClaimTemplateSpec{
+		NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"}}}}}
+	replicas := int32(16)
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a"}, Spec: appsv1.DeploymentSpec{Replicas: &replicas,
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")}}}}}}}}
+	r, err := Run(context.Background(), &Input{NodePools: []*karpv1.NodePool{np}, Workloads: []runtime.Object{d}, InstanceTypes: []*cloudprovider.InstanceType{it}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, nc := range r.NodeClaims {
+		sum += nc.PricePerHour
+	}
+	if len(r.NodeClaims) != 16 || r.NodeClaims[0].PricePerHour != 0.1235 || math.Abs(r.Totals.PricePerHour-sum) > 1e-9 || r.Totals.PricePerHour != 1.976 {
+		t.Fatalf("%d nodes at $%.4f: total $%v/hour, the listed prices sum to $%v; want 16 at 0.1235, 1.976", len(r.NodeClaims), r.NodeClaims[0].PricePerHour, r.Totals.PricePerHour, sum)
 	}
 }
