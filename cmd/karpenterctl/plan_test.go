@@ -145,10 +145,7 @@ func TestPlanRefusesAnInvalidHead(t *testing.T) {
 func TestPlanReadsABaseFromGit(t *testing.T) {
 	dir := t.TempDir()
 	base, head := planSides(t, dir, halveTeamA)
-	workload, err := filepath.Abs(filepath.Join(repo, "test", "policies", "workload.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	workload := planWorkload(t)
 	_, fromDirs, _ := karpenterctl(t, "", "plan", "--base", base, "--head", head, "--workload", workload, "--now", planNow, "-o", "json")
 
 	git := gitIn(t, dir)
@@ -186,10 +183,7 @@ func TestPlanReadsABaseFromGit(t *testing.T) {
 func TestPlanFromNothingSkipsChartsAndHiddenDirectories(t *testing.T) {
 	dir := t.TempDir()
 	_, head := planSides(t, dir, nil)
-	workload, err := filepath.Abs(filepath.Join(repo, "test", "policies", "workload.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	workload := planWorkload(t)
 	deploy := filepath.Join(dir, "deploy")
 	if err := os.Rename(head, deploy); err != nil {
 		t.Fatal(err)
@@ -252,6 +246,17 @@ func TestPlanFromNothingSkipsChartsAndHiddenDirectories(t *testing.T) {
 	}
 }
 
+// planWorkload is the absolute path of test/policies/workload.yaml, for tests that change
+// directory.
+func planWorkload(t *testing.T) string {
+	t.Helper()
+	workload, err := filepath.Abs(filepath.Join(repo, "test", "policies", "workload.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return workload
+}
+
 // gitIn runs git in dir, failing the test on an error.
 func gitIn(t *testing.T, dir string) func(args ...string) {
 	return func(args ...string) {
@@ -309,10 +314,7 @@ spec:
 func TestPlanReadsGitFromASubdirectory(t *testing.T) {
 	dir := t.TempDir()
 	base, _ := planSides(t, dir, nil)
-	workload, err := filepath.Abs(filepath.Join(repo, "test", "policies", "workload.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	workload := planWorkload(t)
 	ops := filepath.Join(dir, ".ops")
 	if err := os.MkdirAll(ops, 0o755); err != nil {
 		t.Fatal(err)

@@ -455,6 +455,7 @@ func crdApplication(repoURL, webhookURL string) *unstructured.Unstructured {
 // them on its own, so ArgoCD would not become their field manager.
 func argoApplication(name string, source map[string]any, prune bool) *unstructured.Unstructured {
 	options := []any{"ServerSideApply=true"}
+	retry := map[string]any{"limit": 5, "backoff": map[string]any{"duration": "2s", "factor": 2, "maxDuration": "30s"}}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
 		"metadata": map[string]any{"name": name, "namespace": Namespace,
@@ -469,13 +470,13 @@ func argoApplication(name string, source map[string]any, prune bool) *unstructur
 			"syncPolicy": map[string]any{
 				"automated":   map[string]any{"prune": prune, "selfHeal": true},
 				"syncOptions": options,
-				"retry":       map[string]any{"limit": 5, "backoff": map[string]any{"duration": "2s", "factor": 2, "maxDuration": "30s"}},
+				"retry":       retry,
 			},
 		},
 		"operation": map[string]any{
 			"initiatedBy": map[string]any{"username": "local-up"},
 			"sync":        map[string]any{"revision": "main", "prune": prune, "syncOptions": options},
-			"retry":       map[string]any{"limit": 5, "backoff": map[string]any{"duration": "2s", "factor": 2, "maxDuration": "30s"}},
+			"retry":       retry,
 		},
 	}}
 }
