@@ -30,9 +30,9 @@ generate: ## Generate DeepCopy methods with controller-gen.
 	$(CONTROLLER_GEN) object paths="./api/..."
 
 # The AWS provider's built-in on-demand prices (used until, or instead of, the Pricing API):
-# from the project's EC2 catalog beside the repository, or PRICING_REGION=<region> to read
+# from the EC2 catalog in testdata/, or PRICING_REGION=<region> to read
 # the Pricing API with the usual AWS credentials.
-PRICING_CATALOG ?= ../shared/data/aws-instance-types.json
+PRICING_CATALOG ?= testdata/aws-instance-types.json
 .PHONY: pricing-table
 pricing-table: ## Regenerate cloudprovider/aws/zz_generated.pricing.go.
 	go run ./hack/pricing-table $(if $(PRICING_REGION),-from-api $(PRICING_REGION),-catalog $(PRICING_CATALOG))

@@ -96,11 +96,11 @@ func TestInstanceTypesAndOfferings(t *testing.T) {
 }
 
 // TestAllocatableMatchesTheCatalog compares what the provider computes a node can allocate
-// with the catalog of real EKS nodes in the project's shared data (AL2023, default kubelet).
+// with the repository's catalog of real EKS nodes (testdata/, AL2023, default kubelet).
 func TestAllocatableMatchesTheCatalog(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "data", "aws-instance-types.json"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "aws-instance-types.json"))
 	if err != nil {
-		t.Fatalf("the shared EC2 catalog beside the repository: %v", err)
+		t.Fatalf("the EC2 catalog in testdata/: %v", err)
 	}
 	var catalog struct {
 		InstanceTypes []struct {

@@ -105,10 +105,10 @@ func TestSimulateIsDeterministicAndReadsCatalogs(t *testing.T) {
 	if string(a) != string(b) {
 		t.Fatal("two runs on the same input differ")
 	}
-	shared := filepath.Join(repo, "..", "shared", "data", "aws-instance-types.json")
-	r := simulateJSON(t, "--instance-types", shared)
+	ec2 := filepath.Join(repo, "testdata", "aws-instance-types.json")
+	r := simulateJSON(t, "--instance-types", ec2)
 	if len(r.NodeClaims) == 0 || slices.ContainsFunc(r.NodeClaims, func(c simulate.NodeClaim) bool { return c.PricePerHour <= 0 }) {
-		t.Fatalf("with the shared catalog: %+v", r.NodeClaims)
+		t.Fatalf("with the EC2 catalog: %+v", r.NodeClaims)
 	}
 }
 

@@ -16,12 +16,12 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
 )
 
-// sharedCatalog is the EC2 catalog of the project's shared data, beside the repository.
-func sharedCatalog(tb testing.TB) []*cloudprovider.InstanceType {
+// ec2Catalog is the repository's EC2 catalog (testdata/, 1363 types with real prices).
+func ec2Catalog(tb testing.TB) []*cloudprovider.InstanceType {
 	tb.Helper()
-	path := filepath.Join("..", "..", "..", "..", "shared", "data", "aws-instance-types.json")
+	path := filepath.Join("..", "..", "..", "testdata", "aws-instance-types.json")
 	if _, err := os.Stat(path); err != nil {
-		tb.Fatalf("the realistic workload needs the shared EC2 catalog at %s (beside the repository): %v", path, err)
+		tb.Fatalf("the realistic workload needs the EC2 catalog at %s: %v", path, err)
 	}
 	f, err := catalog.Load(path)
 	if err != nil {
@@ -83,7 +83,7 @@ func realisticNodePool() *karpv1.NodePool {
 // pods without topology constraints node by node (pack.go) brought it from 1.074 to about
 // 1.02 at 2000 pods.
 func TestRealisticCostNearLowerBound(t *testing.T) {
-	types := sharedCatalog(t)
+	types := ec2Catalog(t)
 	r, err := Solve(&Input{Pods: realisticPods(2000), NodePools: []*NodePool{{NodePool: realisticNodePool(), InstanceTypes: types}}})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func TestRealisticCostNearLowerBound(t *testing.T) {
 
 // go test ./controllers/provisioning/scheduling -run='^$' -bench=Realistic -benchmem
 func BenchmarkRealistic5000(b *testing.B) {
-	types := sharedCatalog(b)
+	types := ec2Catalog(b)
 	pods := realisticPods(5000)
 	np := realisticNodePool()
 	var r *Result
