@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 pairs=${1:-10}
 bin=$(mktemp -d)/policy.test
 trap 'rm -rf "$(dirname "$bin")"' EXIT
-go test -c -o "$bin" ./controllers/provisioning/policy
-cd controllers/provisioning/policy
+go test -c -o "$bin" ./scheduling/planner
+cd scheduling/planner
 ms() { "$bin" -test.run='^$' -test.bench="$1" -test.benchtime=4x | awk '/^Benchmark/ {print $3 / 1e6}'; }
 for _ in $(seq "$pairs"); do
   echo "$(ms 'Mixed5000With20NamespacesNoPolicies$') $(ms 'Mixed5000With20NamespacesPolicies$')"

@@ -21,7 +21,7 @@ import (
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
-	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
 // ProviderIDPrefix starts an EC2 instance's provider ID: aws:///<zone>/<instance-id>.

@@ -13,7 +13,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/aws"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning"
-	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
 
 func instanceType(name string, cpu int, od float64) *cloudprovider.InstanceType {

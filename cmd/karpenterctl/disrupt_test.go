@@ -13,9 +13,9 @@ import (
 	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
-	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning/simulate"
-	"github.com/karpenter-policy/karpenter/webhooks/offline"
+	"github.com/karpenter-policy/karpenter/scheduling/solver"
+	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/simulate"
+	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/offline"
 )
 
 var disruptWorkloads = filepath.Join(workloads, "disrupt")

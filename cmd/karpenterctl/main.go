@@ -22,7 +22,7 @@ import (
 	"strings"
 
 	"github.com/karpenter-policy/karpenter/webhooks/conversion"
-	"github.com/karpenter-policy/karpenter/webhooks/offline"
+	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/offline"
 )
 
 // Exit statuses.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/karpenter-policy/karpenter/webhooks/offline"
+	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/offline"
 )
 
 const repo = "../.."

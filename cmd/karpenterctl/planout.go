@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning/simulate"
+	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/simulate"
 )
 
 func joinKeys[V any](a, b map[string]V) map[string]struct{} {

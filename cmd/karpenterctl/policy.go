@@ -17,7 +17,7 @@ import (
 
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/policies"
-	"github.com/karpenter-policy/karpenter/webhooks/offline"
+	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/offline"
 )
 
 const policyUsage = `karpenterctl policy test PATH [PATH...] [--parameters FILE] [-v] [-o text|json]

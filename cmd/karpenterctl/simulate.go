@@ -22,11 +22,11 @@ import (
 	karpv1beta1 "github.com/karpenter-policy/karpenter/api/karpenter/v1beta1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning/simulate"
+	"github.com/karpenter-policy/karpenter/scheduling/planner"
+	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/simulate"
 	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/webhooks/conversion"
-	"github.com/karpenter-policy/karpenter/webhooks/offline"
+	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/offline"
 )
 
 func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -202,9 +202,9 @@ type policyDoc struct {
 	doc    offline.Document
 }
 
-// planner builds the policy planner of a simulation; a CapacityPolicy that does not compile
+// newPlanner builds the policy planner of a simulation; a CapacityPolicy that does not compile
 // is an error naming its file and line.
-func planner(pols []policyDoc, budgets []*policyv1.CapacityBudget, namespaces []*corev1.Namespace, now time.Time) (*policy.Planner, error) {
+func newPlanner(pols []policyDoc, budgets []*policyv1.CapacityBudget, namespaces []*corev1.Namespace, now time.Time) (*planner.Planner, error) {
 	engine, err := policies.NewEngine()
 	if err != nil {
 		return nil, err
@@ -225,7 +225,7 @@ func planner(pols []policyDoc, budgets []*policyv1.CapacityBudget, namespaces []
 		}
 		return nil, fmt.Errorf("policies do not compile:\n  %s", strings.Join(msgs, "\n  "))
 	}
-	pl := &policy.Planner{Engine: engine, Namespaces: map[string]policies.Namespace{}, Budgets: map[string]*policyv1.CapacityBudget{}, Now: now}
+	pl := &planner.Planner{Engine: engine, Namespaces: map[string]policies.Namespace{}, Budgets: map[string]*policyv1.CapacityBudget{}, Now: now}
 	for _, ns := range namespaces {
 		pl.Namespaces[ns.Name] = policies.Namespace{Name: ns.Name, Labels: ns.Labels}
 	}
@@ -372,7 +372,7 @@ func loadSimulation(src simSources, in *simulate.Input, din *simulate.DisruptInp
 			return nil
 		})
 		if err == nil {
-			in.Planner, err = planner(pols, budgets, namespaces, now)
+			in.Planner, err = newPlanner(pols, budgets, namespaces, now)
 		}
 	}
 	return err

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/karpenter-policy/karpenter/controllers/provisioning/simulate"
+	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/simulate"
 )
 
 var workloads = filepath.Join(repo, "test", "workloads")

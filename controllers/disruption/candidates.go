@@ -14,8 +14,8 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
-	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
-	provpolicy "github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
+	"github.com/karpenter-policy/karpenter/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling/planner"
 )
 
 // Input is what a disruption snapshot is built from: the API objects as a cache or a
@@ -63,13 +63,13 @@ func NewCluster(in Input) *Cluster {
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	pdbs := newPDBLimits(in.PDBs, in.Pods)
 	// Each NodePool's instance types by name, to price and label its nodes.
-	books := map[string]provpolicy.PriceBook{}
+	books := map[string]planner.PriceBook{}
 	all := make([][]*cloudprovider.InstanceType, 0, len(in.NodePools))
 	for _, np := range in.NodePools {
-		books[np.NodePool.Name] = provpolicy.NewPriceBook(np.InstanceTypes)
+		books[np.NodePool.Name] = planner.NewPriceBook(np.InstanceTypes)
 		all = append(all, np.InstanceTypes)
 	}
-	anyPool := provpolicy.NewPriceBook(all...)
+	anyPool := planner.NewPriceBook(all...)
 	for _, n := range nodes {
 		pool := n.Labels[karpv1.NodePoolLabelKey]
 		disrupting := n.DeletionTimestamp != nil || hasTaint(n, karpv1.DisruptedTaintKey) || !nodeReady(n)
@@ -123,7 +123,7 @@ func NewCluster(in Input) *Cluster {
 	return c
 }
 
-func newCandidate(c *Cluster, sn *scheduling.Node, n *corev1.Node, nc *karpv1.NodeClaim, np *NodePoolState, book provpolicy.PriceBook, pods []*corev1.Pod) *Candidate {
+func newCandidate(c *Cluster, sn *scheduling.Node, n *corev1.Node, nc *karpv1.NodeClaim, np *NodePoolState, book planner.PriceBook, pods []*corev1.Pod) *Candidate {
 	cand := &Candidate{Node: sn, NodeClaim: nc, NodePool: np.NodePool, CapacityType: n.Labels[karpv1.CapacityTypeLabelKey],
 		CreatedAt:    n.CreationTimestamp.Time,
 		InstanceType: book[n.Labels[corev1.LabelInstanceTypeStable]], PricePerHour: sn.PricePerHour}
@@ -242,7 +242,7 @@ func disruptionCost(c *Candidate, now time.Time) float64 {
 // nodeLabels are the node's labels, with its hostname, and the labels of its instance type
 // that it lacks (a node Karpenter launched carries them all; a manifest for simulate often
 // names only the type).
-func nodeLabels(n *corev1.Node, book provpolicy.PriceBook) map[string]string {
+func nodeLabels(n *corev1.Node, book planner.PriceBook) map[string]string {
 	l := map[string]string{corev1.LabelHostname: n.Name}
 	if it, ok := book[n.Labels[corev1.LabelInstanceTypeStable]]; ok {
 		for k, v := range it.Labels {

@@ -9,7 +9,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
 // The Unconsolidatable event is told once per node and reason within UnconsolidatableEvery:

@@ -9,8 +9,8 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
-	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
-	provpolicy "github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
+	"github.com/karpenter-policy/karpenter/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling/planner"
 	"github.com/karpenter-policy/karpenter/policies"
 )
 
@@ -34,7 +34,7 @@ type Preferrer interface {
 // range when it was within it.
 type PolicyGate struct {
 	// Planner holds the engine, the namespaces' labels and their governing budgets.
-	Planner *provpolicy.Planner
+	Planner *planner.Planner
 	// Usage is each namespace's run-rate before the command.
 	Usage map[string]policies.Usage
 	// over caches, by namespace, whether its run-rate is over its hourly limit in force.
@@ -43,12 +43,12 @@ type PolicyGate struct {
 
 // NewPolicyGate is the gate for a snapshot: the planner's policies, with each namespace's usage
 // attributed over the snapshot's nodes.
-func NewPolicyGate(pl *provpolicy.Planner, c *Cluster) *PolicyGate {
+func NewPolicyGate(pl *planner.Planner, c *Cluster) *PolicyGate {
 	types := make([][]*cloudprovider.InstanceType, 0, len(c.NodePools))
 	for _, np := range c.NodePools {
 		types = append(types, np.InstanceTypes)
 	}
-	return &PolicyGate{Planner: pl, Usage: provpolicy.UsageOf(c.Nodes, provpolicy.NewPriceBook(types...))}
+	return &PolicyGate{Planner: pl, Usage: planner.UsageOf(c.Nodes, planner.NewPriceBook(types...))}
 }
 
 // Check implements Gate.
@@ -60,7 +60,7 @@ func (g *PolicyGate) Check(ctx context.Context, c *Cluster, cmd *Command) string
 	}
 	for _, r := range cmd.Replacements {
 		in.Replacements = append(in.Replacements, policies.DisruptionNode{Name: r.Hostname, InstanceType: r.InstanceType.Name,
-			Family: provpolicy.Family(r.InstanceType), CapacityType: r.Offering.CapacityType, PricePerHour: r.Offering.Price})
+			Family: planner.Family(r.InstanceType), CapacityType: r.Offering.CapacityType, PricePerHour: r.Offering.Price})
 	}
 	deltas := costDeltas(c, cmd)
 	for ns, d := range deltas {

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
-	provpolicy "github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
+	"github.com/karpenter-policy/karpenter/scheduling/planner"
 	"github.com/karpenter-policy/karpenter/policies"
 )
 
@@ -37,7 +37,7 @@ func TestConsolidationPrefersNamespacesOverBudget(t *testing.T) {
 			budget := &policyv1.CapacityBudget{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Namespace: "team-b"},
 				Spec: policyv1.CapacityBudgetSpec{Limits: &policyv1.BudgetLimits{HourlyCost: &limit}, Enforcement: policyv1.EnforcementDeny}}
 			c := w.cluster()
-			c.Gate = NewPolicyGate(&provpolicy.Planner{Engine: engine, Now: now,
+			c.Gate = NewPolicyGate(&planner.Planner{Engine: engine, Now: now,
 				Namespaces: map[string]policies.Namespace{}, Budgets: map[string]*policyv1.CapacityBudget{"team-b": budget}}, c)
 			if got := strings.Join(commandNames(commands(t, SingleNode{}, c)), " | "); got != tc.want {
 				t.Errorf("commands %q, want %q", got, tc.want)

@@ -24,7 +24,7 @@ import (
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
-	provpolicy "github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
+	"github.com/karpenter-policy/karpenter/scheduling/planner"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
 )
@@ -74,7 +74,7 @@ func (u *Usage) ByNamespace(ctx context.Context) (map[string]policies.Usage, err
 	if err != nil {
 		return nil, err
 	}
-	u.usage, u.at = provpolicy.UsageOf(snap.Nodes, provpolicy.NewPriceBook(snap.InstanceTypes()...)), u.clock.Now()
+	u.usage, u.at = planner.UsageOf(snap.Nodes, planner.NewPriceBook(snap.InstanceTypes()...)), u.clock.Now()
 	return u.usage, nil
 }
 

@@ -31,10 +31,10 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
-	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning/policy"
-	solver "github.com/karpenter-policy/karpenter/controllers/provisioning/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling/planner"
+	"github.com/karpenter-policy/karpenter/scheduling/solver"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
 )
@@ -251,32 +251,26 @@ func SolverInput(snap *state.Snapshot) *solver.Input {
 }
 
 // solve runs the batch through the policies when the engine is set, else the solver alone.
-func (p *Provisioner) solve(ctx context.Context, in *solver.Input) (*solver.Result, *policy.Outcome, error) {
+func (p *Provisioner) solve(ctx context.Context, in *solver.Input) (*solver.Result, *planner.Outcome, error) {
 	if p.engine == nil {
 		res, err := solver.Solve(in)
 		return res, nil, err
 	}
-	planner, err := p.planner(ctx)
+	pl, err := NewPlanner(ctx, p.client, p.engine, p.clock.Now())
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := planner.Solve(ctx, in)
+	out, err := pl.Solve(ctx, in)
 	if err != nil {
 		return nil, nil, err
 	}
 	return out.Result, out, nil
 }
 
-// planner gathers what the policies read: namespaces with their labels and the budgets. A
-// namespace with several CapacityBudgets is governed by the first by name.
-func (p *Provisioner) planner(ctx context.Context) (*policy.Planner, error) {
-	return NewPlanner(ctx, p.client, p.engine, p.clock.Now())
-}
-
 // NewPlanner gathers what the policies read from the cluster (namespaces with their labels,
 // each namespace's governing CapacityBudget) into a planner over the engine; the provisioner
 // and the disruption gate share it.
-func NewPlanner(ctx context.Context, c client.Client, engine *policies.Engine, now time.Time) (*policy.Planner, error) {
+func NewPlanner(ctx context.Context, c client.Client, engine *policies.Engine, now time.Time) (*planner.Planner, error) {
 	var nss corev1.NamespaceList
 	if err := c.List(ctx, &nss); err != nil {
 		return nil, fmt.Errorf("listing namespaces: %w", err)
@@ -285,7 +279,7 @@ func NewPlanner(ctx context.Context, c client.Client, engine *policies.Engine, n
 	if err := c.List(ctx, &budgets); err != nil {
 		return nil, fmt.Errorf("listing capacitybudgets: %w", err)
 	}
-	pl := &policy.Planner{Engine: engine, Namespaces: map[string]policies.Namespace{}, Budgets: map[string]*policyv1.CapacityBudget{}, Now: now}
+	pl := &planner.Planner{Engine: engine, Namespaces: map[string]policies.Namespace{}, Budgets: map[string]*policyv1.CapacityBudget{}, Now: now}
 	for _, ns := range nss.Items {
 		pl.Namespaces[ns.Name] = policies.Namespace{Name: ns.Name, Labels: ns.Labels}
 	}
@@ -311,7 +305,7 @@ func governing(budgets []policyv1.CapacityBudget) map[string]*policyv1.CapacityB
 // reportPolicies turns a batch's policy outcome into Events and metrics: the pods a Deny
 // keeps pending get an Event naming the policy and the numbers; Warn and DryRun results and
 // evaluation errors go on the policy objects. It returns the blocked pods.
-func (p *Provisioner) reportPolicies(ctx context.Context, out *policy.Outcome) map[*corev1.Pod]bool {
+func (p *Provisioner) reportPolicies(ctx context.Context, out *planner.Outcome) map[*corev1.Pod]bool {
 	blocked := map[*corev1.Pod]bool{}
 	if out == nil {
 		return blocked

@@ -1,7 +1,7 @@
 // Package state is the controllers' view of the cluster: nodes, NodeClaims, pods, DaemonSets
 // and NodePools as the manager's informers hold them, plus what only Karpenter knows, the pods
 // it nominated to NodeClaims that are still launching. Snapshot gives it in the terms of
-// cloudprovider/scheduling, which the provisioner turns into the solver's input; state never
+// scheduling, which the provisioner turns into the solver's input; state never
 // imports the solver. It reads caches only; it never writes to the API server.
 package state
 

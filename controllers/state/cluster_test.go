@@ -18,7 +18,7 @@ import (
 
 	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	"github.com/karpenter-policy/karpenter/cloudprovider/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
 var startupTaint = corev1.Taint{Key: "example.com/agent", Effect: corev1.TaintEffectNoSchedule}

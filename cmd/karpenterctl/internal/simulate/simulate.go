@@ -1,0 +1,365 @@
+// Package simulate runs the solver on manifests instead of a cluster: NodePools, workloads
+// (Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets) and existing Nodes with
+// their pods, as a repository holds them, and reports what the provisioner would launch. It
+// backs `karpenterctl simulate`; like the solver it does no I/O.
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling/planner"
+	"github.com/karpenter-policy/karpenter/scheduling/solver"
+	"github.com/karpenter-policy/karpenter/policies"
+)
+
+// Input are the decoded objects of a simulation.
+type Input struct {
+	// NodePools are v1: the CLI converts v1beta1 ones at its edge (webhooks/conversion).
+	NodePools     []*karpv1.NodePool
+	Workloads     []runtime.Object // Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets
+	Nodes         []*corev1.Node
+	BoundPods     []*corev1.Pod // pods with spec.nodeName, from the nodes' files
+	InstanceTypes []*cloudprovider.InstanceType
+	// Planner, when set, applies CapacityBudgets and CapacityPolicies around the solver.
+	Planner *planner.Planner
+}
+
+// Report is the simulation's outcome; its JSON shape is documented in docs/simulate.md.
+type Report struct {
+	NodeClaims    []NodeClaim    `json:"nodeClaims"`
+	ExistingNodes []ExistingNode `json:"existingNodes"`
+	Unschedulable []Pending      `json:"unschedulable"`
+	Totals        Totals         `json:"totals"`
+	// Namespaces account for each namespace with pending pods when policies are applied.
+	Namespaces map[string]*NamespaceReport `json:"namespaces,omitempty"`
+	// PolicyWarnings are Warn results (and DryRun ones, marked so); they blocked nothing.
+	PolicyWarnings []string `json:"policyWarnings,omitempty"`
+	// Disruption is what disruption passes do to the cluster (simulate --disrupt).
+	Disruption *DisruptionReport `json:"disruption,omitempty"`
+}
+
+// NamespaceReport is one namespace under the policies: its run-rate and Spot share once the
+// new NodeClaims launch (existing nodes included), and the pods policies keep pending.
+type NamespaceReport struct {
+	PricePerHour float64 `json:"pricePerHour"`
+	SpotPercent  float64 `json:"spotPercent"`
+	// HourlyLimit is its CapacityBudget's limit in force, when it has one.
+	HourlyLimit *float64  `json:"hourlyLimit,omitempty"`
+	BlockedPods []Pending `json:"blockedPods"`
+}
+
+// NodeClaim is a node to launch.
+type NodeClaim struct {
+	NodePool      string   `json:"nodePool"`
+	InstanceType  string   `json:"instanceType"`
+	InstanceTypes []string `json:"instanceTypes"`
+	CapacityType  string   `json:"capacityType"`
+	Zone          string   `json:"zone"`
+	PricePerHour  float64  `json:"pricePerHour"`
+	Pods          []string `json:"pods"`
+	CPU           string   `json:"cpu"`
+	Memory        string   `json:"memory"`
+}
+
+// ExistingNode lists the pending pods placed on an existing node.
+type ExistingNode struct {
+	Name string   `json:"name"`
+	Pods []string `json:"pods"`
+}
+
+// Pending is a pod that stays pending.
+type Pending struct {
+	Pod    string `json:"pod"`
+	Reason string `json:"reason"`
+}
+
+// Totals sum up the new NodeClaims.
+type Totals struct {
+	PricePerHour      float64 `json:"pricePerHour"`
+	Nodes             int     `json:"nodes"`
+	Pods              int     `json:"pods"`
+	Unschedulable     int     `json:"unschedulable"`
+	CPUUtilization    float64 `json:"cpuUtilization"`
+	MemoryUtilization float64 `json:"memoryUtilization"`
+	LowerBoundPerHour float64 `json:"lowerBoundPerHour"`
+	RatioToLowerBound float64 `json:"ratioToLowerBound"`
+}
+
+// Run expands the workloads, solves, and reports.
+func Run(ctx context.Context, in *Input) (*Report, error) {
+	pools, err := nodePools(in)
+	if err != nil {
+		return nil, err
+	}
+	pods, templates, err := expandWorkloads(in.Workloads)
+	if err != nil {
+		return nil, err
+	}
+	solverPools := make([]*solver.NodePool, 0, len(pools))
+	for _, np := range pools {
+		solverPools = append(solverPools, &solver.NodePool{NodePool: np, InstanceTypes: in.InstanceTypes, DaemonSetOverhead: solver.DaemonSetOverhead(np, templates)})
+	}
+	nodes := existingNodes(in.Nodes, in.BoundPods)
+	solverIn := &solver.Input{Pods: pods, NodePools: solverPools, Nodes: nodes}
+	if in.Planner == nil {
+		res, err := solver.Solve(solverIn)
+		if err != nil {
+			return nil, err
+		}
+		return report(res), nil
+	}
+	out, err := in.Planner.Solve(ctx, solverIn)
+	if err != nil {
+		return nil, err
+	}
+	r := report(out.Result)
+	r.Namespaces = map[string]*NamespaceReport{}
+	for name, ns := range out.Namespaces {
+		nr := &NamespaceReport{PricePerHour: round(ns.PricePerHour()), SpotPercent: round(SpotPercent(ns)), BlockedPods: []Pending{}}
+		if ns.Budget != nil && ns.Budget.HasLimit {
+			l := round(ns.Budget.HourlyLimit)
+			nr.HourlyLimit = &l
+		}
+		for _, b := range ns.Blocked {
+			nr.BlockedPods = append(nr.BlockedPods, Pending{Pod: solver.PodKey(b.Pod), Reason: b.Violation.Message})
+		}
+		sort.Slice(nr.BlockedPods, func(i, j int) bool { return NaturalLess(nr.BlockedPods[i].Pod, nr.BlockedPods[j].Pod) })
+		r.Namespaces[name] = nr
+	}
+	for _, w := range out.Warnings {
+		r.PolicyWarnings = append(r.PolicyWarnings, w.Message)
+	}
+	for _, w := range out.DryRun {
+		r.PolicyWarnings = append(r.PolicyWarnings, "dry run: "+w.Message)
+	}
+	for _, e := range out.Errors {
+		r.PolicyWarnings = append(r.PolicyWarnings, "evaluation error: "+e.Error())
+	}
+	sort.Strings(r.PolicyWarnings)
+	r.Unschedulable = sortedPending(r.Unschedulable)
+	return r, nil
+}
+
+// SpotPercent is a namespace's Spot share once the new NodeClaims launch, under its budget's
+// bounds in force (policies.SpotBounds.Share), or with no on-demand base when it has none.
+func SpotPercent(ns *planner.Namespace) float64 {
+	b := policies.NoSpotBounds
+	if ns.Budget != nil {
+		b = ns.Budget.Spot
+	}
+	return ns.After().SpotShare(b).Percent
+}
+
+// expandWorkloads turns workloads into their pods, and DaemonSets into the templates whose
+// requests every node carries.
+func expandWorkloads(workloads []runtime.Object) ([]*corev1.Pod, []corev1.PodTemplateSpec, error) {
+	var pods []*corev1.Pod
+	var templates []corev1.PodTemplateSpec
+	for _, w := range workloads {
+		switch o := w.(type) {
+		case *appsv1.DaemonSet:
+			templates = append(templates, o.Spec.Template)
+		default:
+			ps, err := Expand(w)
+			if err != nil {
+				return nil, nil, err
+			}
+			pods = append(pods, ps...)
+		}
+	}
+	return pods, templates, nil
+}
+
+func sortedPending(ps []Pending) []Pending {
+	sort.SliceStable(ps, func(i, j int) bool { return NaturalLess(ps[i].Pod, ps[j].Pod) })
+	return ps
+}
+
+// nodePools are the input's NodePools by name. None is a cluster that launches nothing: its
+// pods stay pending (a plan's base before the first NodePool is merged).
+func nodePools(in *Input) ([]*karpv1.NodePool, error) {
+	out := append([]*karpv1.NodePool(nil), in.NodePools...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Expand turns a workload into its pods, named <namespace>/<controller>-<index> from 0.
+func Expand(o runtime.Object) ([]*corev1.Pod, error) {
+	var (
+		meta     metav1.ObjectMeta
+		template corev1.PodTemplateSpec
+		replicas int32
+	)
+	switch w := o.(type) {
+	case *corev1.Pod:
+		p := w.DeepCopy()
+		if p.Namespace == "" {
+			p.Namespace = corev1.NamespaceDefault
+		}
+		defaultRequests(&p.Spec)
+		return []*corev1.Pod{p}, nil
+	case *appsv1.Deployment:
+		meta, template, replicas = w.ObjectMeta, w.Spec.Template, ptr.Deref(w.Spec.Replicas, 1)
+	case *appsv1.ReplicaSet:
+		meta, template, replicas = w.ObjectMeta, w.Spec.Template, ptr.Deref(w.Spec.Replicas, 1)
+	case *appsv1.StatefulSet:
+		meta, template, replicas = w.ObjectMeta, w.Spec.Template, ptr.Deref(w.Spec.Replicas, 1)
+	case *batchv1.Job:
+		meta, template = w.ObjectMeta, w.Spec.Template
+		// A Job runs at most parallelism pods at once, and no more than it has to complete.
+		replicas = 1
+		if w.Spec.Parallelism != nil {
+			replicas = *w.Spec.Parallelism
+		}
+		if w.Spec.Completions != nil && *w.Spec.Completions < replicas {
+			replicas = *w.Spec.Completions
+		}
+	default:
+		return nil, fmt.Errorf("%T is not a workload simulate understands", o)
+	}
+	ns := meta.Namespace
+	if ns == "" {
+		ns = corev1.NamespaceDefault
+	}
+	pods := make([]*corev1.Pod, 0, replicas)
+	for i := range replicas {
+		p := &corev1.Pod{ObjectMeta: *template.ObjectMeta.DeepCopy(), Spec: *template.Spec.DeepCopy()}
+		p.Name = fmt.Sprintf("%s-%d", meta.Name, i)
+		p.Namespace = ns
+		defaultRequests(&p.Spec)
+		pods = append(pods, p)
+	}
+	return pods, nil
+}
+
+// defaultRequests sets a container's request to its limit where only the limit is given, as
+// the API server's defaulting does: a GPU asked for in limits alone is requested.
+func defaultRequests(spec *corev1.PodSpec) {
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			r := &cs[i].Resources
+			for name, q := range r.Limits {
+				if _, ok := r.Requests[name]; ok {
+					continue
+				}
+				if r.Requests == nil {
+					r.Requests = corev1.ResourceList{}
+				}
+				r.Requests[name] = q.DeepCopy()
+			}
+		}
+	}
+}
+
+func existingNodes(nodes []*corev1.Node, bound []*corev1.Pod) []*scheduling.Node {
+	byNode := map[string][]*corev1.Pod{}
+	for _, p := range bound {
+		byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+	}
+	var out []*scheduling.Node
+	for _, n := range nodes {
+		labels := map[string]string{corev1.LabelHostname: n.Name}
+		for k, v := range n.Labels {
+			labels[k] = v
+		}
+		out = append(out, &scheduling.Node{Name: n.Name, Labels: labels, Taints: n.Spec.Taints, Allocatable: n.Status.Allocatable, Pods: byNode[n.Name]})
+	}
+	return out
+}
+
+func report(res *solver.Result) *Report {
+	r := &Report{NodeClaims: []NodeClaim{}, ExistingNodes: []ExistingNode{}, Unschedulable: []Pending{}}
+	var usedCPU, usedMem, capCPU, capMem float64
+	for _, c := range res.NodeClaims {
+		nc := NodeClaim{NodePool: c.NodePool, InstanceType: c.InstanceType.Name, CapacityType: c.Offering.CapacityType,
+			Zone: c.Offering.Zone, PricePerHour: round(c.Offering.Price), Pods: podKeys(c.Pods),
+			CPU: c.Requests.Cpu().String(), Memory: c.Requests.Memory().String()}
+		for _, it := range c.InstanceTypes {
+			nc.InstanceTypes = append(nc.InstanceTypes, it.Name)
+		}
+		alloc := c.InstanceType.Allocatable()
+		usedCPU += float64(c.Requests.Cpu().MilliValue())
+		usedMem += float64(c.Requests.Memory().Value())
+		capCPU += float64(alloc.Cpu().MilliValue())
+		capMem += float64(alloc.Memory().Value())
+		r.NodeClaims = append(r.NodeClaims, nc)
+		// The total adds up the prices listed, each rounded, so that what is printed sums.
+		r.Totals.PricePerHour += nc.PricePerHour
+		r.Totals.Pods += len(c.Pods)
+	}
+	var names []string
+	for name := range res.Existing {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		r.ExistingNodes = append(r.ExistingNodes, ExistingNode{Name: name, Pods: podKeys(res.Existing[name])})
+	}
+	for _, u := range res.Unschedulable {
+		r.Unschedulable = append(r.Unschedulable, Pending{Pod: solver.PodKey(u.Pod), Reason: u.Reason})
+	}
+	r.Unschedulable = sortedPending(r.Unschedulable)
+	r.Totals.Nodes = len(res.NodeClaims)
+	r.Totals.Unschedulable = len(res.Unschedulable)
+	r.Totals.PricePerHour = round(r.Totals.PricePerHour)
+	r.Totals.LowerBoundPerHour = round(res.LowerBoundPerHour)
+	if capCPU > 0 {
+		r.Totals.CPUUtilization = round(usedCPU / capCPU)
+		r.Totals.MemoryUtilization = round(usedMem / capMem)
+	}
+	if res.LowerBoundPerHour > 0 {
+		r.Totals.RatioToLowerBound = round(res.PricePerHour() / res.LowerBoundPerHour)
+	}
+	return r
+}
+
+func podKeys(pods []*corev1.Pod) []string {
+	out := make([]string, len(pods))
+	for i, p := range pods {
+		out[i] = solver.PodKey(p)
+	}
+	sort.Slice(out, func(i, j int) bool { return NaturalLess(out[i], out[j]) })
+	return out
+}
+
+// NaturalLess orders pod keys with their index numerically (web-2 before web-10).
+func NaturalLess(a, b string) bool {
+	pa, na := splitIndex(a)
+	pb, nb := splitIndex(b)
+	if pa != pb {
+		return pa < pb
+	}
+	return na < nb
+}
+
+func splitIndex(s string) (string, int) {
+	i := strings.LastIndexByte(s, '-')
+	if i < 0 {
+		return s, -1
+	}
+	n := 0
+	for _, c := range s[i+1:] {
+		if c < '0' || c > '9' {
+			return s, -1
+		}
+		n = n*10 + int(c-'0')
+	}
+	return s[:i], n
+}
+
+func round(f float64) float64 {
+	return float64(int64(f*1e4+0.5)) / 1e4
+}

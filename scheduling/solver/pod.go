@@ -1,0 +1,157 @@
+package solver
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpenter-policy/karpenter/scheduling"
+)
+
+// PodKey is namespace/name.
+func PodKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
+
+// podRequirements are the node requirements of one attempt for a pod: its node selector, one
+// required node affinity term (they are ORed), and, unless relaxed, its preferred terms.
+func podRequirements(p *corev1.Pod, term int, preferred []corev1.PreferredSchedulingTerm) scheduling.Requirements {
+	rs := scheduling.Requirements{}
+	for k, v := range p.Spec.NodeSelector {
+		rs.Add(scheduling.NewRequirement(k, corev1.NodeSelectorOpIn, v))
+	}
+	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+		if req := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution; req != nil && term < len(req.NodeSelectorTerms) {
+			for _, e := range req.NodeSelectorTerms[term].MatchExpressions {
+				rs.Add(scheduling.NewRequirement(e.Key, e.Operator, e.Values...))
+			}
+		}
+	}
+	for _, t := range preferred {
+		for _, e := range t.Preference.MatchExpressions {
+			rs.Add(scheduling.NewRequirement(e.Key, e.Operator, e.Values...))
+		}
+	}
+	return rs
+}
+
+// requiredTerms is how many ORed required node affinity terms a pod has (at least one).
+func requiredTerms(p *corev1.Pod) int {
+	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		if n := len(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms); n > 0 {
+			return n
+		}
+	}
+	return 1
+}
+
+// preferredTerms are a pod's preferred node affinity terms, heaviest first.
+func preferredTerms(p *corev1.Pod) []corev1.PreferredSchedulingTerm {
+	if a := p.Spec.Affinity; a == nil || a.NodeAffinity == nil {
+		return nil
+	}
+	out := append([]corev1.PreferredSchedulingTerm(nil), p.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Weight > out[j].Weight })
+	return out
+}
+
+// Tolerates reports whether the pod tolerates every taint (PreferNoSchedule ones only with
+// strict), as the scheduler decides.
+func Tolerates(p *corev1.Pod, taints []corev1.Taint, strict bool) bool {
+	ok, _ := tolerates(p, taints, strict)
+	return ok
+}
+
+// tolerates reports whether the pod tolerates every taint; with strict, PreferNoSchedule
+// taints count too. It returns the first taint not tolerated.
+func tolerates(p *corev1.Pod, taints []corev1.Taint, strict bool) (bool, *corev1.Taint) {
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule && !strict {
+			continue
+		}
+		ok := false
+		for j := range p.Spec.Tolerations {
+			if toleration(&p.Spec.Tolerations[j], t) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false, t
+		}
+	}
+	return true, nil
+}
+
+func taintString(t *corev1.Taint) string {
+	if t.Value == "" {
+		return fmt.Sprintf("%s:%s", t.Key, t.Effect)
+	}
+	return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
+}
+
+// hostPorts are the host ports a pod binds, as protocol/ip/port.
+func hostPorts(p *corev1.Pod) []string {
+	var out []string
+	for _, c := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
+		for _, port := range c.Ports {
+			if port.HostPort == 0 {
+				continue
+			}
+			proto := port.Protocol
+			if proto == "" {
+				proto = corev1.ProtocolTCP
+			}
+			ip := port.HostIP
+			if ip == "" {
+				ip = "0.0.0.0"
+			}
+			out = append(out, fmt.Sprintf("%s/%s/%d", proto, ip, port.HostPort))
+		}
+	}
+	return out
+}
+
+// portsConflict returns a wanted host port already in use (0.0.0.0 conflicts with any IP).
+func portsConflict(used map[string]bool, want []string) string {
+	for _, w := range want {
+		if used[w] {
+			return w
+		}
+		proto, rest, _ := strings.Cut(w, "/")
+		ip, port, _ := strings.Cut(rest, "/")
+		for u := range used {
+			uproto, urest, _ := strings.Cut(u, "/")
+			uip, uport, _ := strings.Cut(urest, "/")
+			if uproto == proto && uport == port && (ip == "0.0.0.0" || uip == "0.0.0.0") {
+				return w
+			}
+		}
+	}
+	return ""
+}
+
+// toleration reports whether a toleration tolerates a taint, as the scheduler decides.
+func toleration(tol *corev1.Toleration, t *corev1.Taint) bool {
+	if tol.Effect != "" && tol.Effect != t.Effect {
+		return false
+	}
+	if tol.Key == "" {
+		return tol.Operator == corev1.TolerationOpExists
+	}
+	if tol.Key != t.Key {
+		return false
+	}
+	switch tol.Operator {
+	case corev1.TolerationOpExists:
+		return true
+	case "", corev1.TolerationOpEqual:
+		return tol.Value == t.Value
+	}
+	return false
+}
+
+// PodRequirements are the node requirements of the pod's nodeSelector and first required
+// node affinity term, without preferences.
+func PodRequirements(p *corev1.Pod) scheduling.Requirements { return podRequirements(p, 0, nil) }

@@ -1,0 +1,169 @@
+package solver
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/scheduling"
+)
+
+// prepare turns the input into the solver's structures: the NodePools in weight order with
+// the instance types each can launch, the existing and in-flight nodes with their free room,
+// and the topology groups of the pending pods, counted over the pods already placed.
+func (s *solver) prepare() error {
+	for _, in := range s.in.NodePools {
+		s.pools = append(s.pools, s.preparePool(in))
+	}
+	sort.SliceStable(s.pools, func(i, j int) bool {
+		wi, wj := weight(s.pools[i].np), weight(s.pools[j].np)
+		if wi != wj {
+			return wi > wj
+		}
+		return s.pools[i].name < s.pools[j].name
+	})
+	s.prepareNodes()
+	for _, p := range s.in.Pods {
+		if err := s.topo.register(p); err != nil {
+			return fmt.Errorf("pod %s: %w", PodKey(p), err)
+		}
+	}
+	// Count the pods already bound, now that every group exists.
+	for _, e := range s.nodes {
+		for _, p := range e.node.Pods {
+			s.topo.registerExisting(p, e.labelsWithHostname())
+			s.topo.count(p, e.domain, nil)
+		}
+	}
+	return nil
+}
+
+// preparePool is a NodePool's requirements (its own, its name and its template labels), what
+// its limits leave, the label keys its types define, and the types it can launch.
+func (s *solver) preparePool(in *NodePool) *pool {
+	np := in.NodePool
+	p := &pool{np: np, name: np.Name, taints: np.Spec.Template.Spec.Taints, overhead: in.DaemonSetOverhead, typeKeys: sets.New[string]()}
+	p.reqs = scheduling.NewRequirements(np.Spec.Template.Spec.Requirements...)
+	p.reqs.Add(scheduling.NewRequirement(karpv1.NodePoolLabelKey, corev1.NodeSelectorOpIn, np.Name))
+	for k, v := range np.Spec.Template.Labels {
+		p.reqs.Add(scheduling.NewRequirement(k, corev1.NodeSelectorOpIn, v))
+	}
+	if len(np.Spec.Limits) > 0 {
+		// What is left of each limited resource; usage of resources without a limit is
+		// irrelevant.
+		p.remaining = corev1.ResourceList{}
+		for k, limit := range np.Spec.Limits {
+			left := limit.DeepCopy()
+			if used, ok := in.Usage[k]; ok {
+				left.Sub(used)
+			}
+			p.remaining[k] = left
+		}
+	}
+	p.typeKeys.Insert(karpv1.LabelTopologyZone, karpv1.CapacityTypeLabelKey)
+	for _, it := range in.InstanceTypes {
+		for k := range it.Labels {
+			p.typeKeys.Insert(k)
+		}
+	}
+	var poolTypeKeys []string
+	for _, k := range p.reqs.Keys() {
+		if p.typeKeys.Has(k) {
+			poolTypeKeys = append(poolTypeKeys, k)
+		}
+	}
+	poolTaints := taintsKey(p.taints)
+	overhead := toRes(in.DaemonSetOverhead)
+	for _, it := range in.InstanceTypes {
+		t := s.prepareType(it)
+		if t == nil || t.compatible(p.reqs, poolTypeKeys) != nil {
+			continue
+		}
+		if ok, _ := overhead.fitsIn(t.alloc); !ok {
+			continue
+		}
+		p.types = append(p.types, t)
+		// The domains the NodePool can launch into: its types' values its requirements allow.
+		for k, r := range t.reqs {
+			for _, v := range r.Values() {
+				if pr, ok := p.reqs[k]; !ok || pr.Has(v) {
+					s.topo.addDomain(k, v, p.taints, poolTaints)
+				}
+			}
+		}
+	}
+	if len(p.types) == 0 {
+		p.excluded = fmt.Sprintf("no instance type of its %d matches its requirements and has an available offering", len(in.InstanceTypes))
+	}
+	return p
+}
+
+// prepareType is an instance type as the solver reads it: its labels and the zones and
+// capacity types of its available offerings as requirements and bit masks, its offerings
+// cheapest first; nil when it has no available offering.
+func (s *solver) prepareType(it *cloudprovider.InstanceType) *instanceType {
+	t := &instanceType{it: it, reqs: scheduling.LabelRequirements(it.Labels), alloc: toRes(it.Allocatable()), idx: s.typeCount}
+	s.typeCount++
+	zones, cts := sets.New[string](), sets.New[string]()
+	for _, o := range it.Offerings {
+		if o.ReservationID != "" {
+			if o.ReservationCapacity <= 0 {
+				continue
+			}
+			if _, seen := s.reserved[o.ReservationID]; !seen {
+				s.reserved[o.ReservationID] = o.ReservationCapacity
+			}
+		}
+		if o.Available {
+			zones.Insert(o.Zone)
+			cts.Insert(o.CapacityType)
+			t.offerings = append(t.offerings, o)
+		}
+	}
+	if zones.Len() == 0 {
+		return nil
+	}
+	t.reqs[karpv1.LabelTopologyZone] = scheduling.NewRequirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, sets.List(zones)...)
+	t.reqs[karpv1.CapacityTypeLabelKey] = scheduling.NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, sets.List(cts)...)
+	t.zones, t.capacityTypes, t.in, t.reserved = zones, cts, s.intern, s.reserved
+	sort.SliceStable(t.offerings, func(i, j int) bool { return t.offerings[i].Price < t.offerings[j].Price })
+	for _, o := range t.offerings {
+		zb, cb := s.intern.bit(s.intern.zones, o.Zone), s.intern.bit(s.intern.cts, o.CapacityType)
+		t.offerZone, t.offerCT = append(t.offerZone, zb), append(t.offerCT, cb)
+		t.zoneMask, t.ctMask = t.zoneMask|zb, t.ctMask|cb
+	}
+	return t
+}
+
+// prepareNodes are the existing nodes, then the in-flight ones, by name, each with what its
+// pods leave free, its host ports in use, and its labels as topology domains.
+func (s *solver) prepareNodes() {
+	nodes := append([]*scheduling.Node(nil), s.in.Nodes...)
+	sort.SliceStable(nodes, func(i, j int) bool {
+		if nodes[i].InFlight != nodes[j].InFlight {
+			return !nodes[i].InFlight
+		}
+		return nodes[i].Name < nodes[j].Name
+	})
+	for _, n := range nodes {
+		e := &existing{node: n, reqs: scheduling.LabelRequirements(n.Labels), available: n.Allocatable.DeepCopy(), ports: map[string]bool{}}
+		if _, ok := n.Labels[corev1.LabelHostname]; !ok {
+			e.reqs[corev1.LabelHostname] = scheduling.NewRequirement(corev1.LabelHostname, corev1.NodeSelectorOpIn, n.Name)
+		}
+		nodeTaints := taintsKey(n.Taints)
+		for k, v := range n.Labels {
+			s.topo.addDomain(k, v, n.Taints, nodeTaints)
+		}
+		for _, p := range n.Pods {
+			e.available = scheduling.Subtract(e.available, s.requests.Of(p))
+			for _, hp := range hostPorts(p) {
+				e.ports[hp] = true
+			}
+		}
+		s.nodes = append(s.nodes, e)
+	}
+}

@@ -1,0 +1,62 @@
+package solver
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+)
+
+// withReservation adds a reserved offering of room instances in zone z-a, priced as a
+// reservation is (next to nothing, docs/architecture.md "Reserved capacity").
+func withReservation(it *cloudprovider.InstanceType, id string, room int) *cloudprovider.InstanceType {
+	it.Offerings = append(it.Offerings, cloudprovider.Offering{Zone: "z-a", CapacityType: karpv1.CapacityTypeReserved,
+		Price: 0.096 / 1e7, Available: room > 0, ReservationID: id, ReservationCapacity: room})
+	return it
+}
+
+func TestReservedCapacityIsChosenFirstWhileItHasRoom(t *testing.T) {
+	anyCapacity := func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn,
+			Values: []string{karpv1.CapacityTypeOnDemand, karpv1.CapacityTypeReserved}}}
+	}
+	for name, tc := range map[string]struct {
+		room         int
+		pods         int
+		wantReserved int
+		wantOnDemand int
+		onlyOnDemand bool
+	}{
+		"room for all":                          {room: 5, pods: 3, wantReserved: 3},
+		"room for two of five":                  {room: 2, pods: 5, wantReserved: 2, wantOnDemand: 3},
+		"no room left":                          {room: 0, pods: 2, wantOnDemand: 2},
+		"a NodePool that allows only on-demand": {room: 5, pods: 2, wantOnDemand: 2, onlyOnDemand: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			types := []*cloudprovider.InstanceType{withReservation(itype("m5.large", "amd64", 2, 8, 0.096), "cr-0123", tc.room), itype("m5.xlarge", "amd64", 4, 16, 0.192)}
+			np := nodePool("default", anyCapacity)
+			if tc.onlyOnDemand {
+				np = nodePool("default")
+			}
+			// Each pod fills an m5.large, so every pod needs a NodeClaim of its own.
+			r := solve(t, &Input{Pods: pods("app", tc.pods, "1500m", "2Gi"), NodePools: []*NodePool{{NodePool: np, InstanceTypes: types}}})
+			reserved, onDemand := 0, 0
+			for _, c := range r.NodeClaims {
+				switch c.Offering.CapacityType {
+				case karpv1.CapacityTypeReserved:
+					reserved++
+					if c.Offering.ReservationID != "cr-0123" || c.Offering.Zone != "z-a" || c.InstanceType.Name != "m5.large" {
+						t.Errorf("reserved NodeClaim on %s %+v", c.InstanceType.Name, c.Offering)
+					}
+				case karpv1.CapacityTypeOnDemand:
+					onDemand++
+				}
+			}
+			if reserved != tc.wantReserved || onDemand != tc.wantOnDemand {
+				t.Fatalf("reserved %d, on-demand %d; want %d and %d", reserved, onDemand, tc.wantReserved, tc.wantOnDemand)
+			}
+		})
+	}
+}

@@ -1,0 +1,219 @@
+package solver
+
+import (
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/scheduling"
+)
+
+// MaxInstanceTypes is how many instance types a new NodeClaim offers the cloud provider.
+const MaxInstanceTypes = 60
+
+// Input is everything the solver decides from.
+type Input struct {
+	// Pods are the pending pods to place.
+	Pods []*corev1.Pod
+	// NodePools with their instance types, DaemonSet overhead and usage so far.
+	NodePools []*NodePool
+	// Nodes are existing nodes and in-flight NodeClaims, with the pods bound or nominated to them.
+	Nodes []*scheduling.Node
+	// VolumeRequirements are node requirements from pods' bound PersistentVolumes (zonal
+	// volumes), by pod namespace/name.
+	VolumeRequirements map[string][]corev1.NodeSelectorRequirement
+	// Policy, when set, adds per-namespace constraints on new NodeClaims.
+	Policy PolicyHook
+	// GrowFreely lets a NodeClaim grow into any type that fits its pods, however it compares
+	// with a node of their own: disruption sets it when its replacement must be one node.
+	GrowFreely bool
+	// Requests, when set, holds the pods' requests computed once for the snapshot the input
+	// comes from; the solver adds the pods it has not seen.
+	Requests *scheduling.PodRequestCache
+	// Seed, when set, are the NodeClaims of an earlier solve of mostly the same pods (the
+	// policy engine solves again after it changes a few pods' constraints). Each pod that
+	// was on one is tried first on that NodeClaim, rebuilt in the same order, with its
+	// strictest placement; only the pods that do not fit there any more, and those not on a
+	// seed, search every node and NodeClaim. Every placement is checked as usual, so the
+	// result is valid whatever the seed: a seed makes the solve faster, not different in
+	// what it honours.
+	Seed []*NodeClaim
+}
+
+// NodePool is a NodePool with what the solver needs to launch from it.
+type NodePool struct {
+	NodePool      *karpv1.NodePool
+	InstanceTypes []*cloudprovider.InstanceType
+	// DaemonSetOverhead is what the DaemonSets that would run on its nodes request.
+	DaemonSetOverhead corev1.ResourceList
+	// Usage is what its nodes and in-flight NodeClaims already use, including "nodes", for limits.
+	Usage corev1.ResourceList
+}
+
+// Result is the solver's decision.
+type Result struct {
+	NodeClaims []*NodeClaim
+	// Existing maps node names to the pods placed on them.
+	Existing map[string][]*corev1.Pod
+	// Unschedulable pods, each with a reason a person can act on.
+	Unschedulable []Unschedulable
+	// LowerBoundPerHour is what the pods placed on new NodeClaims would cost at best (see
+	// lowerBound); PricePerHour() over it says how close the decision is.
+	LowerBoundPerHour float64
+	// Requests are the pending pods' requests as the solver counted them (PodRequests).
+	Requests map[*corev1.Pod]corev1.ResourceList
+}
+
+// Unschedulable is a pod the solver could not place.
+type Unschedulable struct {
+	Pod    *corev1.Pod
+	Reason string
+}
+
+type standaloneKey struct {
+	pod  *corev1.Pod
+	pool *pool
+}
+
+type solver struct {
+	// podRes are the pending pods' requests as integers, made once per solve.
+	podRes map[*corev1.Pod]res
+	// lastPod and lastRes cache resOf's last answer: a pod is tried on many NodeClaims in a row.
+	lastPod *corev1.Pod
+	lastRes res
+	// requests are the pods' requests, computed once per pod (Input.Requests when given).
+	requests *scheduling.PodRequestCache
+	// standalone caches what a node of its own would cost a pod on a NodePool.
+	standalone map[standaloneKey]float64
+	in         *Input
+	pools      []*pool
+	nodes      []*existing
+	claims     []*NodeClaim
+	topo       *topology
+	intern     *interner
+	// reserved is how much room each capacity reservation has left in this solve.
+	reserved reservations
+	// typeCount is how many instance types prepare made; offerFilters are the policies'
+	// offering filters with their answers.
+	typeCount         int
+	offerFilters      map[*Constraints]*offerFilter
+	offerFiltersByKey map[string]*offerFilter
+	// policyPod and podPolicy cache the hook's answers for the pod being placed, by NodePool.
+	policyPod *corev1.Pod
+	podPolicy map[*pool]*Constraints
+	// podPolicyReqs are the pod being placed's requirements with its policy's, by NodePool;
+	// reset for every placement attempt.
+	podPolicyReqs map[*pool]scheduling.Requirements
+	// ahead is the cpu and memory the pods not yet placed request: a NodeClaim grows into a
+	// type only if the batch could still fill it.
+	aheadCPU, aheadMem int64
+	// packing: the NodeClaims are being filled for a target type (pack.go), which decides
+	// how far they grow.
+	packing bool
+	// keptBuf holds the types a plan keeps until it is committed or dropped: most plans of a
+	// solve are dropped, so they share one buffer.
+	keptBuf []*instanceType
+}
+
+// resOf is a pod's requests as integers: made once for a pending pod, else from requests.
+func (s *solver) resOf(p *corev1.Pod, requests corev1.ResourceList) res {
+	if p == s.lastPod {
+		return s.lastRes
+	}
+	r, ok := s.podRes[p]
+	if !ok {
+		r = toRes(requests)
+	}
+	s.lastPod, s.lastRes = p, r
+	return r
+}
+
+// Solve places the pods: on existing nodes first, then in-flight ones, then on new NodeClaims
+// from the NodePools in weight order. It is deterministic.
+func Solve(in *Input) (*Result, error) {
+	s := &solver{in: in, topo: newTopology(), standalone: map[standaloneKey]float64{}, intern: newInterner(), reserved: reservations{},
+		offerFilters: map[*Constraints]*offerFilter{}, offerFiltersByKey: map[string]*offerFilter{}}
+	if s.requests = in.Requests; s.requests == nil {
+		s.requests = scheduling.NewPodRequestCache()
+	}
+	if err := s.prepare(); err != nil {
+		return nil, err
+	}
+	pods := append([]*corev1.Pod(nil), in.Pods...)
+	requests := make(map[*corev1.Pod]corev1.ResourceList, len(pods))
+	out := &Result{Existing: map[string][]*corev1.Pod{}, Requests: requests}
+	s.podRes = make(map[*corev1.Pod]res, len(pods))
+	for _, p := range pods {
+		requests[p] = s.requests.Of(p)
+		s.podRes[p] = toRes(requests[p])
+	}
+	// Largest first, measuring cpu and memory together (a vCPU weighs as much as 4 GiB, the
+	// general-purpose shape), so that cpu-heavy and memory-heavy pods arrive interleaved.
+	size := func(p *corev1.Pod) float64 {
+		r := s.podRes[p]
+		return float64(r.cpu)/1000 + float64(r.mem)/(4<<30)
+	}
+	sort.SliceStable(pods, func(i, j int) bool {
+		if a, b := size(pods[i]), size(pods[j]); a != b {
+			return a > b
+		}
+		if pods[i].Namespace != pods[j].Namespace {
+			return pods[i].Namespace < pods[j].Namespace
+		}
+		return pods[i].Name < pods[j].Name
+	})
+	for _, p := range pods {
+		r := s.podRes[p]
+		s.aheadCPU, s.aheadMem = s.aheadCPU+r.cpu, s.aheadMem+r.mem
+	}
+	seedOf := map[*corev1.Pod]int{}
+	for i, c := range in.Seed {
+		for _, p := range c.Pods {
+			seedOf[p] = i
+		}
+	}
+	rebuilt := make([]*NodeClaim, len(in.Seed))
+	var free []*corev1.Pod
+	for _, p := range pods {
+		if _, seeded := seedOf[p]; !seeded && s.packable(p) {
+			free = append(free, p)
+			continue
+		}
+		r := s.podRes[p]
+		s.aheadCPU, s.aheadMem = s.aheadCPU-r.cpu, s.aheadMem-r.mem
+		if i, ok := seedOf[p]; ok && s.placeSeeded(p, requests[p], in.Seed[i].NodePool, &rebuilt[i]) {
+			continue
+		}
+		if reason := s.place(p, requests[p]); reason != "" {
+			out.Unschedulable = append(out.Unschedulable, Unschedulable{Pod: p, Reason: reason})
+		}
+	}
+	for _, p := range s.pack(free, requests) {
+		r := s.podRes[p]
+		s.aheadCPU, s.aheadMem = s.aheadCPU-r.cpu, s.aheadMem-r.mem
+		if reason := s.place(p, requests[p]); reason != "" {
+			out.Unschedulable = append(out.Unschedulable, Unschedulable{Pod: p, Reason: reason})
+		}
+	}
+	for _, n := range s.nodes {
+		if len(n.placed) > 0 {
+			out.Existing[n.node.Name] = n.placed
+		}
+	}
+	for _, c := range s.claims {
+		s.finalize(c)
+		out.NodeClaims = append(out.NodeClaims, c)
+	}
+	sort.SliceStable(out.Unschedulable, func(i, j int) bool { return PodKey(out.Unschedulable[i].Pod) < PodKey(out.Unschedulable[j].Pod) })
+	out.LowerBoundPerHour = s.lowerBound(out.NodeClaims)
+	return out, nil
+}
+
+func weight(np *karpv1.NodePool) int32 {
+	if np.Spec.Weight == nil {
+		return 0
+	}
+	return *np.Spec.Weight
+}
