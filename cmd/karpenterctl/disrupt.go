@@ -6,8 +6,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/karpenter-policy/karpenter/controllers/disruption"
 	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/simulate"
+	"github.com/karpenter-policy/karpenter/controllers/disruption"
 )
 
 // disruptOptions reads --feature-gates for simulate --disrupt.

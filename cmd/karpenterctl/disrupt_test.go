@@ -13,9 +13,9 @@ import (
 	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
-	"github.com/karpenter-policy/karpenter/scheduling/solver"
-	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/simulate"
 	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/offline"
+	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/simulate"
+	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
 
 var disruptWorkloads = filepath.Join(workloads, "disrupt")

@@ -21,8 +21,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/karpenter-policy/karpenter/webhooks/conversion"
 	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/offline"
+	"github.com/karpenter-policy/karpenter/webhooks/conversion"
 )
 
 // Exit statuses.

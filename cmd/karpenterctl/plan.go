@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/simulate"
 	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/offline"
+	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/simulate"
 )
 
 // HoursPerMonth is the month plan prices a run-rate over (365 x 24 / 12).

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
-	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/offline"
+	"github.com/karpenter-policy/karpenter/policies"
 )
 
 const policyUsage = `karpenterctl policy test PATH [PATH...] [--parameters FILE] [-v] [-o text|json]

@@ -22,11 +22,11 @@ import (
 	karpv1beta1 "github.com/karpenter-policy/karpenter/api/karpenter/v1beta1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
-	"github.com/karpenter-policy/karpenter/scheduling/planner"
+	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/offline"
 	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/simulate"
 	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/scheduling/planner"
 	"github.com/karpenter-policy/karpenter/webhooks/conversion"
-	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/offline"
 )
 
 func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {

@@ -19,9 +19,9 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning"
-	"github.com/karpenter-policy/karpenter/scheduling/solver"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
 
 // PollPeriod is how often the controller runs a pass; ValidationDelay is how long a

@@ -9,9 +9,9 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/scheduling"
 	"github.com/karpenter-policy/karpenter/scheduling/planner"
-	"github.com/karpenter-policy/karpenter/policies"
 )
 
 // Gate decides whether a command may go ahead; "" lets it, else the reason it may not.

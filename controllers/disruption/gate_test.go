@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
-	"github.com/karpenter-policy/karpenter/scheduling/planner"
 	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/scheduling/planner"
 )
 
 // Consolidation tries first the nodes running pods of a namespace over its budget: b goes

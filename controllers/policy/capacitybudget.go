@@ -24,9 +24,9 @@ import (
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
-	"github.com/karpenter-policy/karpenter/scheduling/planner"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/scheduling/planner"
 )
 
 // BudgetStatus keeps CapacityBudget status: the namespace's run-rate on running nodes and

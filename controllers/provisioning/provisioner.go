@@ -31,12 +31,12 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
-	"github.com/karpenter-policy/karpenter/scheduling"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
-	"github.com/karpenter-policy/karpenter/scheduling/planner"
-	"github.com/karpenter-policy/karpenter/scheduling/solver"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling/planner"
+	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
 
 // Provisioner launches capacity for pending pods.

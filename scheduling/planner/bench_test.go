@@ -11,8 +11,8 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
-	"github.com/karpenter-policy/karpenter/scheduling/solver"
 	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/scheduling/solver"
 	"github.com/karpenter-policy/karpenter/test"
 	"github.com/karpenter-policy/karpenter/test/bench"
 )

@@ -17,9 +17,9 @@ import (
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
+	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/scheduling"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
-	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/test"
 )
 

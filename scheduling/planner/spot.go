@@ -10,9 +10,9 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/scheduling"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
-	"github.com/karpenter-policy/karpenter/policies"
 )
 
 // Spot shares. A namespace's Spot share is its Spot vCPU over its vCPU above the on-demand

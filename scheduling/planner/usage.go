@@ -5,9 +5,9 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/scheduling"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
-	"github.com/karpenter-policy/karpenter/policies"
 )
 
 // PriceBook prices nodes by their instance-type, zone and capacity-type labels, from the

@@ -19,10 +19,10 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/scheduling"
 	"github.com/karpenter-policy/karpenter/scheduling/planner"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
-	"github.com/karpenter-policy/karpenter/policies"
 )
 
 // Input are the decoded objects of a simulation.

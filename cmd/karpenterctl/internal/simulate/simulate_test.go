@@ -14,8 +14,8 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
-	"github.com/karpenter-policy/karpenter/scheduling/planner"
 	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/scheduling/planner"
 	"github.com/karpenter-policy/karpenter/test"
 )
 
