@@ -15,7 +15,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
 	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/offline"
 	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/simulate"
-	"github.com/karpenter-policy/karpenter/scheduling/solver"
+	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
 var disruptWorkloads = filepath.Join(workloads, "disrupt")
@@ -126,7 +126,7 @@ func (r *replay) check(t *testing.T, when string) {
 			continue
 		}
 		for _, taint := range n.taints {
-			if !solver.Tolerates(p, []corev1.Taint{taint}, true) {
+			if !scheduling.Tolerates(p, []corev1.Taint{taint}, true) {
 				t.Errorf("%s: %s is on %s, whose taint %s it does not tolerate", when, key, r.on[key], taint.Key)
 			}
 		}

@@ -328,7 +328,7 @@ func loadSimulation(src simSources, in *simulate.Input, din *simulate.DisruptInp
 		err = load(src.nodes, func(o runtime.Object, d offline.Document) error {
 			switch v := o.(type) {
 			case *corev1.Node:
-				in.Nodes = append(in.Nodes, v)
+				in.Nodes = append(in.Nodes, readyUnlessStated(v))
 				return nil
 			case *corev1.Pod:
 				if v.Spec.NodeName == "" {
@@ -376,4 +376,17 @@ func loadSimulation(src simSources, in *simulate.Input, din *simulate.DisruptInp
 		}
 	}
 	return err
+}
+
+// readyUnlessStated gives a node written without a Ready condition (a manifest describing a
+// running node seldom states one) a Ready one, as a running node reports; a node whose
+// manifest states its readiness keeps it (docs/simulate.md).
+func readyUnlessStated(n *corev1.Node) *corev1.Node {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return n
+		}
+	}
+	n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"})
+	return n
 }

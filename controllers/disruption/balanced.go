@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
 // BalancedThreshold is k of the Balanced consolidation policy: a move is approved when its
@@ -47,7 +48,7 @@ func podEvictionCost(p *corev1.Pod) float64 {
 func balancedNodeCost(pods []*corev1.Pod) float64 {
 	total := nodeDisruptionBaseline
 	for _, p := range pods {
-		if reschedulable(p) {
+		if scheduling.IsReschedulable(p) {
 			total += max(0, podEvictionCost(p))
 		}
 	}

@@ -72,7 +72,7 @@ func NewCluster(in Input) *Cluster {
 	anyPool := planner.NewPriceBook(all...)
 	for _, n := range nodes {
 		pool := n.Labels[karpv1.NodePoolLabelKey]
-		disrupting := n.DeletionTimestamp != nil || hasTaint(n, karpv1.DisruptedTaintKey) || !nodeReady(n)
+		disrupting := n.DeletionTimestamp != nil || hasTaint(n, karpv1.DisruptedTaintKey) || !isReady(n)
 		if pool != "" {
 			c.PoolSizes[pool]++
 			if disrupting {
@@ -128,7 +128,7 @@ func newCandidate(c *Cluster, sn *scheduling.Node, n *corev1.Node, nc *karpv1.No
 		CreatedAt:    n.CreationTimestamp.Time,
 		InstanceType: book[n.Labels[corev1.LabelInstanceTypeStable]], PricePerHour: sn.PricePerHour}
 	for _, p := range pods {
-		if reschedulable(p) {
+		if scheduling.IsReschedulable(p) {
 			cand.Pods = append(cand.Pods, p)
 		}
 	}
@@ -203,27 +203,6 @@ func doNotDisrupt(p *corev1.Pod, now time.Time) bool {
 	return false
 }
 
-// Reschedulable reports whether a pod must find another node if its node goes (see
-// reschedulable).
-func Reschedulable(p *corev1.Pod) bool { return reschedulable(p) }
-
-// reschedulable reports whether a pod must find another node if its node goes: not a
-// DaemonSet's or a mirror pod, not finished, not terminating.
-func reschedulable(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-		return false
-	}
-	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-		return false
-	}
-	for _, o := range p.OwnerReferences {
-		if o.Kind == "DaemonSet" {
-			return false
-		}
-	}
-	return true
-}
-
 // disruptionCost is what disrupting the node costs its pods: their eviction costs
 // (podEvictionCost) summed and weighted by the share of the node's lifetime (expireAfter)
 // still ahead, so that nodes about to expire anyway are cheap to disrupt.
@@ -264,17 +243,6 @@ func hasTaint(n *corev1.Node, key string) bool {
 	return false
 }
 
-// nodeReady reports whether the node is Ready; a node that reports no conditions (a manifest
-// for simulate) counts as Ready.
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return true
-}
-
 // pdbLimits are how many more pods each PodDisruptionBudget lets be evicted now.
 type pdbLimits struct {
 	pdbs    []*k8spolicyv1.PodDisruptionBudget
@@ -291,7 +259,7 @@ func newPDBLimits(pdbs []*k8spolicyv1.PodDisruptionBudget, pods []*corev1.Pod) *
 		}
 		matching := 0
 		for _, p := range pods {
-			if p.Namespace == pdb.Namespace && sel.Matches(labels.Set(p.Labels)) && reschedulable(p) {
+			if p.Namespace == pdb.Namespace && sel.Matches(labels.Set(p.Labels)) && scheduling.IsReschedulable(p) {
 				matching++
 			}
 		}
@@ -337,4 +305,9 @@ func (l *pdbLimits) blocking(pods []*corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+func isReady(n *corev1.Node) bool {
+	ready, _ := scheduling.NodeReady(n)
+	return ready
 }

@@ -65,7 +65,7 @@ func node(name, itype, capacityType, zone string, mut ...func(*corev1.Node)) *co
 	}
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(now.Add(-48 * time.Hour)), Labels: map[string]string{
 		karpv1.NodePoolLabelKey: "default", corev1.LabelInstanceTypeStable: itype, karpv1.CapacityTypeLabelKey: capacityType, corev1.LabelTopologyZone: zone}},
-		Status: corev1.NodeStatus{Allocatable: alloc}}
+		Status: corev1.NodeStatus{Allocatable: alloc, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	for _, m := range mut {
 		m(n)
 	}

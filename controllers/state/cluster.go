@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
 // Nominations hold a pending pod's place on the node the solver chose for it, so that the next
@@ -267,10 +268,8 @@ func Provisionable(p *corev1.Pod) bool {
 	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return false
 	}
-	for _, o := range p.OwnerReferences {
-		if o.Kind == "DaemonSet" {
-			return false
-		}
+	if scheduling.IsOwnedByDaemonSet(p) {
+		return false
 	}
 	for _, cond := range p.Status.Conditions {
 		if cond.Type == corev1.PodScheduled {

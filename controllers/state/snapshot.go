@@ -180,8 +180,8 @@ func indexNodes(nodes []corev1.Node) nodeIndex {
 		}
 		if n.DeletionTimestamp == nil && !n.Spec.Unschedulable {
 			idx.usable[n.Name] = time.Time{}
-			if r := nodeReady(n); r != nil {
-				idx.usable[n.Name] = r.LastTransitionTime.Time
+			if ready, since := scheduling.NodeReady(n); ready {
+				idx.usable[n.Name] = since
 			}
 		}
 	}
@@ -422,16 +422,6 @@ func schedulableTaints(n *corev1.Node, initializing *karpv1.NodeClaim) []corev1.
 		out = append(out, t)
 	}
 	return out
-}
-
-// nodeReady is the node's Ready condition when it is True.
-func nodeReady(n *corev1.Node) *corev1.NodeCondition {
-	for i := range n.Status.Conditions {
-		if c := &n.Status.Conditions[i]; c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-			return c
-		}
-	}
-	return nil
 }
 
 func later(a, b time.Time) time.Time {

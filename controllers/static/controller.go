@@ -273,7 +273,7 @@ func (c *Controller) podsByNode(ctx context.Context) (map[string]int, error) {
 	out := map[string]int{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.Spec.NodeName != "" && disruption.Reschedulable(p) {
+		if p.Spec.NodeName != "" && scheduling.IsReschedulable(p) {
 			out[p.Spec.NodeName]++
 		}
 	}

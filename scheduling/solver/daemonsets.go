@@ -19,7 +19,7 @@ func DaemonSetOverhead(np *karpv1.NodePool, templates []corev1.PodTemplateSpec) 
 next:
 	for i := range templates {
 		p := &corev1.Pod{Spec: templates[i].Spec}
-		if !Tolerates(p, np.Spec.Template.Spec.Taints, false) {
+		if !scheduling.Tolerates(p, np.Spec.Template.Spec.Taints, false) {
 			continue
 		}
 		for k, v := range p.Spec.NodeSelector {

@@ -33,8 +33,8 @@ func (e *existing) domain(key string) (string, bool) {
 }
 
 func (s *solver) tryExisting(e *existing, p *corev1.Pod, requests corev1.ResourceList, reqs scheduling.Requirements, strict bool) error {
-	if ok, t := tolerates(p, e.node.Taints, strict); !ok {
-		return fmt.Errorf("taint %s not tolerated", taintString(t))
+	if t := scheduling.Untolerated(p, e.node.Taints, strict); t != nil {
+		return fmt.Errorf("taint %s not tolerated", scheduling.TaintString(t))
 	}
 	if err := e.reqs.Compatible(reqs); err != nil {
 		return err

@@ -82,7 +82,7 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 // the NodeClaim is frozen), or a hostname constraint its pods already break.
 func (s *solver) fit(pl *claimPlan) error {
 	c, p := pl.c, pl.p
-	if ok, t := tolerates(p, c.pool.taints, pl.strict); !ok {
+	if t := scheduling.Untolerated(p, c.pool.taints, pl.strict); t != nil {
 		return untolerated{t}
 	}
 	pl.podReq = s.resOf(p, pl.requests)
@@ -298,7 +298,7 @@ func (e notEnoughOn) Error() string { return fmt.Sprintf("not enough %s on %s", 
 // untolerated refuses a pod that does not tolerate a taint.
 type untolerated struct{ t *corev1.Taint }
 
-func (e untolerated) Error() string { return fmt.Sprintf("taint %s not tolerated", taintString(e.t)) }
+func (e untolerated) Error() string { return fmt.Sprintf("taint %s not tolerated", scheduling.TaintString(e.t)) }
 
 // How far an instance type got in filterTypes.
 const (

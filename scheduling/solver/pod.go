@@ -55,42 +55,6 @@ func preferredTerms(p *corev1.Pod) []corev1.PreferredSchedulingTerm {
 	return out
 }
 
-// Tolerates reports whether the pod tolerates every taint (PreferNoSchedule ones only with
-// strict), as the scheduler decides.
-func Tolerates(p *corev1.Pod, taints []corev1.Taint, strict bool) bool {
-	ok, _ := tolerates(p, taints, strict)
-	return ok
-}
-
-// tolerates reports whether the pod tolerates every taint; with strict, PreferNoSchedule
-// taints count too. It returns the first taint not tolerated.
-func tolerates(p *corev1.Pod, taints []corev1.Taint, strict bool) (bool, *corev1.Taint) {
-	for i := range taints {
-		t := &taints[i]
-		if t.Effect == corev1.TaintEffectPreferNoSchedule && !strict {
-			continue
-		}
-		ok := false
-		for j := range p.Spec.Tolerations {
-			if toleration(&p.Spec.Tolerations[j], t) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return false, t
-		}
-	}
-	return true, nil
-}
-
-func taintString(t *corev1.Taint) string {
-	if t.Value == "" {
-		return fmt.Sprintf("%s:%s", t.Key, t.Effect)
-	}
-	return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
-}
-
 // hostPorts are the host ports a pod binds, as protocol/ip/port.
 func hostPorts(p *corev1.Pod) []string {
 	var out []string
@@ -130,26 +94,6 @@ func portsConflict(used map[string]bool, want []string) string {
 		}
 	}
 	return ""
-}
-
-// toleration reports whether a toleration tolerates a taint, as the scheduler decides.
-func toleration(tol *corev1.Toleration, t *corev1.Taint) bool {
-	if tol.Effect != "" && tol.Effect != t.Effect {
-		return false
-	}
-	if tol.Key == "" {
-		return tol.Operator == corev1.TolerationOpExists
-	}
-	if tol.Key != t.Key {
-		return false
-	}
-	switch tol.Operator {
-	case corev1.TolerationOpExists:
-		return true
-	case "", corev1.TolerationOpEqual:
-		return tol.Value == t.Value
-	}
-	return false
 }
 
 // PodRequirements are the node requirements of the pod's nodeSelector and first required

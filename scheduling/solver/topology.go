@@ -114,7 +114,7 @@ func newTopology() *topology {
 func taintsKey(taints []corev1.Taint) string {
 	keys := make([]string, len(taints))
 	for i, t := range taints {
-		keys[i] = taintString(&t)
+		keys[i] = scheduling.TaintString(&t)
 	}
 	sort.Strings(keys)
 	return strings.Join(keys, ",")
@@ -155,7 +155,7 @@ func (t *topology) tolerable(p *corev1.Pod, key, value string) bool {
 		return true
 	}
 	for _, ts := range byTaints {
-		if ok, _ := tolerates(p, ts, true); ok {
+		if scheduling.Tolerates(p, ts, true) {
 			return true
 		}
 	}

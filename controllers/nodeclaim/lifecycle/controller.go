@@ -31,6 +31,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/index"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
 // errDeleted stops a reconcile whose NodeClaim a step deleted.
@@ -408,13 +409,7 @@ func (c *Controller) initialize(ctx context.Context, nc *karpv1.NodeClaim) (reco
 	if err != nil || node == nil {
 		return reconcile.Result{}, err
 	}
-	ready := false
-	for _, cond := range node.Status.Conditions {
-		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-			ready = true
-		}
-	}
-	if !ready {
+	if ready, _ := scheduling.NodeReady(node); !ready {
 		c.setCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, "NodeNotReady", "the node is not ready")
 		// The Node's update usually brings us back, but it can come before the NodeClaim's
 		// provider ID is in the cache, so look again.

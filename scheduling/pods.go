@@ -1,0 +1,88 @@
+package scheduling
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+)
+
+// The pod predicates every part shares (the provisioner, disruption, the drain, the static
+// NodePools, karpenterctl simulate): one definition each, so that what the provisioner places,
+// what disruption reschedules and what the drain waits for agree.
+
+// IsTerminal reports whether the pod has finished (Succeeded or Failed).
+func IsTerminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// IsTerminating reports whether the pod is being deleted.
+func IsTerminating(p *corev1.Pod) bool { return p.DeletionTimestamp != nil }
+
+// IsOwnedByDaemonSet reports whether a DaemonSet controls the pod (it runs on every node that
+// admits it, and goes with the node).
+func IsOwnedByDaemonSet(p *corev1.Pod) bool { return ownedBy(p, "DaemonSet") }
+
+// IsMirror reports whether the pod is a static pod's mirror: the kubelet owns it, the API
+// server cannot evict it, and it goes with the node.
+func IsMirror(p *corev1.Pod) bool {
+	if _, ok := p.Annotations[corev1.MirrorPodAnnotationKey]; ok {
+		return true
+	}
+	return ownedBy(p, "Node")
+}
+
+// IsNodeBound reports whether the pod belongs to its node rather than to the workload
+// running on it: a DaemonSet's pod or a mirror pod. Such pods are not rescheduled elsewhere
+// when their node goes, and each node carries its own.
+func IsNodeBound(p *corev1.Pod) bool { return IsOwnedByDaemonSet(p) || IsMirror(p) }
+
+func ownedBy(p *corev1.Pod, kind string) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == kind && o.Controller != nil && *o.Controller {
+			return true
+		}
+	}
+	// An owner reference without the controller flag still names who made the pod (objects
+	// written by hand or by older controllers).
+	for _, o := range p.OwnerReferences {
+		if o.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// IsReschedulable reports whether the pod must find another node if its node goes: it is
+// neither finished nor terminating, and not a DaemonSet's or a mirror pod.
+func IsReschedulable(p *corev1.Pod) bool {
+	return !IsTerminal(p) && !IsTerminating(p) && !IsNodeBound(p)
+}
+
+// IsCritical reports whether the pod runs at a system-critical priority class; the drain
+// evicts such pods after the others, as the kubelet's graceful node shutdown does.
+func IsCritical(p *corev1.Pod) bool {
+	return p.Spec.PriorityClassName == "system-cluster-critical" || p.Spec.PriorityClassName == "system-node-critical"
+}
+
+// ToleratesDisrupted reports whether the pod tolerates karpenter.sh/disrupted:NoSchedule: it
+// would be scheduled straight back onto a draining node (a DaemonSet that tolerates every
+// taint), so the drain neither evicts it nor waits for it.
+func ToleratesDisrupted(p *corev1.Pod) bool {
+	return ToleratesTaint(p, &karpv1.DisruptedNoScheduleTaint)
+}
+
+// IsStuckTerminating reports whether the pod has been terminating longer than its grace
+// period: its deletionTimestamp (the deletion request plus the grace period) has passed, so
+// whatever holds it (a finalizer, a kubelet that is gone) is not the pod shutting down.
+func IsStuckTerminating(p *corev1.Pod, now time.Time) bool {
+	return IsTerminating(p) && now.After(p.DeletionTimestamp.Time)
+}
+
+// IsDrainable reports whether a drain evicts the pod or waits for it to go: it has not
+// finished, it is not a mirror pod, it does not tolerate the disrupted taint, and it is not
+// stuck terminating past its grace period (docs/architecture.md, "Data flow": termination).
+func IsDrainable(p *corev1.Pod, now time.Time) bool {
+	return !IsTerminal(p) && !IsMirror(p) && !ToleratesDisrupted(p) && !IsStuckTerminating(p, now)
+}
