@@ -298,7 +298,9 @@ func (e notEnoughOn) Error() string { return fmt.Sprintf("not enough %s on %s", 
 // untolerated refuses a pod that does not tolerate a taint.
 type untolerated struct{ t *corev1.Taint }
 
-func (e untolerated) Error() string { return fmt.Sprintf("taint %s not tolerated", scheduling.TaintString(e.t)) }
+func (e untolerated) Error() string {
+	return fmt.Sprintf("taint %s not tolerated", scheduling.TaintString(e.t))
+}
 
 // How far an instance type got in filterTypes.
 const (
