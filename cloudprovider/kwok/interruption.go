@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -22,7 +21,8 @@ import (
 // InterruptAnnotation=true (to test interruption handling deterministically). The notice is
 // the InterruptionDeadlineAnnotation on the Node, with a Warning Event SpotInterruption on
 // it, as a cloud's interruption message would come; when the deadline passes the instance is
-// reclaimed: the Node object is deleted, which Karpenter's termination drains.
+// reclaimed: the instance is terminated (instance.go), its Node goes NotReady and is deleted,
+// and Karpenter's termination finalizes it.
 const (
 	InterruptAnnotation            = "karpenter.kwok.sh/interrupt"
 	InterruptionDeadlineAnnotation = cloudprovider.InterruptionNoticeAnnotation
@@ -78,18 +78,22 @@ func (i *Interrupter) Step(ctx context.Context) error {
 	for n := range nodes.Items {
 		node := &nodes.Items[n]
 		if !strings.HasPrefix(node.Spec.ProviderID, ProviderIDPrefix) || node.Labels[karpv1.CapacityTypeLabelKey] != karpv1.CapacityTypeSpot ||
-			node.DeletionTimestamp != nil {
+			terminated(node) {
 			continue
 		}
+		// A noticed instance is reclaimed at its deadline, drained or not, as a cloud does.
 		if deadline, ok := node.Annotations[InterruptionDeadlineAnnotation]; ok {
 			at, err := time.Parse(time.RFC3339, deadline)
 			if err == nil && now.Before(at) {
 				continue
 			}
-			if err := i.p.client.Delete(ctx, node); err != nil && !apierrors.IsNotFound(err) {
+			if err := i.p.terminate(ctx, node); err != nil {
 				return fmt.Errorf("reclaiming node %s: %w", node.Name, err)
 			}
 			i.recorder.Eventf(node, nil, corev1.EventTypeWarning, "SpotReclaimed", "Interruption", "Spot instance %s reclaimed", node.Spec.ProviderID)
+			continue
+		}
+		if node.DeletionTimestamp != nil {
 			continue
 		}
 		notice, interrupt := i.decide(ctx, node)

@@ -344,14 +344,17 @@ func (p *Provider) Delete(ctx context.Context, claim *karpv1.NodeClaim) error {
 	if err != nil {
 		return cloudprovider.NewNodeClaimNotFoundError(err)
 	}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := p.client.Delete(ctx, node); err != nil {
+	node := &corev1.Node{}
+	if err := p.client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 		if apierrors.IsNotFound(err) {
 			return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("node %s is gone", name))
 		}
-		return fmt.Errorf("deleting node %s: %w", name, err)
+		return err
 	}
-	return nil
+	if terminated(node) {
+		return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("the instance of node %s is terminated", name))
+	}
+	return p.terminate(ctx, node)
 }
 
 // Get returns the NodeClaim for a provider ID.
@@ -366,6 +369,9 @@ func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClai
 			return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("node %s not found", name))
 		}
 		return nil, err
+	}
+	if terminated(node) {
+		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("the instance of node %s is terminated", name))
 	}
 	return toNodeClaim(node), nil
 }

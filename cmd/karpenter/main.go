@@ -145,10 +145,10 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := lifecycle.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim lifecycle: %w", err)
 	}
-	if err := nodeclaimtermination.NewController(mgr.GetClient(), cloud).Register(mgr); err != nil {
+	if err := nodeclaimtermination.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim termination controller: %w", err)
 	}
-	if err := nodetermination.NewController(mgr.GetClient(), recorder, clock.RealClock{}).Register(mgr); err != nil {
+	if err := nodetermination.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the node termination controller: %w", err)
 	}
 	if err := mgr.Add(garbagecollection.NewController(mgr.GetClient(), mgr.GetAPIReader(), cloud, clock.RealClock{})); err != nil {

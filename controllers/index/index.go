@@ -6,6 +6,7 @@ package index
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,26 +25,30 @@ const (
 	NodeClaimNodeName = "status.nodeName"
 )
 
+// Index is one field index: objects of Object's kind by Field, the values Extract gives.
+type Index struct {
+	Object  client.Object
+	Field   string
+	Extract client.IndexerFunc
+}
+
+// Indexes are the indexes the controllers look objects up by (tests give them to the fake
+// client's builder).
+var Indexes = []Index{
+	{&karpv1.NodeClaim{}, NodeClaimProviderID, func(o client.Object) []string { return nonEmpty(o.(*karpv1.NodeClaim).Status.ProviderID) }},
+	{&karpv1.NodeClaim{}, NodeClaimNodeName, func(o client.Object) []string { return nonEmpty(o.(*karpv1.NodeClaim).Status.NodeName) }},
+	{&corev1.Node{}, NodeProviderID, func(o client.Object) []string { return nonEmpty(o.(*corev1.Node).Spec.ProviderID) }},
+	{&corev1.Pod{}, PodNodeName, func(o client.Object) []string { return nonEmpty(o.(*corev1.Pod).Spec.NodeName) }},
+}
+
 // Register adds the indexes to the manager's cache; call it once, before the manager starts.
 func Register(ctx context.Context, fi client.FieldIndexer) error {
-	if err := fi.IndexField(ctx, &karpv1.NodeClaim{}, NodeClaimProviderID, func(o client.Object) []string {
-		return nonEmpty(o.(*karpv1.NodeClaim).Status.ProviderID)
-	}); err != nil {
-		return err
+	for _, i := range Indexes {
+		if err := fi.IndexField(ctx, i.Object, i.Field, i.Extract); err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", i.Object, i.Field, err)
+		}
 	}
-	if err := fi.IndexField(ctx, &karpv1.NodeClaim{}, NodeClaimNodeName, func(o client.Object) []string {
-		return nonEmpty(o.(*karpv1.NodeClaim).Status.NodeName)
-	}); err != nil {
-		return err
-	}
-	if err := fi.IndexField(ctx, &corev1.Node{}, NodeProviderID, func(o client.Object) []string {
-		return nonEmpty(o.(*corev1.Node).Spec.ProviderID)
-	}); err != nil {
-		return err
-	}
-	return fi.IndexField(ctx, &corev1.Pod{}, PodNodeName, func(o client.Object) []string {
-		return nonEmpty(o.(*corev1.Pod).Spec.NodeName)
-	})
+	return nil
 }
 
 func nonEmpty(s string) []string {
@@ -97,11 +102,12 @@ func NodeClaimOfNode(ctx context.Context, c client.Reader, node string) (string,
 	return "", nil
 }
 
-// listBy lists by the index; a reader without it (a client that reads the API server
-// directly, which has no such field selector) lists everything, and the callers filter.
+// listBy lists by the index. The reader must be the manager's cache, which has the indexes
+// (Register): an error is returned as it is, never turned into a list of everything, which
+// would cost a copy of every object per lookup and hide a missing index.
 func listBy(ctx context.Context, c client.Reader, list client.ObjectList, field, value string) error {
-	if err := c.List(ctx, list, client.MatchingFields{field: value}); err == nil {
-		return nil
+	if err := c.List(ctx, list, client.MatchingFields{field: value}); err != nil {
+		return fmt.Errorf("listing %T by index %s=%s: %w", list, field, value, err)
 	}
-	return c.List(ctx, list)
+	return nil
 }

@@ -10,6 +10,8 @@
 package interruption
 
 import (
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
+
 	"context"
 	"fmt"
 
@@ -47,7 +49,7 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 		_, ok := o.GetAnnotations()[cloudprovider.InterruptionNoticeAnnotation]
 		return ok
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("interruption").
+	return ctrl.NewControllerManagedBy(mgr).Named("interruption").WithOptions(ratelimit.Options(10)).
 		For(&corev1.Node{}, builder.WithPredicates(noticed, predicate.Funcs{DeleteFunc: func(event.DeleteEvent) bool { return false }})).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
 }

@@ -86,6 +86,20 @@ var (
 	ConsolidationTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_voluntary_disruption_consolidation_timeouts_total", Help: "Consolidation searches that ran out of time, by consolidation type.",
 	}, []string{"consolidation_type"})
+	// EvictionRequests counts the drain's requests to the Eviction API, by HTTP status code
+	// (200 accepted, 429 held by a PodDisruptionBudget, ...), as upstream Karpenter names it.
+	EvictionRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_nodes_eviction_requests_total", Help: "Eviction requests made by the drain, by response code.",
+	}, []string{"code"})
+	// PodsDeletedForDeadline counts pods the drain deleted, bypassing PodDisruptionBudgets,
+	// because their node's terminationGracePeriod was running out.
+	PodsDeletedForDeadline = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "karpenter_pods_deleted_for_termination_deadline_total", Help: "Pods deleted (not evicted) so that their node's terminationGracePeriod is kept.",
+	})
+	// NodesDrained counts nodes whose drain finished, by NodePool.
+	NodesDrained = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_nodes_drained_total", Help: "Nodes drained, by NodePool.",
+	}, []string{"nodepool"})
 	// InterruptionMessages counts the notices read from a provider's interruption queue, by kind.
 	InterruptionMessages = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_interruption_queue_messages_total", Help: "Notices read from the interruption queue, by kind (SpotInterruption, RebalanceRecommendation, StateChange, ScheduledChange, NoOp).",
@@ -103,7 +117,8 @@ var (
 func init() {
 	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, PodsStartupDuration, NodesAllocatable, NodePoolUsage,
 		PolicyEvaluations, PolicyEvaluationDuration, PolicyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
-		DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors)
+		DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
+		EvictionRequests, PodsDeletedForDeadline, NodesDrained)
 }
 
 // PolicyObserver records the policy engine's evaluations.

@@ -1,6 +1,8 @@
 package nodeclass
 
 import (
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
+
 	"context"
 	"fmt"
 	"time"
@@ -49,7 +51,7 @@ func NewEC2(c client.Client, r EC2Resolver) *EC2 { return &EC2{client: c, resolv
 
 // Register watches EC2NodeClasses.
 func (e *EC2) Register(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("nodeclass.ec2").For(&awsv1.EC2NodeClass{}).
+	return ctrl.NewControllerManagedBy(mgr).Named("nodeclass.ec2").WithOptions(ratelimit.Options(10)).For(&awsv1.EC2NodeClass{}).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), e))
 }
 

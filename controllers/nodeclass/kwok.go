@@ -5,6 +5,8 @@
 package nodeclass
 
 import (
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
+
 	"context"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -32,7 +34,7 @@ func NewKWOK(c client.Client, cloud cloudprovider.CloudProvider) *KWOK {
 
 // Register watches KWOKNodeClasses.
 func (k *KWOK) Register(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("nodeclass.kwok").For(&kwokv1alpha1.KWOKNodeClass{}).
+	return ctrl.NewControllerManagedBy(mgr).Named("nodeclass.kwok").WithOptions(ratelimit.Options(10)).For(&kwokv1alpha1.KWOKNodeClass{}).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), k))
 }
 

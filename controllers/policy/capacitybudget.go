@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
+
 	"context"
 	"fmt"
 	"strconv"
@@ -101,7 +103,7 @@ func (r *BudgetStatus) Register(mgr ctrl.Manager) error {
 	// Status writes do not trigger a reconcile; spec changes, NodeClaims and nodes coming and
 	// going do, and BudgetRefresh catches pods binding.
 	nodesComeAndGo := predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
-	return ctrl.NewControllerManagedBy(mgr).Named("policy.capacitybudget.status").
+	return ctrl.NewControllerManagedBy(mgr).Named("policy.capacitybudget.status").WithOptions(ratelimit.Options(10)).
 		For(&policyv1.CapacityBudget{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&karpv1.NodeClaim{}, all).Watches(&corev1.Node{}, all, builder.WithPredicates(nodesComeAndGo)).Complete(r)
 }

@@ -5,6 +5,10 @@
 package policy
 
 import (
+	"k8s.io/utils/ptr"
+
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
+
 	"context"
 	"fmt"
 	"time"
@@ -13,7 +17,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -36,9 +39,11 @@ func NewEngineSync(c client.Client, e *policies.Engine) *EngineSync {
 
 // Register watches CapacityPolicies.
 func (s *EngineSync) Register(mgr ctrl.Manager) error {
-	no := false
+	// Every replica's engine follows the policies: admission runs on all of them.
+	opts := ratelimit.Options(1)
+	opts.NeedLeaderElection = ptr.To(false)
 	return ctrl.NewControllerManagedBy(mgr).Named("policy.engine").For(&policyv1.CapacityPolicy{}).
-		WithOptions(controller.Options{NeedLeaderElection: &no, MaxConcurrentReconciles: 1}).
+		WithOptions(opts).
 		Complete(s)
 }
 
@@ -73,7 +78,7 @@ func NewPolicyStatus(c client.Client, e *policies.Engine) *PolicyStatus {
 
 // Register watches CapacityPolicies.
 func (r *PolicyStatus) Register(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("policy.capacitypolicy.status").
+	return ctrl.NewControllerManagedBy(mgr).Named("policy.capacitypolicy.status").WithOptions(ratelimit.Options(10)).
 		For(&policyv1.CapacityPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).Complete(r)
 }
 

@@ -1,10 +1,11 @@
 package policy
 
 import (
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
+
 	"context"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,10 +32,7 @@ func (c conditions) set(t string, ok bool, reasonTrue, reasonFalse, msg string) 
 func writeStatus(ctx context.Context, c client.Client, obj client.Object, changed bool, refresh time.Duration) (reconcile.Result, error) {
 	if changed {
 		if err := c.Status().Update(ctx, obj); err != nil {
-			if apierrors.IsConflict(err) {
-				return reconcile.Result{RequeueAfter: time.Second}, nil
-			}
-			return reconcile.Result{}, err
+			return ratelimit.Retry(err)
 		}
 	}
 	return reconcile.Result{RequeueAfter: refresh}, nil

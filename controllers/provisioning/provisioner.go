@@ -5,6 +5,8 @@
 package provisioning
 
 import (
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
+
 	"cmp"
 	"context"
 	"fmt"
@@ -93,7 +95,7 @@ func (p *Provisioner) Register(mgr ctrl.Manager) error {
 		pod, ok := o.(*corev1.Pod)
 		return ok && state.Provisionable(pod)
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("provisioning.trigger").
+	return ctrl.NewControllerManagedBy(mgr).Named("provisioning.trigger").WithOptions(ratelimit.Options(1)).
 		For(&corev1.Pod{}, builder.WithPredicates(provisionable, predicate.Funcs{DeleteFunc: func(event.DeleteEvent) bool { return false }})).
 		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 			pod := &corev1.Pod{}

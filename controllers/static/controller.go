@@ -8,6 +8,8 @@
 package static
 
 import (
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
+
 	"context"
 	"fmt"
 	"sort"
@@ -62,7 +64,7 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 		}
 		return nil
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("nodepool.static").
+	return ctrl.NewControllerManagedBy(mgr).Named("nodepool.static").WithOptions(ratelimit.Options(10)).
 		For(&karpv1.NodePool{}).
 		Watches(&karpv1.NodeClaim{}, byPool).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), c))

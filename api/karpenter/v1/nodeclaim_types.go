@@ -145,13 +145,16 @@ type NodeClaimStatus struct {
 
 // NodeClaim condition types.
 const (
-	ConditionTypeLaunched            = "Launched"
-	ConditionTypeRegistered          = "Registered"
-	ConditionTypeInitialized         = "Initialized"
-	ConditionTypeReady               = "Ready"
-	ConditionTypeDrifted             = "Drifted"
-	ConditionTypeConsolidatable      = "Consolidatable"
-	ConditionTypeDrained             = "Drained"
+	ConditionTypeLaunched       = "Launched"
+	ConditionTypeRegistered     = "Registered"
+	ConditionTypeInitialized    = "Initialized"
+	ConditionTypeReady          = "Ready"
+	ConditionTypeDrifted        = "Drifted"
+	ConditionTypeConsolidatable = "Consolidatable"
+	ConditionTypeDrained        = "Drained"
+	// ConditionTypeInstanceTerminating is True once termination asked the cloud provider to
+	// terminate the instance, after the drain.
+	ConditionTypeInstanceTerminating = "InstanceTerminating"
 	ConditionTypeDisruptionReason    = "DisruptionReason"
 	ConditionTypeDisrupting          = "Disrupting"
 	ConditionTypeNodeClassReady      = "NodeClassReady"

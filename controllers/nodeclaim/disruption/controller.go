@@ -7,12 +7,13 @@
 package disruption
 
 import (
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
+
 	"context"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -91,7 +92,7 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 		}
 		return out
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("nodeclaim.disruption").
+	return ctrl.NewControllerManagedBy(mgr).Named("nodeclaim.disruption").WithOptions(ratelimit.Options(10)).
 		For(&karpv1.NodeClaim{}).
 		Watches(&corev1.Pod{}, pods).
 		Watches(&karpv1.NodePool{}, byPool, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -126,10 +127,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (recon
 	c.drifted(ctx, nc, np)
 	if !equality.Semantic.DeepEqual(before.Status, nc.Status) {
 		if err := c.client.Status().Patch(ctx, nc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			if apierrors.IsConflict(err) {
-				return reconcile.Result{RequeueAfter: time.Second}, nil
-			}
-			return reconcile.Result{}, client.IgnoreNotFound(err)
+			return ratelimit.Retry(client.IgnoreNotFound(err))
 		}
 	}
 	return reconcile.Result{RequeueAfter: requeue}, nil

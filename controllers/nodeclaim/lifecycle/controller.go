@@ -5,6 +5,8 @@
 package lifecycle
 
 import (
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
+
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +23,6 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -158,7 +159,7 @@ func (c *Controller) behind(nc *karpv1.NodeClaim) bool {
 // package index).
 func (c *Controller) Register(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("nodeclaim.lifecycle").
-		WithOptions(controller.Options{MaxConcurrentReconciles: MaxConcurrentReconciles}).
+		WithOptions(ratelimit.Options(MaxConcurrentReconciles)).
 		For(&karpv1.NodeClaim{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			node := o.(*corev1.Node)
@@ -232,10 +233,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (recon
 		// With the resourceVersion read: a status written from a stale copy would replace the
 		// conditions with older ones.
 		if perr := c.client.Status().Patch(ctx, nc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); perr != nil {
-			if apierrors.IsConflict(perr) {
-				return reconcile.Result{RequeueAfter: time.Second}, nil
-			}
-			return reconcile.Result{}, perr
+			return ratelimit.Retry(perr)
 		}
 		c.wrote(nc)
 	}
@@ -344,12 +342,9 @@ func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 		return reconcile.Result{}, nil
 	}
 	node, err := c.registerNode(ctx, nc)
-	if apierrors.IsConflict(err) {
-		// The Node's update that made our copy stale brings us back; this is a fallback.
-		return reconcile.Result{RequeueAfter: time.Second}, nil
-	}
 	if err != nil {
-		return reconcile.Result{}, err
+		// A conflict: the Node's update that made our copy stale brings us back too.
+		return ratelimit.Retry(err)
 	}
 	if node == nil {
 		c.setCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, "AwaitingNode", "the node has not registered")

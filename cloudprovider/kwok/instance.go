@@ -1,0 +1,63 @@
+package kwok
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// An instance of the simulated cloud is its Node object while kwok plays its kubelet. When the
+// cloud terminates it (Delete, or a Spot reclaim), the Node is marked as a real cloud's node
+// would look once its VM is gone: kwok stops playing its kubelet (NodeAnnotation no longer
+// "fake"), its Ready condition turns Unknown as the node lifecycle controller would set it,
+// InstanceTerminatedAnnotation records when, and the Node object is deleted; Karpenter's
+// termination then finalizes it without waiting for pods that nothing will ever stop.
+const (
+	InstanceTerminatedAnnotation = "karpenter.kwok.sh/instance-terminated"
+	// terminatedNode is NodeAnnotation's value on a terminated instance's Node: kwok manages
+	// only nodes whose value is "fake".
+	terminatedNode = "terminated"
+)
+
+func terminated(n *corev1.Node) bool {
+	_, ok := n.Annotations[InstanceTerminatedAnnotation]
+	return ok || n.Annotations[NodeAnnotation] == terminatedNode
+}
+
+// terminate ends the node's instance: the kubelet stops, the node goes NotReady, and the Node
+// object is deleted (it stays while finalizers hold it).
+func (p *Provider) terminate(ctx context.Context, node *corev1.Node) error {
+	now := p.clock.Now()
+	base := node.DeepCopy()
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[NodeAnnotation] = terminatedNode
+	node.Annotations[InstanceTerminatedAnnotation] = now.UTC().Format(time.RFC3339)
+	if err := p.client.Patch(ctx, node, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("terminating the instance of node %s: %w", node.Name, err)
+	}
+	base = node.DeepCopy()
+	unknown := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown",
+		Message: "Kubelet stopped posting node status.", LastHeartbeatTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now)}
+	replaced := false
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == corev1.NodeReady {
+			node.Status.Conditions[i], replaced = unknown, true
+		}
+	}
+	if !replaced {
+		node.Status.Conditions = append(node.Status.Conditions, unknown)
+	}
+	if err := p.client.Status().Patch(ctx, node, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("marking node %s not ready: %w", node.Name, err)
+	}
+	if err := p.client.Delete(ctx, node); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting node %s: %w", node.Name, err)
+	}
+	return nil
+}
