@@ -63,7 +63,7 @@ func TestDrainableRules(t *testing.T) {
 		"a pod tolerating only NoExecute taints still drains": {pod("p", func(p *corev1.Pod) {
 			p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}
 		}), true},
-		"a mirror pod": {pod("p", func(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} }), false},
+		"a mirror pod":                        {pod("p", func(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} }), false},
 		"a pod owned by its node":             {pod("p", func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{{Kind: "Node", Name: "node"}} }), false},
 		"a succeeded pod":                     {pod("p", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), false},
 		"a pod terminating within its grace":  {pod("p", terminatingSince(10*time.Second)), true},

@@ -3,8 +3,8 @@ package termination
 import (
 	"context"
 	"errors"
-	"strconv"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
