@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	k8spolicyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -65,7 +66,7 @@ func TestTolerantDaemonSetDoesNotHoldANodeThatGoes(t *testing.T) {
 	pods := runningPods(t, ctx, "tolerated", 2)
 	first, second := nodeOf(t, ctx, pods[0]), nodeOf(t, ctx, pods[1])
 	// Each node runs its agent.
-	runningPods(t, ctx, "tolerant-agent", 2)
+	agents := runningPods(t, ctx, "tolerant-agent", 2)
 
 	// Deleted: the NodeClaim goes, its node drains around the agent.
 	claims := claimsOf(t, ctx, first.Name)
@@ -85,6 +86,19 @@ func TestTolerantDaemonSetDoesNotHoldANodeThatGoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("consolidated node %s went in %s", second.Name, gone(ctx, t, second.Name, time.Minute).Round(100*time.Millisecond))
+	// The drain left the agents alone: evicting them would only have them put back.
+	time.Sleep(2 * time.Second) // events are written asynchronously
+	var evs eventsv1.EventList
+	if err := kube.List(ctx, &evs, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		for _, a := range agents {
+			if e.Regarding.Name == a.Name && e.Reason == "Evicted" {
+				t.Errorf("the drain evicted the agent %s, which tolerates the disrupted taint: %s", a.Name, e.Note)
+			}
+		}
+	}
 }
 
 // claimsOf are the NodeClaims of a node.
