@@ -312,6 +312,13 @@ func (rs Requirements) NodeSelectorRequirements() []karpv1.NodeSelectorRequireme
 		switch {
 		case !r.complement && r.values.Len() == 0:
 			add(corev1.NodeSelectorOpDoesNotExist)
+			// With a bound it allows nothing at all, not even absence: keep the bound.
+			if r.greaterThan != nil {
+				add(corev1.NodeSelectorOpGt, strconv.FormatInt(*r.greaterThan, 10))
+			}
+			if r.lessThan != nil {
+				add(corev1.NodeSelectorOpLt, strconv.FormatInt(*r.lessThan, 10))
+			}
 		case !r.complement:
 			add(corev1.NodeSelectorOpIn, r.Values()...)
 		default:

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -105,31 +104,6 @@ func (p *Provider) GetInstanceTypes(ctx context.Context, np *karpv1.NodePool) ([
 	return p.Types.List(ctx, nc, p.room)
 }
 
-// offeringKeys are the requirement keys an offering, not its instance type, decides.
-var offeringKeys = map[string]bool{karpv1.LabelTopologyZone: true, karpv1.CapacityTypeLabelKey: true, karpv1.LabelCapacityReservationID: true}
-
-// compatible reports whether the NodeClaim's requirements allow what labels describe, over the
-// keys of one side (offering keys or the rest): a key labels define must share a value; a
-// well-known key they do not define must allow absence; any other key is a label the node
-// will be given.
-func compatible(claim scheduling.Requirements, labels map[string]string, offering bool) bool {
-	for key, r := range claim {
-		if offeringKeys[key] != offering {
-			continue
-		}
-		if v, ok := labels[key]; ok {
-			if !r.Has(v) {
-				return false
-			}
-			continue
-		}
-		if karpv1.WellKnownLabels.Has(key) && key != karpv1.NodePoolLabelKey && !r.AllowsAbsent() {
-			return false
-		}
-	}
-	return true
-}
-
 // Create launches the cheapest instance the NodeClaim's requirements allow: reserved capacity
 // when it is pinned to a reservation, spot when spot is allowed and offered, on-demand
 // otherwise; at most MaxFleetTypes types, cheapest first, each in the subnets of its zones.
@@ -142,29 +116,26 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1
 	if err != nil {
 		return nil, err
 	}
-	reqs := scheduling.NewRequirements(claim.Spec.Requirements...)
+	// The launchable offerings, cheapest first (scheduling.Offerings), grouped by capacity type
+	// and instance type in that order.
 	byCT := map[string][]candidate{}
-	for _, it := range types {
-		if ok, _ := scheduling.Fits(claim.Spec.Resources.Requests, it.Allocatable()); !ok || !compatible(reqs, it.Labels, false) {
-			continue
-		}
-		image := imageFor(nc, it.Labels[karpv1.LabelArch])
+	at := map[string]map[string]int{}
+	for _, l := range scheduling.Offerings(types, scheduling.NewRequirements(claim.Spec.Requirements...), claim.Spec.Resources.Requests, scheduling.Available) {
+		image := imageFor(nc, l.InstanceType.Labels[karpv1.LabelArch])
 		if image == "" {
 			continue
 		}
-		offered := map[string][]cloudprovider.Offering{}
-		for _, o := range it.Offerings {
-			l := map[string]string{karpv1.LabelTopologyZone: o.Zone, karpv1.CapacityTypeLabelKey: o.CapacityType}
-			if o.ReservationID != "" {
-				l[karpv1.LabelCapacityReservationID] = o.ReservationID
-			}
-			if o.Available && compatible(reqs, l, true) {
-				offered[o.CapacityType] = append(offered[o.CapacityType], o)
-			}
+		ct := l.Offering.CapacityType
+		if at[ct] == nil {
+			at[ct] = map[string]int{}
 		}
-		for ct, os := range offered {
-			byCT[ct] = append(byCT[ct], candidate{it: it, offerings: os, imageID: image})
+		i, ok := at[ct][l.InstanceType.Name]
+		if !ok {
+			i = len(byCT[ct])
+			at[ct][l.InstanceType.Name] = i
+			byCT[ct] = append(byCT[ct], candidate{it: l.InstanceType, imageID: image})
 		}
+		byCT[ct][i].offerings = append(byCT[ct][i].offerings, l.Offering)
 	}
 	ct := ""
 	for _, want := range []string{karpv1.CapacityTypeReserved, karpv1.CapacityTypeSpot, karpv1.CapacityTypeOnDemand} {
@@ -176,14 +147,7 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1
 	if ct == "" {
 		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("no instance type of EC2NodeClass %s has an available offering the requirements of %s allow", nc.Name, claim.Name))
 	}
-	cands := byCT[ct]
-	sort.SliceStable(cands, func(i, j int) bool {
-		a, b := cheapest(cands[i].offerings), cheapest(cands[j].offerings)
-		if a != b {
-			return a < b
-		}
-		return cands[i].it.Name < cands[j].it.Name
-	})
+	cands := byCT[ct] // cheapest first, as their first offerings came
 	if len(cands) > MaxFleetTypes {
 		cands = cands[:MaxFleetTypes]
 	}
@@ -210,14 +174,6 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1
 	}
 	out.Annotations[NodeClassHashAnnotation] = NodeClassHash(nc)
 	return out, nil
-}
-
-func cheapest(os []cloudprovider.Offering) float64 {
-	best := os[0].Price
-	for _, o := range os[1:] {
-		best = min(best, o.Price)
-	}
-	return best
 }
 
 // imageFor is the node class's AMI for an architecture, "" if it has none.

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +27,7 @@ import (
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
+	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
 const (
@@ -148,11 +148,6 @@ func (p *Provider) GetInstanceTypes(ctx context.Context, np *karpv1.NodePool) ([
 	return p.instanceTypes(nc)
 }
 
-type candidate struct {
-	it *cloudprovider.InstanceType
-	o  cloudprovider.Offering
-}
-
 // Create launches the cheapest available offering that the NodeClaim's requirements allow,
 // as a Node object.
 func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
@@ -171,47 +166,11 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1
 	if err != nil {
 		return nil, err
 	}
-	reqs := map[string]sets.Set[string]{}
-	for _, r := range claim.Spec.Requirements {
-		if r.Operator == corev1.NodeSelectorOpIn {
-			s := sets.New(r.Values...)
-			if cur, ok := reqs[r.Key]; ok {
-				s = cur.Intersection(s)
-			}
-			reqs[r.Key] = s
-		}
-	}
-	var candidates []candidate
-	for _, it := range types {
-		if allowed, ok := reqs[karpv1.LabelInstanceType]; ok && !allowed.Has(it.Name) {
-			continue
-		}
-		if !fits(claim.Spec.Resources.Requests, it.Allocatable()) {
-			continue
-		}
-		for _, o := range it.Offerings {
-			if !o.Available {
-				continue
-			}
-			if z, ok := reqs[karpv1.LabelTopologyZone]; ok && !z.Has(o.Zone) {
-				continue
-			}
-			if ct, ok := reqs[karpv1.CapacityTypeLabelKey]; ok && !ct.Has(o.CapacityType) {
-				continue
-			}
-			candidates = append(candidates, candidate{it, o})
-		}
-	}
-	sort.SliceStable(candidates, func(i, j int) bool {
-		if candidates[i].o.Price != candidates[j].o.Price {
-			return candidates[i].o.Price < candidates[j].o.Price
-		}
-		return offeringKey(candidates[i].it.Name, candidates[i].o) < offeringKey(candidates[j].it.Name, candidates[j].o)
-	})
+	offers := scheduling.Offerings(types, scheduling.NewRequirements(claim.Spec.Requirements...), claim.Spec.Resources.Requests, scheduling.Available)
 	var failed []string
-	for _, c := range candidates {
+	for _, c := range offers {
 		if p.injectInsufficientCapacity(nc, c) {
-			failed = append(failed, offeringKey(c.it.Name, c.o))
+			failed = append(failed, offeringKey(c.InstanceType.Name, c.Offering))
 			continue
 		}
 		return p.launch(ctx, claim, nc, c)
@@ -224,15 +183,15 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1
 
 // injectInsufficientCapacity decides whether this launch attempt fails as the node class asks;
 // a failed offering is unavailable for UnavailableFor.
-func (p *Provider) injectInsufficientCapacity(nc *kwokv1alpha1.KWOKNodeClass, c candidate) bool {
+func (p *Provider) injectInsufficientCapacity(nc *kwokv1alpha1.KWOKNodeClass, c scheduling.Launchable) bool {
 	ic := nc.Spec.InsufficientCapacity
 	if ic == nil || ic.Percent <= 0 {
 		return false
 	}
 	matched := len(ic.Offerings) == 0
 	for _, sel := range ic.Offerings {
-		if (sel.InstanceType == "" || sel.InstanceType == c.it.Name) && (sel.Zone == "" || sel.Zone == c.o.Zone) &&
-			(sel.CapacityType == "" || sel.CapacityType == c.o.CapacityType) {
+		if (sel.InstanceType == "" || sel.InstanceType == c.InstanceType.Name) && (sel.Zone == "" || sel.Zone == c.Offering.Zone) &&
+			(sel.CapacityType == "" || sel.CapacityType == c.Offering.CapacityType) {
 			matched = true
 			break
 		}
@@ -245,20 +204,20 @@ func (p *Provider) injectInsufficientCapacity(nc *kwokv1alpha1.KWOKNodeClass, c 
 	if p.rand.Int31n(100) >= ic.Percent {
 		return false
 	}
-	p.unavailable[offeringKey(c.it.Name, c.o)] = p.clock.Now().Add(UnavailableFor)
+	p.unavailable[offeringKey(c.InstanceType.Name, c.Offering)] = p.clock.Now().Add(UnavailableFor)
 	return true
 }
 
-func (p *Provider) launch(ctx context.Context, claim *karpv1.NodeClaim, nc *kwokv1alpha1.KWOKNodeClass, c candidate) (*karpv1.NodeClaim, error) {
+func (p *Provider) launch(ctx context.Context, claim *karpv1.NodeClaim, nc *kwokv1alpha1.KWOKNodeClass, c scheduling.Launchable) (*karpv1.NodeClaim, error) {
 	labels := map[string]string{}
-	for k, v := range c.it.Labels {
+	for k, v := range c.InstanceType.Labels {
 		labels[k] = v
 	}
 	for k, v := range claim.Labels {
 		labels[k] = v
 	}
-	labels[karpv1.LabelTopologyZone] = c.o.Zone
-	labels[karpv1.CapacityTypeLabelKey] = c.o.CapacityType
+	labels[karpv1.LabelTopologyZone] = c.Offering.Zone
+	labels[karpv1.CapacityTypeLabelKey] = c.Offering.CapacityType
 	labels[corev1.LabelHostname] = claim.Name
 	// Single-valued requirements become labels, as they do on a real node.
 	for _, r := range claim.Spec.Requirements {
@@ -268,7 +227,7 @@ func (p *Provider) launch(ctx context.Context, claim *karpv1.NodeClaim, nc *kwok
 			}
 		}
 	}
-	allocatable := c.it.Allocatable()
+	allocatable := c.InstanceType.Allocatable()
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        claim.Name,
@@ -286,7 +245,7 @@ func (p *Provider) launch(ctx context.Context, claim *karpv1.NodeClaim, nc *kwok
 	// A merge patch: the kwok controller may already be updating the node's status.
 	base := node.DeepCopy()
 	base.Status = corev1.NodeStatus{}
-	node.Status.Capacity = c.it.Capacity.DeepCopy()
+	node.Status.Capacity = c.InstanceType.Capacity.DeepCopy()
 	node.Status.Allocatable = allocatable
 	if err := p.client.Status().Patch(ctx, node, client.MergeFrom(base)); err != nil {
 		return nil, fmt.Errorf("setting the capacity of node %s: %w", node.Name, err)
@@ -306,19 +265,9 @@ func (p *Provider) launch(ctx context.Context, claim *karpv1.NodeClaim, nc *kwok
 	out.Annotations[NodeClassHashAnnotation] = nodeClassHash(nc)
 	out.Status.ProviderID = node.Spec.ProviderID
 	out.Status.ImageID = "kwok"
-	out.Status.Capacity = c.it.Capacity.DeepCopy()
+	out.Status.Capacity = c.InstanceType.Capacity.DeepCopy()
 	out.Status.Allocatable = allocatable
 	return out, nil
-}
-
-func fits(requests, allocatable corev1.ResourceList) bool {
-	for k, v := range requests {
-		a, ok := allocatable[k]
-		if !v.IsZero() && (!ok || v.Cmp(a) > 0) {
-			return false
-		}
-	}
-	return true
 }
 
 // nodeClassHash covers the settings that change what a node would be launched as.

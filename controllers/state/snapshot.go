@@ -376,35 +376,26 @@ func nodePools(pools []karpv1.NodePool, typesOf map[string][]*cloudprovider.Inst
 }
 
 // launchOffer is what an in-flight NodeClaim will be: its launched offering's price, or
-// before launch the cheapest offering its requirements allow, which is what a launch picks,
-// with that instance type's allocatable, among its NodePool's instance types; zero when it
-// cannot be told.
+// before launch the cheapest available offering its requirements allow
+// (scheduling.CheapestOffering, as the provider's launch picks), with that instance type's
+// allocatable, among its NodePool's instance types; zero when it cannot be told.
 func launchOffer(nc *karpv1.NodeClaim, its []*cloudprovider.InstanceType) (float64, corev1.ResourceList) {
 	reqs := scheduling.NewRequirements(nc.Spec.Requirements...)
 	for k, v := range nc.Labels {
-		if k == karpv1.LabelInstanceType || k == karpv1.LabelTopologyZone || k == karpv1.CapacityTypeLabelKey {
+		if k == karpv1.LabelInstanceType || k == karpv1.LabelTopologyZone || k == karpv1.CapacityTypeLabelKey || k == karpv1.LabelCapacityReservationID {
 			reqs.Add(scheduling.NewRequirement(k, corev1.NodeSelectorOpIn, v))
 		}
 	}
-	best := 0.0
-	var alloc corev1.ResourceList
-	for _, it := range its {
-		if r, ok := reqs[karpv1.LabelInstanceType]; ok && !r.Has(it.Name) {
-			continue
-		}
-		for _, o := range it.Offerings {
-			if r, ok := reqs[karpv1.LabelTopologyZone]; ok && !r.Has(o.Zone) {
-				continue
-			}
-			if r, ok := reqs[karpv1.CapacityTypeLabelKey]; ok && !r.Has(o.CapacityType) {
-				continue
-			}
-			if best == 0 || o.Price < best {
-				best, alloc = o.Price, it.Allocatable()
-			}
-		}
+	requests, keep := nc.Spec.Resources.Requests, scheduling.OfferingFilter(scheduling.Available)
+	if nc.Labels[karpv1.LabelInstanceType] != "" {
+		// Launched: its offering is what it costs, available now or not.
+		requests, keep = nil, nil
 	}
-	return best, alloc
+	l, ok := scheduling.CheapestOffering(its, reqs, requests, keep)
+	if !ok {
+		return 0, nil
+	}
+	return l.Offering.Price, l.InstanceType.Allocatable()
 }
 
 // schedulableTaints are the taints that decide what the solver may place on a node: not the

@@ -34,27 +34,14 @@ func poolTypes(pools []*solver.NodePool) [][]*cloudprovider.InstanceType {
 	return out
 }
 
-// Price is the hourly price of a node with these labels: its offering's, or the cheapest of
-// its capacity type when the zone's is unknown; false when the instance type is unknown.
+// Price is the hourly price of a node with these labels (scheduling.NodePrice); false when
+// the instance type is unknown.
 func (b PriceBook) Price(labels map[string]string) (float64, bool) {
 	it, ok := b[labels[corev1.LabelInstanceTypeStable]]
 	if !ok {
 		return 0, false
 	}
-	ct, zone := labels[karpv1.CapacityTypeLabelKey], labels[corev1.LabelTopologyZone]
-	best, found := 0.0, false
-	for _, o := range it.Offerings {
-		if o.CapacityType != ct && ct != "" {
-			continue
-		}
-		if o.Zone == zone {
-			return o.Price, true
-		}
-		if !found || o.Price < best {
-			best, found = o.Price, true
-		}
-	}
-	return best, found
+	return scheduling.NodePrice([]*cloudprovider.InstanceType{it}, labels)
 }
 
 // Family is an instance type's family: its family label, or the part of its name before the

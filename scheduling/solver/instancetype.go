@@ -276,6 +276,23 @@ next:
 	return cloudprovider.Offering{}, false
 }
 
+// allows is what the solve lets this type launch as, besides the requirements: an available
+// offering (the only ones the type keeps), with room left in its reservation, that every
+// policy filter allows.
+func (t *instanceType) allows(filters []*offerFilter) scheduling.OfferingFilter {
+	return func(it *cloudprovider.InstanceType, o cloudprovider.Offering) bool {
+		if !o.Available || !t.reserved.has(&o) {
+			return false
+		}
+		for _, f := range filters {
+			if !f.allow(it, o) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
 func cheapestType(types []*instanceType, reqs scheduling.Requirements, filters []*offerFilter) *instanceType {
 	var best *instanceType
 	bestPrice := 0.0

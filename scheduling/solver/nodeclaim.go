@@ -195,8 +195,15 @@ func (s *solver) finalize(c *NodeClaim) {
 		c.InstanceTypes = append(c.InstanceTypes, p.t.it)
 	}
 	if len(ps) > 0 {
-		o, _ := ps[0].t.cheapestOffering(c.Requirements, c.filters)
-		c.InstanceType, c.Offering = ps[0].t.it, o
+		// The offering launched is scheduling's one answer for the cheapest type, under the
+		// solve's own restrictions (available, reservation room, policy filters); the inner
+		// loops above ask the interned copy of the same rule for speed.
+		l, ok := scheduling.CheapestOffering([]*cloudprovider.InstanceType{ps[0].t.it}, c.Requirements, nil, ps[0].t.allows(c.filters))
+		if !ok {
+			// Cannot happen while both spell the same rule (TestOneCheapestOffering).
+			l.Offering, _ = ps[0].t.cheapestOffering(c.Requirements, c.filters)
+		}
+		c.InstanceType, c.Offering = ps[0].t.it, l.Offering
 		if c.Offering.ReservationID != "" {
 			s.reserved[c.Offering.ReservationID]--
 		}

@@ -1,0 +1,162 @@
+package scheduling
+
+import (
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+)
+
+// Launchable is an instance type in one of its offerings: what a launch buys.
+type Launchable struct {
+	InstanceType *cloudprovider.InstanceType
+	Offering     cloudprovider.Offering
+}
+
+// offeringKeys are the requirement keys an offering, not its instance type, decides.
+var offeringKeys = map[string]bool{karpv1.LabelTopologyZone: true, karpv1.CapacityTypeLabelKey: true, karpv1.LabelCapacityReservationID: true}
+
+// AllowsType reports whether the requirements allow an instance type, the offering keys
+// (zone, capacity type, reservation) aside: every key its labels define must keep a value the
+// requirements allow, and a well-known key it does not define must allow absence; any other
+// key is a label the node will be given.
+func AllowsType(reqs Requirements, it *cloudprovider.InstanceType) bool {
+	for key, r := range reqs {
+		if offeringKeys[key] {
+			continue
+		}
+		if key == karpv1.LabelInstanceType || key == corev1.LabelInstanceType {
+			if !r.Has(it.Name) {
+				return false
+			}
+			continue
+		}
+		if v, ok := it.Labels[key]; ok {
+			if !r.Has(v) {
+				return false
+			}
+			continue
+		}
+		if karpv1.WellKnownLabels.Has(key) && key != karpv1.NodePoolLabelKey && !r.AllowsAbsent() {
+			return false
+		}
+	}
+	return true
+}
+
+// AllowsOffering reports whether the requirements allow an offering's zone, capacity type and
+// capacity reservation.
+func AllowsOffering(reqs Requirements, o cloudprovider.Offering) bool {
+	if r, ok := reqs[karpv1.LabelTopologyZone]; ok && !r.Has(o.Zone) {
+		return false
+	}
+	if r, ok := reqs[karpv1.CapacityTypeLabelKey]; ok && !r.Has(o.CapacityType) {
+		return false
+	}
+	if r, ok := reqs[karpv1.LabelCapacityReservationID]; ok {
+		if o.ReservationID == "" {
+			return r.AllowsAbsent()
+		}
+		return r.Has(o.ReservationID)
+	}
+	return true
+}
+
+// OfferingFilter keeps the offerings a caller may use besides what the requirements allow;
+// nil keeps them all.
+type OfferingFilter func(*cloudprovider.InstanceType, cloudprovider.Offering) bool
+
+// Available keeps the offerings the cloud has capacity for now: what a launch may buy. Without
+// it, unavailable offerings count too (what a running node costs).
+func Available(_ *cloudprovider.InstanceType, o cloudprovider.Offering) bool { return o.Available }
+
+// Offerings are the offerings that the requirements and the filter allow, of the instance
+// types the requirements allow and whose allocatable holds requests (nil: any), cheapest
+// first; ties go by instance type name, then zone and capacity type, so that every caller
+// picks the same. It is the one answer to "the cheapest offering a set of requirements
+// allows": the solver (for the offering a NodeClaim launches with), the cluster state (what an
+// in-flight NodeClaim will cost), the planner (what a node costs) and both providers (what
+// they launch) all ask it.
+func Offerings(its []*cloudprovider.InstanceType, reqs Requirements, requests corev1.ResourceList, keep OfferingFilter) []Launchable {
+	var out []Launchable
+	for _, it := range its {
+		if !AllowsType(reqs, it) {
+			continue
+		}
+		if len(requests) > 0 {
+			if ok, _ := Fits(requests, it.Allocatable()); !ok {
+				continue
+			}
+		}
+		for _, o := range it.Offerings {
+			if AllowsOffering(reqs, o) && (keep == nil || keep(it, o)) {
+				out = append(out, Launchable{InstanceType: it, Offering: o})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return cheaper(out[i], out[j]) })
+	return out
+}
+
+// CheapestOffering is the first of Offerings, without sorting them all.
+func CheapestOffering(its []*cloudprovider.InstanceType, reqs Requirements, requests corev1.ResourceList, keep OfferingFilter) (Launchable, bool) {
+	var best Launchable
+	found := false
+	for _, it := range its {
+		if !AllowsType(reqs, it) {
+			continue
+		}
+		if len(requests) > 0 {
+			if ok, _ := Fits(requests, it.Allocatable()); !ok {
+				continue
+			}
+		}
+		for _, o := range it.Offerings {
+			if AllowsOffering(reqs, o) && (keep == nil || keep(it, o)) {
+				if l := (Launchable{InstanceType: it, Offering: o}); !found || cheaper(l, best) {
+					best, found = l, true
+				}
+			}
+		}
+	}
+	return best, found
+}
+
+func cheaper(a, b Launchable) bool {
+	switch {
+	case a.Offering.Price != b.Offering.Price:
+		return a.Offering.Price < b.Offering.Price
+	case a.InstanceType.Name != b.InstanceType.Name:
+		return a.InstanceType.Name < b.InstanceType.Name
+	case a.Offering.Zone != b.Offering.Zone:
+		return a.Offering.Zone < b.Offering.Zone
+	}
+	return a.Offering.CapacityType < b.Offering.CapacityType
+}
+
+// NodePrice is what a running node with these labels costs per hour, from the instance types
+// that may describe it: the offering its instance type, zone and capacity type (and capacity
+// reservation) name, or, when its zone is not among them, the cheapest of its capacity type.
+// False when no instance type is named or known.
+func NodePrice(its []*cloudprovider.InstanceType, labels map[string]string) (float64, bool) {
+	name := labels[corev1.LabelInstanceTypeStable]
+	if name == "" {
+		return 0, false
+	}
+	reqs := Requirements{karpv1.LabelInstanceType: NewRequirement(karpv1.LabelInstanceType, corev1.NodeSelectorOpIn, name)}
+	for _, k := range []string{karpv1.CapacityTypeLabelKey, karpv1.LabelCapacityReservationID, karpv1.LabelTopologyZone} {
+		if v, ok := labels[k]; ok {
+			reqs[k] = NewRequirement(k, corev1.NodeSelectorOpIn, v)
+		}
+	}
+	if l, ok := CheapestOffering(its, reqs, nil, nil); ok {
+		return l.Offering.Price, true
+	}
+	delete(reqs, karpv1.LabelTopologyZone)
+	if l, ok := CheapestOffering(its, reqs, nil, nil); ok {
+		return l.Offering.Price, true
+	}
+	return 0, false
+}
