@@ -86,3 +86,27 @@ func IsStuckTerminating(p *corev1.Pod, now time.Time) bool {
 func IsDrainable(p *corev1.Pod, now time.Time) bool {
 	return !IsTerminal(p) && !IsMirror(p) && !ToleratesDisrupted(p) && !IsStuckTerminating(p, now)
 }
+
+// IsProvisionable reports whether the provisioner should find a node for a pod: pending, not
+// bound, not owned by a DaemonSet, not terminating, and either marked unschedulable by its
+// scheduler or not yet looked at by kube-scheduler (no PodScheduled condition: not gated, not
+// nominated by a preemption, for the default scheduler). The second kind matters in a
+// scale-out: kube-scheduler marks new pods unschedulable at about a hundred a second, and
+// waiting for its verdict on a thousand kept the batch open ten seconds. The solver places
+// such pods on existing nodes with room first, as kube-scheduler would, so they launch
+// capacity only where there is none.
+func IsProvisionable(p *corev1.Pod) bool {
+	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if IsOwnedByDaemonSet(p) {
+		return false
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodScheduled {
+			return cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return len(p.Spec.SchedulingGates) == 0 && p.Status.NominatedNodeName == "" &&
+		(p.Spec.SchedulerName == "" || p.Spec.SchedulerName == corev1.DefaultSchedulerName)
+}

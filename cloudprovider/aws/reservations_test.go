@@ -12,7 +12,6 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/aws"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
 
@@ -90,7 +89,7 @@ func TestASelectedReservationIsFilledFirst(t *testing.T) {
 	}
 	reserved, spot := 0, 0
 	for _, c := range r.NodeClaims {
-		nc := provisioning.NodeClaimFor(np, c)
+		nc := solver.NodeClaimFor(np, c)
 		reqs := map[string][]string{}
 		for _, req := range nc.Spec.Requirements {
 			reqs[req.Key] = req.Values

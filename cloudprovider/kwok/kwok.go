@@ -54,13 +54,20 @@ type Provider struct {
 	catalogs    map[string][]*cloudprovider.InstanceType
 	unavailable map[string]time.Time // offering key -> until
 	rand        *rand.Rand
+	// memo holds each node class's instance types, by name and resourceVersion, built at
+	// generation gen (which moves when an offering becomes unavailable) and good until valid
+	// (when the first unavailable offering becomes available again).
+	memo  map[string][]*cloudprovider.InstanceType
+	gen   uint64
+	memoG uint64
+	valid time.Time
 }
 
 var _ cloudprovider.CloudProvider = (*Provider)(nil)
 
 // New returns a provider; seed makes its failure injection repeatable.
 func New(c client.Client, clk clock.Clock, seed int64) *Provider {
-	return &Provider{client: c, clock: clk, catalogs: map[string][]*cloudprovider.InstanceType{},
+	return &Provider{client: c, clock: clk, catalogs: map[string][]*cloudprovider.InstanceType{}, memo: map[string][]*cloudprovider.InstanceType{},
 		unavailable: map[string]time.Time{}, rand: rand.New(rand.NewSource(seed))} //nolint:gosec // simulation, not security
 }
 
@@ -70,6 +77,7 @@ func (p *Provider) MarkUnavailable(instanceType, zone, capacityType string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.unavailable[offeringKey(instanceType, cloudprovider.Offering{Zone: zone, CapacityType: capacityType})] = p.clock.Now().Add(UnavailableFor)
+	p.gen++
 }
 
 // Name is "kwok".
@@ -99,7 +107,10 @@ func (p *Provider) nodeClass(ctx context.Context, ref *karpv1.NodeClassReference
 }
 
 // instanceTypes are the node class's catalog, limited to its zones, with offerings that
-// recently failed marked unavailable.
+// recently failed marked unavailable. They are memoized per node class (name and
+// resourceVersion) and availability generation: the scheduling of an idle cluster asks for
+// them every few seconds, and they change only when the node class or an offering's
+// availability does. Callers share the slices and must not modify them.
 func (p *Provider) instanceTypes(nc *kwokv1alpha1.KWOKNodeClass) ([]*cloudprovider.InstanceType, error) {
 	name := nc.Spec.Catalog
 	if name == "" {
@@ -107,6 +118,19 @@ func (p *Provider) instanceTypes(nc *kwokv1alpha1.KWOKNodeClass) ([]*cloudprovid
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	now := p.clock.Now()
+	if p.memoG != p.gen || (!p.valid.IsZero() && !now.Before(p.valid)) {
+		p.memo, p.memoG, p.valid = map[string][]*cloudprovider.InstanceType{}, p.gen, time.Time{}
+		for _, until := range p.unavailable {
+			if now.Before(until) && (p.valid.IsZero() || until.Before(p.valid)) {
+				p.valid = until
+			}
+		}
+	}
+	key := nc.Name + "/" + nc.ResourceVersion
+	if its, ok := p.memo[key]; ok && nc.ResourceVersion != "" {
+		return its, nil
+	}
 	base, ok := p.catalogs[name]
 	if !ok {
 		f := catalog.Embedded()
@@ -120,7 +144,6 @@ func (p *Provider) instanceTypes(nc *kwokv1alpha1.KWOKNodeClass) ([]*cloudprovid
 		p.catalogs[name] = base
 	}
 	zones := sets.New(nc.Spec.Zones...)
-	now := p.clock.Now()
 	out := make([]*cloudprovider.InstanceType, 0, len(base))
 	for _, it := range base {
 		c := *it
@@ -136,6 +159,7 @@ func (p *Provider) instanceTypes(nc *kwokv1alpha1.KWOKNodeClass) ([]*cloudprovid
 		}
 		out = append(out, &c)
 	}
+	p.memo[key] = out
 	return out, nil
 }
 
@@ -205,6 +229,7 @@ func (p *Provider) injectInsufficientCapacity(nc *kwokv1alpha1.KWOKNodeClass, c 
 		return false
 	}
 	p.unavailable[offeringKey(c.InstanceType.Name, c.Offering)] = p.clock.Now().Add(UnavailableFor)
+	p.gen++
 	return true
 }
 

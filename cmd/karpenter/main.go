@@ -44,6 +44,7 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/controllers/static"
 	"github.com/karpenter-policy/karpenter/policies"
+	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
 	"github.com/karpenter-policy/karpenter/webhooks"
 	"github.com/karpenter-policy/karpenter/webhooks/admission"
 	"github.com/karpenter-policy/karpenter/webhooks/certs"
@@ -114,6 +115,9 @@ func newDeps(mgr ctrl.Manager, opts *options.Options) (*deps, error) {
 	}
 	engine.Observer = metrics.PolicyObserver{}
 	cluster := state.NewCluster(mgr.GetClient(), clock.RealClock{}).WithDisplacedGrace(opts.DisplacedPodGrace)
+	if err := cluster.Register(context.Background(), mgr.GetCache()); err != nil {
+		return nil, fmt.Errorf("feeding the cluster model from the informers: %w", err)
+	}
 	return &deps{cloud: cloud, cluster: cluster, engine: engine, usage: policycontrollers.NewUsage(cluster, cloud, clock.RealClock{})}, nil
 }
 
@@ -151,7 +155,7 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := nodetermination.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the node termination controller: %w", err)
 	}
-	if err := mgr.Add(garbagecollection.NewController(mgr.GetClient(), mgr.GetAPIReader(), cloud, clock.RealClock{})); err != nil {
+	if err := mgr.Add(garbagecollection.NewController(mgr.GetClient(), cluster, mgr.GetAPIReader(), cloud, clock.RealClock{})); err != nil {
 		return fmt.Errorf("registering the garbage collector: %w", err)
 	}
 	if err := podmetrics.NewController(mgr.GetClient()).Register(mgr); err != nil {
@@ -167,15 +171,19 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 		return fmt.Errorf("registering the static nodepool controller: %w", err)
 	}
 	if opts.Disruption {
-		dopts := disruption.Options{MinSavingsFraction: opts.ConsolidationMinSavings}
-		if err := disruption.ParseFeatureGates(opts.FeatureGates, &dopts); err != nil {
+		dopts := methods.Options{MinSavingsFraction: opts.ConsolidationMinSavings}
+		if err := methods.ParseFeatureGates(opts.FeatureGates, &dopts); err != nil {
 			return fmt.Errorf("--feature-gates: %w", err)
 		}
-		if err := mgr.Add(disruption.NewController(mgr.GetClient(), cloud, cluster, recorder, clock.RealClock{}, d.engine, dopts)); err != nil {
+		dc := disruption.NewController(mgr.GetClient(), cloud, cluster, recorder, clock.RealClock{}, d.engine, dopts)
+		if err := dc.Orchestrator.Register(mgr); err != nil {
+			return fmt.Errorf("registering the disruption orchestrator: %w", err)
+		}
+		if err := mgr.Add(dc); err != nil {
 			return fmt.Errorf("registering the disruption controller: %w", err)
 		}
 	}
-	if err := nodepool.NewController(mgr.GetClient(), cloud).Register(mgr); err != nil {
+	if err := nodepool.NewController(mgr.GetClient(), cloud, cluster).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodepool status controller: %w", err)
 	}
 	switch p := cloud.(type) {

@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/simulate"
-	"github.com/karpenter-policy/karpenter/controllers/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/disruption"
 )
 
 // disruptOptions reads --feature-gates for simulate --disrupt.

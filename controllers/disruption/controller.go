@@ -2,65 +2,71 @@ package disruption
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	k8spolicyv1 "k8s.io/api/policy/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
-	"github.com/karpenter-policy/karpenter/scheduling/solver"
+	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/planner"
 )
 
-// PollPeriod is how often the controller runs a pass; ValidationDelay is how long a
-// consolidation command waits before it is validated on a fresh snapshot.
+// The pass's timing. Right after a pass that handed over commands, the next runs at once, so
+// that a budget of several nodes fills within seconds. After a pass that found nothing to do,
+// the next runs when the cluster model has changed (at most every PollPeriod), or when time
+// alone can change a decision (consolidateAfter, expireAfter or a do-not-disrupt duration
+// running out, a budget's schedule opening or closing: Cluster.NextChange), and at the
+// latest after IdlePassInterval: an idle cluster is not re-examined every few seconds.
+// ValidationDelay is how long a consolidation waits before it is validated on a fresh
+// snapshot, as upstream waits.
 const (
-	PollPeriod      = 10 * time.Second
-	ValidationDelay = 15 * time.Second
+	PollPeriod       = 10 * time.Second
+	MinPassInterval  = time.Second
+	IdlePassInterval = 5 * time.Minute
+	ValidationDelay  = 15 * time.Second
 	// UnconsolidatableEvery rate-limits the Unconsolidatable event per node.
 	UnconsolidatableEvery = 15 * time.Minute
 )
 
-// Controller runs disruption passes on the leader: every PollPeriod it snapshots the cluster
-// from the caches, runs the methods, validates a consolidation after ValidationDelay, and hands
-// the commands to the queue, one at a time. It reads through the cached client; the queue
-// writes.
+// Controller runs disruption passes on the leader and hands their commands to the
+// orchestrator, which carries several out at once.
 type Controller struct {
-	client   client.Client
 	cloud    cloudprovider.CloudProvider
 	cluster  *state.Cluster
 	recorder events.EventRecorder
 	clock    clock.Clock
-	queue    *Queue
 	engine   *policies.Engine
-	opts     Options
-	methods  []Method
+	opts     methods.Options
+	methods  []methods.Method
+	// Orchestrator carries the commands out.
+	Orchestrator *Orchestrator
 
-	mu     sync.Mutex
-	noted  map[string]time.Time // by node and reason: when the last Unconsolidatable event was told
-	period time.Duration
-	delay  time.Duration
+	mu    sync.Mutex
+	noted map[string]time.Time // by node and reason: when the last Unconsolidatable event was told
+	// idle is the model's revision when the last pass found nothing to do, and wake when
+	// time alone may change that.
+	idle     uint64
+	wake     time.Time
+	wasIdle  bool
+	interval time.Duration
 }
 
 // NewController builds the disruption controller; engine, when set, gates every command.
 func NewController(c client.Client, cloud cloudprovider.CloudProvider, cluster *state.Cluster, recorder events.EventRecorder, clk clock.Clock,
-	engine *policies.Engine, opts Options) *Controller {
-	ctl := &Controller{client: c, cloud: cloud, cluster: cluster, recorder: recorder, clock: clk, queue: NewQueue(c, cluster, recorder),
-		engine: engine, opts: opts, methods: Methods(), noted: map[string]time.Time{}, period: PollPeriod, delay: ValidationDelay}
+	engine *policies.Engine, opts methods.Options) *Controller {
+	ctl := &Controller{cloud: cloud, cluster: cluster, recorder: recorder, clock: clk, engine: engine, opts: opts,
+		methods: methods.Methods(), noted: map[string]time.Time{}, interval: MinPassInterval,
+		Orchestrator: NewOrchestrator(c, cluster, recorder, clk)}
 	for _, m := range ctl.methods {
-		if mn, ok := m.(*MultiNode); ok {
+		if mn, ok := m.(*methods.MultiNode); ok {
 			mn.Clock = clk.Now
 		}
 	}
@@ -70,54 +76,116 @@ func NewController(c client.Client, cloud cloudprovider.CloudProvider, cluster *
 // NeedLeaderElection is true: one replica disrupts.
 func (c *Controller) NeedLeaderElection() bool { return true }
 
-// Start cleans the taints a command interrupted by a restart left, then runs a pass every
-// PollPeriod until ctx ends.
+// Start waits for the model to sync, adopts or rolls back what a stopped manager left in
+// flight, then runs passes until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("disruption")
 	ctx = log.IntoContext(ctx, logger)
-	if err := c.queue.CleanStaleTaints(ctx); err != nil {
-		logger.Error(err, "cleaning stale disruption taints")
+	for !c.cluster.Synced() {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.clock.After(100 * time.Millisecond):
+		}
+	}
+	for {
+		err := c.Orchestrator.Adopt(ctx, c.cluster.Objects())
+		if err == nil {
+			break
+		}
+		logger.Error(err, "adopting the disruption commands in flight")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.clock.After(5 * time.Second):
+		}
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-c.clock.After(c.period):
-			if err := c.Reconcile(ctx); err != nil {
-				logger.Error(err, "disruption pass")
-			}
+		case <-c.clock.After(c.interval):
+		}
+		acted, err := c.Reconcile(ctx)
+		if err != nil {
+			logger.Error(err, "disruption pass")
+		}
+		switch {
+		case acted:
+			c.interval = 0
+		case c.idleNow():
+			c.interval = PollPeriod
+		default:
+			c.interval = MinPassInterval
 		}
 	}
 }
 
-// Reconcile runs one pass and carries its commands out.
-func (c *Controller) Reconcile(ctx context.Context) error {
+// due reports whether a pass may find something the last did not: the model changed, or the
+// time the last one said (wake) has come.
+func (c *Controller) due() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.wasIdle || c.cluster.Revision() != c.idle || !c.clock.Now().Before(c.wake)
+}
+
+func (c *Controller) idleNow() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wasIdle
+}
+
+// setIdle records the outcome of a pass at revision rev: idle with nothing to do until wake
+// (or IdlePassInterval), or not.
+func (c *Controller) setIdle(idle bool, rev uint64, wake time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	latest := c.clock.Now().Add(IdlePassInterval)
+	if wake.IsZero() || wake.After(latest) {
+		wake = latest
+	}
+	c.wasIdle, c.idle, c.wake = idle, rev, wake
+}
+
+// Reconcile runs one pass when it is due and hands its commands to the orchestrator; it
+// reports whether it handed any.
+func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
+	if !c.due() {
+		return false, nil
+	}
+	rev := c.cluster.Revision()
 	snap, err := c.Snapshot(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	c.observe(snap)
-	cmds, m, err := Pass(ctx, snap, c.methods)
-	if mn, ok := m.(*MultiNode); ok && mn.TimedOut {
+	cmds, m, err := methods.Pass(ctx, snap, c.methods)
+	if mn, ok := m.(*methods.MultiNode); ok && mn.TimedOut {
 		metrics.ConsolidationTimeouts.WithLabelValues("multi").Inc()
 	}
 	c.noteUnconsolidatable(snap)
-	if err != nil || len(cmds) == 0 {
-		return err
+	if err != nil {
+		return false, err
 	}
-	if m.Reason() == ReasonUnderutilized {
+	if len(cmds) == 0 {
+		// Nothing to do until something changes, or time does.
+		c.setIdle(true, rev, snap.NextChange())
+		return false, nil
+	}
+	c.setIdle(false, rev, time.Time{})
+	if m.Reason() == methods.ReasonUnderutilized {
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-c.clock.After(c.delay):
+			return false, nil
+		case <-c.clock.After(ValidationDelay):
 		}
 		fresh, err := c.Snapshot(ctx)
 		if err != nil {
-			return err
+			return false, err
 		}
-		var valid []*Command
+		var valid []*methods.Command
 		for _, cmd := range cmds {
-			if why := Validate(ctx, cmd, fresh, m, nil); why != "" {
+			if why := methods.Validate(ctx, cmd, fresh, m, nil); why != "" {
 				log.FromContext(ctx).Info("dropped a consolidation that no longer holds", "nodes", names(cmd.Candidates), "why", why)
 				continue
 			}
@@ -126,86 +194,33 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		cmds, snap = valid, fresh
 	}
 	for _, cmd := range cmds {
-		if err := c.queue.Execute(ctx, snap, cmd); err != nil {
-			return err
-		}
+		id := c.Orchestrator.Add(snap, cmd)
+		log.FromContext(ctx).Info("disrupting", "command", id, "reason", cmd.Reason, "decision", cmd.Decision, "nodes", names(cmd.Candidates),
+			"replacements", len(cmd.Replacements), "savingsPerHour", cmd.Savings())
 	}
-	return nil
+	return len(cmds) > 0, nil
 }
 
-// Snapshot builds the disruption snapshot from the caches: nodes, their pods, NodeClaims
-// (with this process's pod events), NodePools with their instance types and DaemonSet
-// overhead, PDBs, nominations, and the policy gate.
-func (c *Controller) Snapshot(ctx context.Context) (*Cluster, error) {
-	var nodes corev1.NodeList
-	var pods corev1.PodList
-	var claims karpv1.NodeClaimList
-	var pools karpv1.NodePoolList
-	var pdbs k8spolicyv1.PodDisruptionBudgetList
-	var daemonSets appsv1.DaemonSetList
-	for _, l := range []client.ObjectList{&nodes, &pods, &claims, &pools, &pdbs, &daemonSets} {
-		if err := c.client.List(ctx, l); err != nil {
-			return nil, fmt.Errorf("listing %T: %w", l, err)
-		}
+// Snapshot is disruption's view of the model: the nodes of commands in flight count as
+// disrupting, and the policy gate, when policies apply, checks every command.
+func (c *Controller) Snapshot(ctx context.Context) (*methods.Cluster, error) {
+	snap, err := c.cluster.Placed(ctx, c.cloud)
+	if err != nil {
+		return nil, err
 	}
-	var templates []corev1.PodTemplateSpec
-	for _, ds := range daemonSets.Items {
-		templates = append(templates, ds.Spec.Template)
-	}
-	// Nodes the provisioner nominated pending pods to: it counts on their room.
-	nominated := map[string]bool{}
-	for i := range pods.Items {
-		if p := &pods.Items[i]; p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
-			if target, ok := c.cluster.NominationOf(p); ok {
-				nominated[target] = true
-			}
-		}
-	}
-	in := Input{Now: c.clock.Now(), Options: c.opts, Nominated: func(name string) bool { return nominated[name] }}
-	present := make([]string, 0, len(nodes.Items))
-	for i := range nodes.Items {
-		in.Nodes = append(in.Nodes, &nodes.Items[i])
-		present = append(present, nodes.Items[i].Name)
-	}
-	c.cluster.KeepPodEvents(present)
-	for i := range pods.Items {
-		in.Pods = append(in.Pods, &pods.Items[i])
-	}
-	for i := range pdbs.Items {
-		in.PDBs = append(in.PDBs, &pdbs.Items[i])
-	}
-	for i := range claims.Items {
-		nc := claims.Items[i].DeepCopy()
-		nc.Status.LastPodEventTime = metav1.NewTime(LastPodEvent(nc, c.cluster.LastPodEvent(nc.Status.NodeName)))
-		in.NodeClaims = append(in.NodeClaims, nc)
-	}
-	for i := range pools.Items {
-		np := &pools.Items[i]
-		if np.DeletionTimestamp != nil {
-			continue
-		}
-		its, err := c.cloud.GetInstanceTypes(ctx, np)
-		if err != nil {
-			continue
-		}
-		in.NodePools = append(in.NodePools, &NodePoolState{NodePool: np, InstanceTypes: its, DaemonSetOverhead: solver.DaemonSetOverhead(np, templates)})
-	}
-	snap := NewCluster(in)
+	mc := methods.NewCluster(snap, c.opts)
+	mc.InFlight(c.Orchestrator.InFlight())
 	if c.engine != nil {
-		pl, err := provisioning.NewPlanner(ctx, c.client, c.engine, in.Now)
-		if err != nil {
-			return nil, err
-		}
-		snap.Gate = NewPolicyGate(pl, snap)
+		mc.Gate = methods.NewPolicyGate(planner.New(c.engine, snap.Objects.Namespaces, snap.Objects.CapacityBudgets, snap.Now), mc)
 	}
-	return snap, nil
+	return mc, nil
 }
 
 // observe exports the budgets' allowances and the eligible nodes.
-func (c *Controller) observe(snap *Cluster) {
-	b := NewBudgets(snap)
+func (c *Controller) observe(snap *methods.Cluster) {
+	b := methods.NewBudgets(snap)
 	for name := range snap.NodePools {
-		for _, r := range budgetReasons {
+		for _, r := range methods.BudgetReasons {
 			metrics.NodePoolAllowedDisruptions.WithLabelValues(name, string(r)).Set(float64(b.Allowed(name, r)))
 		}
 	}
@@ -216,7 +231,7 @@ func (c *Controller) observe(snap *Cluster) {
 				n++
 			}
 		}
-		if m.Reason() == ReasonUnderutilized && m.Consolidation() == "single" {
+		if m.Reason() == methods.ReasonUnderutilized && m.Consolidation() == "single" {
 			continue
 		}
 		metrics.DisruptionEligibleNodes.WithLabelValues(string(m.Reason())).Set(float64(n))
@@ -227,7 +242,7 @@ func (c *Controller) observe(snap *Cluster) {
 // UnconsolidatableEvery for the same reason (a new reason, such as a policy denial after a
 // nomination, is told at once). Entries older than that are forgotten, so nodes long gone do
 // not accumulate.
-func (c *Controller) noteUnconsolidatable(snap *Cluster) {
+func (c *Controller) noteUnconsolidatable(snap *methods.Cluster) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
@@ -248,4 +263,12 @@ func (c *Controller) noteUnconsolidatable(snap *Cluster) {
 			}
 		}
 	}
+}
+
+func names(cands []*methods.Candidate) []string {
+	out := make([]string, 0, len(cands))
+	for _, c := range cands {
+		out = append(out, c.Name())
+	}
+	return out
 }

@@ -7,6 +7,7 @@ package index
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +24,9 @@ const (
 	PodNodeName = "spec.nodeName"
 	// NodeClaimNodeName indexes NodeClaims by status.nodeName.
 	NodeClaimNodeName = "status.nodeName"
+	// NodeClaimInstanceID indexes NodeClaims by the instance ID of their provider ID (the part
+	// after its last "/", as a cloud's interruption notices name instances).
+	NodeClaimInstanceID = "status.providerID.instance"
 )
 
 // Index is one field index: objects of Object's kind by Field, the values Extract gives.
@@ -37,6 +41,7 @@ type Index struct {
 var Indexes = []Index{
 	{&karpv1.NodeClaim{}, NodeClaimProviderID, func(o client.Object) []string { return nonEmpty(o.(*karpv1.NodeClaim).Status.ProviderID) }},
 	{&karpv1.NodeClaim{}, NodeClaimNodeName, func(o client.Object) []string { return nonEmpty(o.(*karpv1.NodeClaim).Status.NodeName) }},
+	{&karpv1.NodeClaim{}, NodeClaimInstanceID, func(o client.Object) []string { return nonEmpty(InstanceID(o.(*karpv1.NodeClaim).Status.ProviderID)) }},
 	{&corev1.Node{}, NodeProviderID, func(o client.Object) []string { return nonEmpty(o.(*corev1.Node).Spec.ProviderID) }},
 	{&corev1.Pod{}, PodNodeName, func(o client.Object) []string { return nonEmpty(o.(*corev1.Pod).Spec.NodeName) }},
 }
@@ -110,4 +115,27 @@ func listBy(ctx context.Context, c client.Reader, list client.ObjectList, field,
 		return fmt.Errorf("listing %T by index %s=%s: %w", list, field, value, err)
 	}
 	return nil
+}
+
+// InstanceID is the instance ID of a provider ID: what follows its last "/".
+func InstanceID(providerID string) string {
+	if i := strings.LastIndex(providerID, "/"); i >= 0 {
+		return providerID[i+1:]
+	}
+	return providerID
+}
+
+// NodeClaimsByInstanceID are the NodeClaims whose provider ID ends with the instance ID.
+func NodeClaimsByInstanceID(ctx context.Context, c client.Reader, id string) ([]karpv1.NodeClaim, error) {
+	var claims karpv1.NodeClaimList
+	if err := listBy(ctx, c, &claims, NodeClaimInstanceID, id); err != nil {
+		return nil, err
+	}
+	out := claims.Items[:0]
+	for _, nc := range claims.Items {
+		if InstanceID(nc.Status.ProviderID) == id {
+			out = append(out, nc)
+		}
+	}
+	return out, nil
 }

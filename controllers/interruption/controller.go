@@ -10,8 +10,6 @@
 package interruption
 
 import (
-	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
-
 	"context"
 	"fmt"
 
@@ -29,6 +27,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/index"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 )
 
 // Controller deletes the NodeClaims of interrupted nodes.

@@ -3,7 +3,6 @@ package interruption
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +12,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/index"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 )
 
@@ -80,16 +80,13 @@ func (q *QueueConsumer) Handle(ctx context.Context, n cloudprovider.Notice) erro
 	if n.Kind == cloudprovider.NoticeNoOp {
 		return nil
 	}
-	claims := &karpv1.NodeClaimList{}
-	if err := q.client.List(ctx, claims); err != nil {
-		return err
-	}
 	for _, id := range n.InstanceIDs {
-		for i := range claims.Items {
-			nc := &claims.Items[i]
-			if !strings.HasSuffix(nc.Status.ProviderID, "/"+id) {
-				continue
-			}
+		claims, err := index.NodeClaimsByInstanceID(ctx, q.client, id)
+		if err != nil {
+			return err
+		}
+		for i := range claims {
+			nc := &claims[i]
 			if n.Kind == cloudprovider.NoticeRebalance {
 				q.recorder.Eventf(nc, nil, corev1.EventTypeNormal, "RebalanceRecommendation", "Disruption",
 					"EC2 recommends rebalancing instance %s: it is at elevated risk of Spot interruption", id)

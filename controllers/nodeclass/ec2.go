@@ -1,8 +1,6 @@
 package nodeclass
 
 import (
-	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
-
 	"context"
 	"fmt"
 	"time"
@@ -17,6 +15,7 @@ import (
 
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 )
 
 // EC2Resolver finds what an EC2NodeClass selects in EC2 and IAM; the AWS provider

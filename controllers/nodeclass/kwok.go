@@ -5,8 +5,6 @@
 package nodeclass
 
 import (
-	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
-
 	"context"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -19,6 +17,7 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 )
 
 // KWOK reconciles KWOKNodeClass status.

@@ -4,17 +4,13 @@
 package nodepool
 
 import (
-	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
-
 	"context"
 	"encoding/json"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,17 +21,20 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
+	"github.com/karpenter-policy/karpenter/controllers/state"
 )
 
 // Controller reconciles NodePool status.
 type Controller struct {
-	client client.Client
-	cloud  cloudprovider.CloudProvider
+	client  client.Client
+	cloud   cloudprovider.CloudProvider
+	cluster *state.Cluster
 }
 
 // NewController builds the NodePool status controller.
-func NewController(c client.Client, cloud cloudprovider.CloudProvider) *Controller {
-	return &Controller{client: c, cloud: cloud}
+func NewController(c client.Client, cloud cloudprovider.CloudProvider, cluster *state.Cluster) *Controller {
+	return &Controller{client: c, cloud: cloud, cluster: cluster}
 }
 
 // Register watches NodePools, their NodeClaims and their node classes.
@@ -67,6 +66,10 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 
 // Reconcile computes the status and writes it once.
 func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconcile.Result, error) {
+	if !c.cluster.Synced() {
+		// Counted on part of the cluster, the status would be wrong for a moment.
+		return ratelimit.Again(), nil
+	}
 	before := np.DeepCopy()
 	if err := c.nodeClassReadiness(ctx, np); err != nil {
 		return reconcile.Result{}, err
@@ -148,30 +151,17 @@ func runtimeConditions(o client.Object) ([]metav1.Condition, error) {
 	return s.Status.Conditions, nil
 }
 
-// counters sums the capacity of the NodePool's NodeClaims and counts its nodes.
+// counters are what the NodePool's nodes and NodeClaims hold, with their count: its usage
+// against its limits, by the definition the provisioner and disruption use
+// (state.Cluster.NodePoolUsage).
 func (c *Controller) counters(ctx context.Context, np *karpv1.NodePool) error {
-	var claims karpv1.NodeClaimList
-	if err := c.client.List(ctx, &claims, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}); err != nil {
-		return err
-	}
-	total := corev1.ResourceList{}
-	var nodes int64
-	for _, nc := range claims.Items {
-		if nc.DeletionTimestamp != nil {
-			continue
-		}
-		nodes++
-		for k, v := range nc.Status.Capacity {
-			q := total[k]
-			q.Add(v)
-			total[k] = q
-		}
-	}
-	total["nodes"] = *resource.NewQuantity(nodes, resource.DecimalSI)
+	total := c.cluster.NodePoolUsage(ctx, c.cloud, np)
+	nodes := total["nodes"]
+	count := nodes.Value()
 	for k, q := range total {
 		metrics.NodePoolUsage.WithLabelValues(np.Name, string(k)).Set(q.AsApproximateFloat64())
 	}
 	np.Status.Resources = total
-	np.Status.Nodes = &nodes
+	np.Status.Nodes = &count
 	return nil
 }

@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
-
 	"context"
 	"fmt"
 	"strconv"
@@ -26,6 +24,7 @@ import (
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/scheduling/planner"
@@ -48,16 +47,18 @@ func NewBudgetStatus(c client.Client, cluster *state.Cluster, usage *Usage, e *p
 	return &BudgetStatus{client: c, cluster: cluster, usage: usage, engine: e, clock: clk}
 }
 
-// Usage attributes the cluster's cost to namespaces, at most once per usageTTL: the budget
-// status controller and the admission review share it.
+// Usage attributes the cluster's cost to namespaces over the one snapshot of the cluster
+// model, again only when the model changed (or usageTTL passed: nominations expire with time):
+// the budget status controller and the admission review share it.
 type Usage struct {
 	cluster *state.Cluster
 	cloud   cloudprovider.CloudProvider
 	clock   clock.Clock
 
-	mu    sync.Mutex
-	usage map[string]policies.Usage
-	at    time.Time
+	mu       sync.Mutex
+	usage    map[string]policies.Usage
+	at       time.Time
+	revision uint64
 }
 
 // NewUsage returns the shared attribution.
@@ -69,14 +70,15 @@ func NewUsage(cluster *state.Cluster, cloud cloudprovider.CloudProvider, clk clo
 func (u *Usage) ByNamespace(ctx context.Context) (map[string]policies.Usage, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.usage != nil && u.clock.Since(u.at) < usageTTL {
+	rev := u.cluster.Revision()
+	if u.usage != nil && rev == u.revision && u.clock.Since(u.at) < usageTTL {
 		return u.usage, nil
 	}
 	snap, err := u.cluster.Placed(ctx, u.cloud)
 	if err != nil {
 		return nil, err
 	}
-	u.usage, u.at = planner.UsageOf(snap.Nodes, planner.NewPriceBook(snap.InstanceTypes()...)), u.clock.Now()
+	u.usage, u.at, u.revision = planner.UsageOf(snap.Nodes, planner.NewPriceBook(snap.InstanceTypes()...)), u.clock.Now(), rev
 	return u.usage, nil
 }
 
@@ -84,8 +86,8 @@ func (u *Usage) ByNamespace(ctx context.Context) (map[string]policies.Usage, err
 // trigger it: the spend this month accrues, schedule windows open and close.
 const BudgetRefresh = 15 * time.Second
 
-// usageTTL is how long one attribution of the whole cluster serves every budget.
-const usageTTL = 2 * time.Second
+// usageTTL is how long one attribution of an unchanged cluster serves every budget.
+const usageTTL = 30 * time.Second
 
 // Register watches CapacityBudgets, and NodeClaims and Nodes, which change what namespaces run.
 func (r *BudgetStatus) Register(mgr ctrl.Manager) error {

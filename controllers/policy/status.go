@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
-
 	"context"
 	"time"
 
@@ -10,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 )
 
 // conditions sets a status's conditions for one generation.

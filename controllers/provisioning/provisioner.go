@@ -5,19 +5,14 @@
 package provisioning
 
 import (
-	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
-
 	"cmp"
 	"context"
 	"fmt"
-	"sort"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
@@ -34,10 +29,12 @@ import (
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/scheduling"
 	"github.com/karpenter-policy/karpenter/scheduling/planner"
+	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
 
@@ -93,7 +90,7 @@ func (p *Provisioner) Register(mgr ctrl.Manager) error {
 	}
 	provisionable := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		pod, ok := o.(*corev1.Pod)
-		return ok && state.Provisionable(pod)
+		return ok && scheduling.IsProvisionable(pod)
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("provisioning.trigger").WithOptions(ratelimit.Options(1)).
 		For(&corev1.Pod{}, builder.WithPredicates(provisionable, predicate.Funcs{DeleteFunc: func(event.DeleteEvent) bool { return false }})).
@@ -107,7 +104,7 @@ func (p *Provisioner) Register(mgr ctrl.Manager) error {
 			// opens one, in which the nomination is checked (the pod is displaced when others took
 			// its room, or kube-scheduler refused it on its schedulable node).
 			switch {
-			case !state.Provisionable(pod):
+			case !scheduling.IsProvisionable(pod):
 			case p.cluster.Nominated(pod):
 				// kube-scheduler marked it again: if its node was schedulable by then, the
 				// nomination failed (see state.Cluster.Rejected).
@@ -135,7 +132,10 @@ func (p *Provisioner) Start(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-p.clock.After(RetryInterval):
-				p.batcher.Nudge()
+				// Only pods still pending need another look; an idle cluster costs nothing.
+				if p.cluster.PendingPods() > 0 {
+					p.batcher.Nudge()
+				}
 			}
 		}
 	}()
@@ -172,6 +172,13 @@ const createParallelism = 32
 // Provision solves the pending pods once and creates the NodeClaims decided.
 func (p *Provisioner) Provision(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("provisioner")
+	if !p.cluster.Synced() {
+		// A decision on part of the cluster would launch for pods whose nodes are not known
+		// yet; the retry brings the batch back.
+		logger.V(1).Info("waiting for the cluster model to sync")
+		p.retryIn(ctx, time.Second)
+		return nil
+	}
 	snap, err := p.cluster.Snapshot(ctx, p.cloud)
 	if err != nil {
 		return err
@@ -184,7 +191,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		return nil
 	}
 	start := p.clock.Now()
-	res, outcome, err := p.solve(ctx, SolverInput(snap))
+	res, outcome, err := p.solve(ctx, snap)
 	if err != nil {
 		return fmt.Errorf("solving: %w", err)
 	}
@@ -202,7 +209,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	errs := make([]error, len(res.NodeClaims))
 	workqueue.ParallelizeUntil(ctx, createParallelism, len(res.NodeClaims), func(i int) {
 		c := res.NodeClaims[i]
-		nc := NodeClaimFor(snap.NodePool(c.NodePool), c)
+		nc := solver.NodeClaimFor(snap.NodePool(c.NodePool), c)
 		if err := p.client.Create(ctx, nc); err != nil {
 			errs[i] = fmt.Errorf("creating nodeclaim for nodepool %s: %w", c.NodePool, err)
 			return
@@ -236,72 +243,19 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	return nil
 }
 
-// SolverInput is the solver's input for a snapshot: its pods, nodes and NodePools, with the
-// DaemonSet overhead each NodePool's nodes would carry.
-func SolverInput(snap *state.Snapshot) *solver.Input {
-	in := &solver.Input{Pods: snap.Pods, Nodes: snap.Nodes, Requests: snap.Requests}
-	for _, np := range snap.NodePools {
-		// A static NodePool keeps its own size (controllers/static): its nodes take pods as
-		// existing nodes, but nothing is launched for them.
-		if np.NodePool.IsStatic() {
-			continue
-		}
-		in.NodePools = append(in.NodePools, &solver.NodePool{NodePool: np.NodePool, InstanceTypes: np.InstanceTypes,
-			DaemonSetOverhead: solver.DaemonSetOverhead(np.NodePool, snap.DaemonSets), Usage: np.Usage})
-	}
-	return in
-}
-
 // solve runs the batch through the policies when the engine is set, else the solver alone.
-func (p *Provisioner) solve(ctx context.Context, in *solver.Input) (*solver.Result, *planner.Outcome, error) {
+func (p *Provisioner) solve(ctx context.Context, snap *snapshot.Snapshot) (*solver.Result, *planner.Outcome, error) {
+	in := snap.SolverInput()
 	if p.engine == nil {
 		res, err := solver.Solve(in)
 		return res, nil, err
 	}
-	pl, err := NewPlanner(ctx, p.client, p.engine, p.clock.Now())
-	if err != nil {
-		return nil, nil, err
-	}
+	pl := planner.New(p.engine, snap.Objects.Namespaces, snap.Objects.CapacityBudgets, snap.Now)
 	out, err := pl.Solve(ctx, in)
 	if err != nil {
 		return nil, nil, err
 	}
 	return out.Result, out, nil
-}
-
-// NewPlanner gathers what the policies read from the cluster (namespaces with their labels,
-// each namespace's governing CapacityBudget) into a planner over the engine; the provisioner
-// and the disruption gate share it.
-func NewPlanner(ctx context.Context, c client.Client, engine *policies.Engine, now time.Time) (*planner.Planner, error) {
-	var nss corev1.NamespaceList
-	if err := c.List(ctx, &nss); err != nil {
-		return nil, fmt.Errorf("listing namespaces: %w", err)
-	}
-	var budgets policyv1.CapacityBudgetList
-	if err := c.List(ctx, &budgets); err != nil {
-		return nil, fmt.Errorf("listing capacitybudgets: %w", err)
-	}
-	pl := &planner.Planner{Engine: engine, Namespaces: map[string]policies.Namespace{}, Budgets: map[string]*policyv1.CapacityBudget{}, Now: now}
-	for _, ns := range nss.Items {
-		pl.Namespaces[ns.Name] = policies.Namespace{Name: ns.Name, Labels: ns.Labels}
-	}
-	pl.Budgets = governing(budgets.Items)
-	return pl, nil
-}
-
-// governing picks each namespace's CapacityBudget: the first by name, when there are several.
-func governing(budgets []policyv1.CapacityBudget) map[string]*policyv1.CapacityBudget {
-	out := map[string]*policyv1.CapacityBudget{}
-	for i := range budgets {
-		b := &budgets[i]
-		if b.DeletionTimestamp != nil {
-			continue
-		}
-		if cur, ok := out[b.Namespace]; !ok || b.Name < cur.Name {
-			out[b.Namespace] = b
-		}
-	}
-	return out
 }
 
 // reportPolicies turns a batch's policy outcome into Events and metrics: the pods a Deny
@@ -354,62 +308,3 @@ func (p *Provisioner) eventOn(ctx context.Context, src policies.Source, kind, re
 	}
 	p.recorder.Eventf(obj, nil, kind, reason, "Provisioning", "%s", msg)
 }
-
-// NodeClaimFor builds the NodeClaim of a decision (a batch's, or a disruption replacement) from its
-// NodePool's template.
-func NodeClaimFor(np *karpv1.NodePool, c *solver.NodeClaim) *karpv1.NodeClaim {
-	reqs := c.Requirements.Copy()
-	// The NodePool is named by the NodeClaim's label; requirements on Karpenter's own label are
-	// refused by validation.
-	delete(reqs, karpv1.NodePoolLabelKey)
-	names := make([]string, 0, len(c.InstanceTypes))
-	for _, it := range c.InstanceTypes {
-		names = append(names, it.Name)
-	}
-	sort.Strings(names)
-	if o := c.Offering; o.ReservationID != "" {
-		// The solver gave this NodeClaim room in a capacity reservation: launch into it and
-		// nothing else, so that the next NodeClaim's share of the room is not taken. If the
-		// room is gone at launch, the NodeClaim fails and the pods are provisioned again.
-		names = []string{c.InstanceType.Name}
-		reqs[karpv1.CapacityTypeLabelKey] = scheduling.NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, karpv1.CapacityTypeReserved)
-		reqs[karpv1.LabelTopologyZone] = scheduling.NewRequirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, o.Zone)
-		reqs[karpv1.LabelCapacityReservationID] = scheduling.NewRequirement(karpv1.LabelCapacityReservationID, corev1.NodeSelectorOpIn, o.ReservationID)
-	}
-	reqs[karpv1.LabelInstanceType] = scheduling.NewRequirement(karpv1.LabelInstanceType, corev1.NodeSelectorOpIn, names...).Intersect(reqsOr(reqs, karpv1.LabelInstanceType))
-	labels := map[string]string{karpv1.NodePoolLabelKey: np.Name}
-	for k, v := range np.Spec.Template.Labels {
-		labels[k] = v
-	}
-	annotations := map[string]string{karpv1.NodePoolHashAnnotationKey: np.Hash(), karpv1.NodePoolHashVersionAnnotationKey: karpv1.NodePoolHashVersion}
-	for k, v := range np.Spec.Template.Annotations {
-		annotations[k] = v
-	}
-	t := np.Spec.Template.Spec
-	return &karpv1.NodeClaim{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        fmt.Sprintf("%s-%s", np.Name, utilrand.String(5)),
-			Labels:      labels,
-			Annotations: annotations,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodePool", Name: np.Name, UID: np.UID,
-				BlockOwnerDeletion: ptrTrue()}},
-		},
-		Spec: karpv1.NodeClaimSpec{
-			Taints: t.Taints, StartupTaints: t.StartupTaints,
-			Requirements:           reqs.NodeSelectorRequirements(),
-			Resources:              karpv1.ResourceRequirements{Requests: c.Requests},
-			NodeClassRef:           t.NodeClassRef,
-			ExpireAfter:            t.ExpireAfter,
-			TerminationGracePeriod: t.TerminationGracePeriod,
-		},
-	}
-}
-
-func reqsOr(rs scheduling.Requirements, key string) *scheduling.Requirement {
-	if r, ok := rs[key]; ok {
-		return r
-	}
-	return scheduling.NewRequirement(key, corev1.NodeSelectorOpExists)
-}
-
-func ptrTrue() *bool { b := true; return &b }

@@ -1,8 +1,13 @@
-// Package state is the controllers' view of the cluster: nodes, NodeClaims, pods, DaemonSets
-// and NodePools as the manager's informers hold them, plus what only Karpenter knows, the pods
-// it nominated to NodeClaims that are still launching. Snapshot gives it in the terms of
-// scheduling, which the provisioner turns into the solver's input; state never
-// imports the solver. It reads caches only; it never writes to the API server.
+// Package state is the controllers' one model of the cluster: pods, nodes, NodeClaims,
+// NodePools, DaemonSets, PodDisruptionBudgets, namespaces and CapacityBudgets, kept up to date
+// object by object by informer event handlers (model.go), with a Synced gate that holds every
+// decision until the caches have caught up, plus what only this process knows: the pods it
+// nominated to nodes and NodeClaims, the NodeClaims it created that the caches do not show
+// yet, and when pods last came to or left each node. Build (snapshot.go) is the one place
+// where objects become the nodes, NodeClaims and pods decisions read; the provisioner,
+// disruption, the policy gate and status, and karpenterctl (on objects read from manifests)
+// all use it. It never writes to the API server, never lists the cluster, and never imports
+// the solver: both speak package scheduling.
 package state
 
 import (
@@ -19,7 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	"github.com/karpenter-policy/karpenter/scheduling"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 )
 
 // Nominations hold a pending pod's place on the node the solver chose for it, so that the next
@@ -35,16 +41,17 @@ import (
 // for the displaced grace (DefaultDisplacedGrace, --displaced-pod-grace; kube-scheduler has
 // tried the pending pods on it by then), a displaced pod is solved again, and capacity is
 // launched for it only if no node has room for it then.
+// (ExistingNominationTTL is snapshot.ExistingNominationTTL: the snapshot applies it.)
 const (
 	LaunchNominationTTL   = 5 * time.Minute
-	ExistingNominationTTL = 20 * time.Second
 	DefaultDisplacedGrace = 5 * time.Second
 )
 
-// Cluster reads the informer caches and remembers nominations.
+// Cluster is the model and what this process knows besides it.
 type Cluster struct {
 	client client.Client
 	clock  clock.Clock
+	model  *model
 
 	mu          sync.Mutex
 	nominations map[types.UID]nomination
@@ -77,11 +84,15 @@ type createdClaim struct {
 // showed it (a launch that failed at once) must not hold its pods for long.
 const CreatedClaimTTL = 10 * time.Second
 
-// NewCluster returns the state over a cached client.
+// NewCluster returns an empty model; Register feeds it from the manager's informers. c reads
+// the few objects the model does not hold (ReplicaSets, for PodsComing) from the cache.
 func NewCluster(c client.Client, clk clock.Clock) *Cluster {
-	return &Cluster{client: c, clock: clk, nominations: map[types.UID]nomination{}, rejected: map[types.UID]time.Time{},
+	return &Cluster{client: c, clock: clk, model: newModel(), nominations: map[types.UID]nomination{}, rejected: map[types.UID]time.Time{},
 		created: map[string]createdClaim{}, displacedGrace: DefaultDisplacedGrace, podEvents: map[string]time.Time{}}
 }
+
+// DisplacedGrace is how long a displaced pod waits after its node became Ready.
+func (c *Cluster) DisplacedGrace() time.Duration { return c.displacedGrace }
 
 // WithDisplacedGrace sets how long a displaced pod waits after its node became Ready.
 func (c *Cluster) WithDisplacedGrace(d time.Duration) *Cluster {
@@ -92,13 +103,22 @@ func (c *Cluster) WithDisplacedGrace(d time.Duration) *Cluster {
 // Created records a NodeClaim the provisioner has just created.
 func (c *Cluster) Created(nc *karpv1.NodeClaim) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.created[nc.Name] = createdClaim{nc: nc.DeepCopy(), at: c.clock.Now()}
+	c.mu.Unlock()
+	c.changed()
 }
 
-// withCreated adds to the cache's NodeClaims those created lately that it does not show yet,
+// changed moves the revision for what this process knows that changes a decision (a
+// nomination, a NodeClaim created).
+func (c *Cluster) changed() {
+	c.model.mu.Lock()
+	defer c.model.mu.Unlock()
+	c.model.revision++
+}
+
+// withCreated adds to the model's NodeClaims those created lately that it does not show yet,
 // and forgets those it shows and those past CreatedClaimTTL.
-func (c *Cluster) withCreated(claims []karpv1.NodeClaim) []karpv1.NodeClaim {
+func (c *Cluster) withCreated(claims []*karpv1.NodeClaim) []*karpv1.NodeClaim {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.created) == 0 {
@@ -113,7 +133,7 @@ func (c *Cluster) withCreated(claims []karpv1.NodeClaim) []karpv1.NodeClaim {
 		case shown[name] || c.clock.Since(cc.at) > CreatedClaimTTL:
 			delete(c.created, name)
 		default:
-			claims = append(claims, *cc.nc.DeepCopy())
+			claims = append(claims, cc.nc)
 		}
 	}
 	return claims
@@ -122,20 +142,21 @@ func (c *Cluster) withCreated(claims []karpv1.NodeClaim) []karpv1.NodeClaim {
 // Nominate records that a pod should run on a node, or on a NodeClaim being launched.
 func (c *Cluster) Nominate(pod *corev1.Pod, target string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.nominations[pod.UID] = nomination{target: target, at: c.clock.Now()}
 	delete(c.rejected, pod.UID)
+	c.mu.Unlock()
+	c.changed()
 }
 
 // Nominated reports whether the pod has a nomination not yet forgotten.
 func (c *Cluster) Nominated(pod *corev1.Pod) bool {
-	_, _, ok := c.nominatedTo(pod)
+	_, _, ok := c.NominatedTo(pod)
 	return ok
 }
 
-// nominatedTo returns where a pod is nominated and since when; nominations older than
+// NominatedTo returns where a pod is nominated and since when; nominations older than
 // LaunchNominationTTL are forgotten.
-func (c *Cluster) nominatedTo(pod *corev1.Pod) (string, time.Time, bool) {
+func (c *Cluster) NominatedTo(pod *corev1.Pod) (string, time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n, ok := c.nominations[pod.UID]
@@ -171,44 +192,59 @@ func (c *Cluster) Rejected(pod *corev1.Pod) {
 // kube-scheduler's cache sees the node a moment after ours.
 const RejectionSettle = time.Second
 
-// rejectedSince reports whether kube-scheduler refused the pod after since plus
+// RejectedSince reports whether kube-scheduler refused the pod after since plus
 // RejectionSettle.
-func (c *Cluster) rejectedSince(pod *corev1.Pod, since time.Time) bool {
+func (c *Cluster) RejectedSince(pod *corev1.Pod, since time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	at, ok := c.rejected[pod.UID]
 	return ok && !since.IsZero() && at.After(since.Add(RejectionSettle))
 }
 
-// forgetSettled drops the nominations and rejections, made before the pods were listed, of pods
-// no longer pending: bound, deleted or finished. It returns how many pods are pending.
-func (c *Cluster) forgetSettled(pods []corev1.Pod, listed time.Time) int {
-	pending := make(map[types.UID]bool, len(pods))
-	for i := range pods {
-		if Provisionable(&pods[i]) {
-			pending[pods[i].UID] = true
-		}
-	}
+// forgetSettled drops the nominations and rejections, made before now, of pods no longer
+// pending: bound, deleted or finished.
+func (c *Cluster) forgetSettled(now time.Time) {
+	pending := c.provisionableUIDs()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for uid, n := range c.nominations {
-		if !pending[uid] && n.at.Before(listed) {
+		if !pending[uid] && n.at.Before(now) {
 			delete(c.nominations, uid)
 		}
 	}
 	for uid, at := range c.rejected {
-		if !pending[uid] && at.Before(listed) {
+		if !pending[uid] && at.Before(now) {
 			delete(c.rejected, uid)
 		}
 	}
-	return len(pending)
 }
 
-// PodEvent records that a pod came to the node or left it now.
-func (c *Cluster) PodEvent(node string) {
+// provisionableUIDs are the UIDs of the pods the provisioner should find a node for.
+func (c *Cluster) provisionableUIDs() map[types.UID]bool {
+	m := c.model
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make(map[types.UID]bool, len(m.provisionable))
+	for key := range m.provisionable {
+		if p := m.pods[key]; p != nil {
+			out[p.UID] = true
+		}
+	}
+	return out
+}
+
+// podEvent records that a pod came to the node or left it now (the model's handlers call it).
+func (c *Cluster) podEvent(node string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.podEvents[node] = c.clock.Now()
+}
+
+// forgetPodEvents forgets a node that is gone.
+func (c *Cluster) forgetPodEvents(node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.podEvents, node)
 }
 
 // LastPodEvent is when a pod last came to the node or left it, as this process saw; zero when
@@ -219,26 +255,11 @@ func (c *Cluster) LastPodEvent(node string) time.Time {
 	return c.podEvents[node]
 }
 
-// KeepPodEvents forgets the pod events of nodes that are gone, keeping those of the nodes named.
-func (c *Cluster) KeepPodEvents(nodes []string) {
-	keep := make(map[string]bool, len(nodes))
-	for _, n := range nodes {
-		keep[n] = true
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for n := range c.podEvents {
-		if !keep[n] {
-			delete(c.podEvents, n)
-		}
-	}
-}
-
 // NominationOf is the node or NodeClaim the pod is nominated to, if its nomination holds.
 // Nominations of pods that have since bound are forgotten only at the provisioner's next
 // snapshot, so callers ask for pending pods only.
 func (c *Cluster) NominationOf(pod *corev1.Pod) (string, bool) {
-	target, _, ok := c.nominatedTo(pod)
+	target, _, ok := c.NominatedTo(pod)
 	return target, ok
 }
 
@@ -254,30 +275,6 @@ func (c *Cluster) PolicyBlocked(namespace string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.blocked[namespace]
-}
-
-// Provisionable reports whether the provisioner should find a node for a pod: pending, not
-// bound, not owned by a DaemonSet, not terminating, and either marked unschedulable by its
-// scheduler or not yet looked at by kube-scheduler (no PodScheduled condition: not gated, not
-// nominated by a preemption, for the default scheduler). The second kind matters in a
-// scale-out: kube-scheduler marks new pods unschedulable at about a hundred a second, and
-// waiting for its verdict on a thousand kept the batch open ten seconds. The solver places
-// such pods on existing nodes with room first, as kube-scheduler would, so they launch
-// capacity only where there is none.
-func Provisionable(p *corev1.Pod) bool {
-	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-		return false
-	}
-	if scheduling.IsOwnedByDaemonSet(p) {
-		return false
-	}
-	for _, cond := range p.Status.Conditions {
-		if cond.Type == corev1.PodScheduled {
-			return cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable
-		}
-	}
-	return len(p.Spec.SchedulingGates) == 0 && p.Status.NominatedNodeName == "" &&
-		(p.Spec.SchedulerName == "" || p.Spec.SchedulerName == corev1.DefaultSchedulerName)
 }
 
 // PodsComing reports whether one of the ReplicaSets has fewer pods than it wants: it is
@@ -304,4 +301,61 @@ func ReplicaSetOf(pod *corev1.Pod) types.NamespacedName {
 		return types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}
 	}
 	return types.NamespacedName{}
+}
+
+// Snapshot is the model as it stands, with this process's nominations and the NodeClaims it
+// created that the model does not show yet, built by snapshot.Build. Without pending pods it
+// is empty: the provisioner has nothing to do, and no snapshot is built.
+func (c *Cluster) Snapshot(ctx context.Context, cp cloudprovider.CloudProvider) (*snapshot.Snapshot, error) {
+	return c.snapshot(ctx, cp, true)
+}
+
+// Placed is the whole snapshot whether or not pods are pending: for disruption and the policy
+// status, which look at what runs.
+func (c *Cluster) Placed(ctx context.Context, cp cloudprovider.CloudProvider) (*snapshot.Snapshot, error) {
+	return c.snapshot(ctx, cp, false)
+}
+
+func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, forPending bool) (*snapshot.Snapshot, error) {
+	now := c.clock.Now()
+	c.forgetSettled(now)
+	if forPending && c.PendingPods() == 0 {
+		return snapshot.Build(&snapshot.Objects{}, snapshot.Env{Now: now}), nil
+	}
+	objs := c.Objects()
+	objs.NodeClaims = c.withCreated(objs.NodeClaims)
+	types := func(np *karpv1.NodePool) ([]*cloudprovider.InstanceType, error) {
+		if cp == nil {
+			return nil, nil
+		}
+		return c.instanceTypes(ctx, cp, np)
+	}
+	return snapshot.Build(objs, snapshot.Env{Now: now, InstanceTypes: types, Nominations: c, SeenPodEvent: c.LastPodEvent}), nil
+}
+
+// NodePoolUsage is what a NodePool's nodes and NodeClaims hold against its limits, by the one
+// definition (snapshot.Snapshot.Usage), over the model's objects of that NodePool only: the
+// NodePool status reads it on every NodeClaim change without building the whole snapshot.
+func (c *Cluster) NodePoolUsage(ctx context.Context, cp cloudprovider.CloudProvider, np *karpv1.NodePool) corev1.ResourceList {
+	objs := &snapshot.Objects{NodePools: []*karpv1.NodePool{np}}
+	m := c.model
+	m.mu.RLock()
+	for _, n := range m.nodes {
+		if n.Labels[karpv1.NodePoolLabelKey] == np.Name {
+			objs.Nodes = append(objs.Nodes, n)
+		}
+	}
+	for _, nc := range m.claims {
+		if nc.Labels[karpv1.NodePoolLabelKey] == np.Name {
+			objs.NodeClaims = append(objs.NodeClaims, nc)
+		}
+	}
+	m.mu.RUnlock()
+	types := func(np *karpv1.NodePool) ([]*cloudprovider.InstanceType, error) {
+		if cp == nil {
+			return nil, nil
+		}
+		return c.instanceTypes(ctx, cp, np)
+	}
+	return snapshot.Build(objs, snapshot.Env{Now: c.clock.Now(), InstanceTypes: types}).Usage(np.Name, nil)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 )
 
 var startupTaint = corev1.Taint{Key: "example.com/agent", Effect: corev1.TaintEffectNoSchedule}
@@ -75,7 +76,7 @@ func TestTheNodeStandsForItsNodeClaimOnceItReportsCapacity(t *testing.T) {
 	for _, name := range []string{"slow", "ready", "early", "cordoned", "bare", "launching"} {
 		objs = append(objs, pendingPod("on-"+name))
 	}
-	c := NewCluster(fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(objs...).Build(), clk)
+	c := newCluster(clk, objs...)
 	for _, name := range []string{"slow", "ready", "early", "cordoned", "bare", "launching"} {
 		c.Nominate(pendingPod("on-"+name), name)
 	}
@@ -105,13 +106,19 @@ func TestTheNodeStandsForItsNodeClaimOnceItReportsCapacity(t *testing.T) {
 		t.Errorf("%d nodes for the solver; want slow, ready, early, launching and bare (as the NodeClaim)", len(snap.Nodes))
 	}
 	// Once its NodeClaim is initialized, a node's taints all count.
-	if got := schedulableTaints(slow, nil); len(got) != 2 {
-		t.Errorf("an initialized node's taints all count: %v", got)
+	initialized := slowClaim.DeepCopy()
+	initialized.Status.Conditions = []metav1.Condition{{Type: karpv1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized"}}
+	c.Update(initialized)
+	snap, _ = snapshotPending(t, c)
+	for _, n := range snap.Nodes {
+		if n.Name == "slow" && len(n.Taints) != 2 {
+			t.Errorf("an initialized node's taints all count: %v", n.Taints)
+		}
 	}
 }
 
 // snapshotPending takes a snapshot and names the pods it leaves to the solver.
-func snapshotPending(t *testing.T, c *Cluster) (*Snapshot, map[string]bool) {
+func snapshotPending(t *testing.T, c *Cluster) (*snapshot.Snapshot, map[string]bool) {
 	t.Helper()
 	snap, err := c.Snapshot(context.Background(), nil)
 	if err != nil {
@@ -151,7 +158,7 @@ func TestNominationsHoldUntilTheNodeIsReady(t *testing.T) {
 	other.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1500m")
 	objs := []client.Object{slow, slowClaim, fresh, freshClaim, stale, staleClaim, full, fullClaim, other,
 		pendingPod("on-slow"), pendingPod("on-fresh"), pendingPod("on-stale"), pendingPod("on-full"), pendingPod("free")}
-	c := NewCluster(fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(objs...).Build(), clk)
+	c := newCluster(clk, objs...)
 	clk.Step(-2 * time.Minute)
 	for _, name := range []string{"slow", "fresh", "stale", "full"} {
 		c.Nominate(pendingPod("on-"+name), name)
@@ -175,8 +182,14 @@ func TestNominationsHoldUntilTheNodeIsReady(t *testing.T) {
 		}
 	}
 	// Once its NodeClaim is initialized, a node's taints all count.
-	if got := schedulableTaints(slow, nil); len(got) != 2 {
-		t.Errorf("an initialized node's taints all count: %v", got)
+	initialized := slowClaim.DeepCopy()
+	initialized.Status.Conditions = []metav1.Condition{{Type: karpv1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized"}}
+	c.Update(initialized)
+	snap, _ = snapshotPending(t, c)
+	for _, n := range snap.Nodes {
+		if n.Name == "slow" && len(n.Taints) != 2 {
+			t.Errorf("an initialized node's taints all count: %v", n.Taints)
+		}
 	}
 }
 
@@ -194,7 +207,7 @@ func TestDisplacedPodsWaitForKubeScheduler(t *testing.T) {
 	for _, p := range []*corev1.Pod{onB, other} {
 		p.Spec.NodeName, p.Status = "a", corev1.PodStatus{Phase: corev1.PodRunning}
 	}
-	c := NewCluster(fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(a, aClaim, b, bClaim, onA, onB, other).Build(), clk)
+	c := newCluster(clk, a, aClaim, b, bClaim, onA, onB, other)
 	c.Nominate(onA, "a")
 	c.Nominate(onB, "b")
 
@@ -239,7 +252,7 @@ func TestPodsKubeSchedulerRefusedAreDisplaced(t *testing.T) {
 	bClaim.Status.Conditions[0].LastTransitionTime = metav1.NewTime(clk.Now().Add(-500 * time.Millisecond))
 	onA, onB, unmarked := pendingPod("on-a"), pendingPod("on-b"), pendingPod("unmarked")
 	unmarked.Status.Conditions = nil
-	c := NewCluster(fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(a, aClaim, b, bClaim, onA, onB, unmarked).Build(), clk)
+	c := newCluster(clk, a, aClaim, b, bClaim, onA, onB, unmarked)
 	c.Nominate(onA, "a")
 	c.Nominate(onB, "b")
 	c.Nominate(unmarked, "a")
@@ -264,7 +277,7 @@ func TestSettledPodsAreForgotten(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
 	bound, waiting, gone := pendingPod("bound"), pendingPod("waiting"), pendingPod("gone")
 	bound.Spec.NodeName = "a"
-	c := NewCluster(fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(bound, waiting).Build(), clk)
+	c := newCluster(clk, bound, waiting)
 	for _, p := range []*corev1.Pod{bound, waiting, gone} {
 		c.Nominate(p, "general-abcde")
 		c.Rejected(p)
@@ -311,7 +324,7 @@ func TestProvisionable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := pendingPod("p")
 			tc.f(p)
-			if got := Provisionable(p); got != tc.want {
+			if got := scheduling.IsProvisionable(p); got != tc.want {
 				t.Fatalf("Provisionable = %v, want %v", got, tc.want)
 			}
 		})
@@ -371,7 +384,7 @@ func TestCreatedClaimsCountBeforeTheCacheShowsThem(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
 	pod := pendingPod("web")
-	c := NewCluster(fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(pod).Build(), clk)
+	c := newCluster(clk, pod)
 	claim := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "general-abcde", Labels: map[string]string{karpv1.NodePoolLabelKey: "general"}}}
 	c.Created(claim)
 	c.Nominate(pod, claim.Name)
@@ -401,4 +414,14 @@ func TestCreatedClaimsCountBeforeTheCacheShowsThem(t *testing.T) {
 	if held() {
 		t.Fatal("a NodeClaim the cache never showed in 10 s is gone: its pod is solved again")
 	}
+}
+
+// newCluster is a cluster whose model holds the objects (as its informers would give them),
+// over a fake client that holds them too (for the few reads outside the model).
+func newCluster(clk *clocktesting.FakeClock, objs ...client.Object) *Cluster {
+	c := NewCluster(fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(objs...).Build(), clk)
+	for _, o := range objs {
+		c.Update(o)
+	}
+	return c
 }

@@ -8,8 +8,6 @@
 package static
 
 import (
-	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
-
 	"context"
 	"fmt"
 	"sort"
@@ -28,10 +26,10 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
-	"github.com/karpenter-policy/karpenter/controllers/disruption"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning"
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 	"github.com/karpenter-policy/karpenter/scheduling"
+	disruption "github.com/karpenter-policy/karpenter/scheduling/disruption"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
 
@@ -295,7 +293,7 @@ func (c *Controller) create(ctx context.Context, np *karpv1.NodePool, n int) err
 		return err
 	}
 	for range n {
-		nc := provisioning.NodeClaimFor(np, shape)
+		nc := solver.NodeClaimFor(np, shape)
 		if err := c.client.Create(ctx, nc); err != nil {
 			return fmt.Errorf("creating a nodeclaim for static nodepool %s: %w", np.Name, err)
 		}

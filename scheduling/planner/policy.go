@@ -717,3 +717,22 @@ func toSolver(c *policies.Constraints, capacityType string) *solver.Constraints 
 	}
 	return out
 }
+
+// New is the planner over the engine for a cluster's namespaces (with their labels) and
+// CapacityBudgets: a namespace with several budgets is governed by the first by name, and a
+// budget being deleted governs nothing.
+func New(engine *policies.Engine, namespaces []*corev1.Namespace, budgets []*policyv1.CapacityBudget, now time.Time) *Planner {
+	pl := &Planner{Engine: engine, Namespaces: make(map[string]policies.Namespace, len(namespaces)), Budgets: map[string]*policyv1.CapacityBudget{}, Now: now}
+	for _, ns := range namespaces {
+		pl.Namespaces[ns.Name] = policies.Namespace{Name: ns.Name, Labels: ns.Labels}
+	}
+	for _, b := range budgets {
+		if b.DeletionTimestamp != nil {
+			continue
+		}
+		if cur, ok := pl.Budgets[b.Namespace]; !ok || b.Name < cur.Name {
+			pl.Budgets[b.Namespace] = b
+		}
+	}
+	return pl
+}

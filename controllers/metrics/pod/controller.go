@@ -3,8 +3,6 @@
 package pod
 
 import (
-	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
-
 	"context"
 	"sync"
 
@@ -17,6 +15,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 )
 
 // Controller records each pod's startup once.

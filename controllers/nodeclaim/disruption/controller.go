@@ -1,14 +1,12 @@
 // Package disruption keeps the NodeClaim conditions disruption reads: Consolidatable (its
 // NodePool's consolidateAfter has passed since a pod last came to its node or left it) and
 // Drifted (the cloud provider, its NodePool's template hash or its requirements say the node no
-// longer matches), and status.lastPodEventTime. It feeds the cluster state the pod events it
-// sees. It writes NodeClaim status only, and only when a condition changes, so that a
+// longer matches), and status.lastPodEventTime, from the pod events the cluster model saw. It
+// writes NodeClaim status only, and only when a condition changes, so that a
 // scale-out's pod bindings cost no writes.
 package disruption
 
 import (
-	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
-
 	"context"
 	"time"
 
@@ -29,9 +27,11 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
-	methods "github.com/karpenter-policy/karpenter/controllers/disruption"
 	"github.com/karpenter-policy/karpenter/controllers/index"
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 	"github.com/karpenter-policy/karpenter/controllers/state"
+	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 )
 
 // DriftRecheck is how often a NodeClaim's drift is asked of the cloud provider again.
@@ -99,8 +99,9 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
 }
 
+// podEvent brings the node's NodeClaim back: its Consolidatable condition may flip. The
+// cluster model records the event itself (state.Cluster.LastPodEvent).
 func (c *Controller) podEvent(ctx context.Context, node string, q workqueue.TypedRateLimitingInterface[reconcile.Request], claimOf func(context.Context, string) []reconcile.Request) {
-	c.cluster.PodEvent(node)
 	for _, r := range claimOf(ctx, node) {
 		q.Add(r)
 	}
@@ -137,7 +138,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (recon
 // else initialization) and consolidateAfter, recording the event in status when the condition
 // flips; it returns how long until it would turn true.
 func (c *Controller) consolidatable(nc *karpv1.NodeClaim, np *karpv1.NodePool) time.Duration {
-	last := methods.LastPodEvent(nc, c.cluster.LastPodEvent(nc.Status.NodeName))
+	last := snapshot.LastPodEvent(nc, c.cluster.LastPodEvent(nc.Status.NodeName))
 	after := np.Spec.Disruption.ConsolidateAfter.Duration
 	cur := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeConsolidatable)
 	switch {

@@ -5,8 +5,6 @@
 package lifecycle
 
 import (
-	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
-
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +30,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/index"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 	"github.com/karpenter-policy/karpenter/scheduling"
 )
 

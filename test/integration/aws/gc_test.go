@@ -13,6 +13,7 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider/aws"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/garbagecollection"
+	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/test"
 	"github.com/karpenter-policy/karpenter/test/awsemu"
 )
@@ -53,7 +54,10 @@ func TestGarbageCollectsAnOrphanedInstance(t *testing.T) {
 	if err := testEnv.Client.Status().Update(ctx, nc); err != nil {
 		t.Fatal(err)
 	}
-	gc := garbagecollection.NewController(testEnv.Client, testEnv.Client, p, clocktesting.NewFakeClock(time.Now().Add(time.Minute)))
+	clk := clocktesting.NewFakeClock(time.Now().Add(time.Minute))
+	model := state.NewCluster(testEnv.Client, clk)
+	model.Update(nc)
+	gc := garbagecollection.NewController(testEnv.Client, model, testEnv.Client, p, clk)
 	if err := gc.Collect(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/test"
 	"github.com/karpenter-policy/karpenter/test/awsemu"
+	"github.com/karpenter-policy/karpenter/test/env"
 )
 
 // marks remembers what the consumer told the provider had no capacity.
@@ -71,7 +72,7 @@ func TestInterruptionQueue(t *testing.T) {
 
 	provider := &marks{}
 	recorder := events.NewFakeRecorder(20)
-	consumer := interruption.NewQueueConsumer(testEnv.Client, provider, queue, recorder)
+	consumer := interruption.NewQueueConsumer(env.Indexed(testEnv.Client), provider, queue, recorder)
 	errorsBefore := testutil.ToFloat64(metrics.InterruptionMessageErrors)
 	for i := 0; i < 5; i++ {
 		if err := consumer.Poll(ctx); err != nil {

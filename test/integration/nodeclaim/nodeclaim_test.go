@@ -21,6 +21,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/garbagecollection"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/lifecycle"
+	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/test"
 	"github.com/karpenter-policy/karpenter/test/env"
 )
@@ -72,7 +73,7 @@ func TestLaunchRegisterInitializeAndLiveness(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	recorder := events.NewFakeRecorder(100)
 	cloud := kwok.New(testEnv.Client, clk, 1)
-	c := lifecycle.NewController(testEnv.Client, cloud, recorder, clk)
+	c := lifecycle.NewController(env.Indexed(testEnv.Client), cloud, recorder, clk)
 	class := test.KWOKNodeClass()
 	if err := testEnv.Client.Create(ctx, class); err != nil {
 		t.Fatal(err)
@@ -161,16 +162,17 @@ func TestGarbageCollection(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Now().Add(time.Hour))
 	cloud := kwok.New(testEnv.Client, clk, 1)
-	gc := garbagecollection.NewController(testEnv.Client, testEnv.Client, cloud, clk)
 	orphan := kwokNode(t, "orphan")
 	gone := test.NodeClaim()
 	if err := testEnv.Client.Create(ctx, gone); err != nil {
 		t.Fatal(err)
 	}
 	gone.Status.ProviderID = kwok.ProviderIDPrefix + "never-existed"
+	gone.Status.Conditions = []metav1.Condition{{Type: karpv1.ConditionTypeLaunched, Status: metav1.ConditionTrue, Reason: "Launched", LastTransitionTime: metav1.Now()}}
 	if err := testEnv.Client.Status().Update(ctx, gone); err != nil {
 		t.Fatal(err)
 	}
+	gc := garbagecollection.NewController(testEnv.Client, modelOf(t, clk, gone), testEnv.Client, cloud, clk)
 	if err := gc.Collect(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +202,7 @@ func TestLaunchOnceWithAStaleRead(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Now())
 	cloud := &countingCloud{Provider: kwok.New(testEnv.Client, clk, 1)}
-	c := lifecycle.NewController(testEnv.Client, cloud, events.NewFakeRecorder(100), clk)
+	c := lifecycle.NewController(env.Indexed(testEnv.Client), cloud, events.NewFakeRecorder(100), clk)
 	nc := launchable(t)
 	stale := nc.DeepCopy()
 	if got := reconcileOnce(t, c, nc.Name); got.Status.ProviderID == "" {
@@ -245,7 +247,7 @@ func TestRegistrationKeepsOtherWritersTaints(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	nc := launchable(t)
 	agent := corev1.Taint{Key: "example.com/agent", Effect: corev1.TaintEffectNoSchedule}
-	reader := &racingNodeReader{Client: testEnv.Client}
+	reader := &racingNodeReader{Client: env.Indexed(testEnv.Client)}
 	reader.race = func() {
 		node := &corev1.Node{}
 		if err := testEnv.Client.Get(ctx, client.ObjectKey{Name: nc.Name}, node); err != nil {
@@ -300,7 +302,7 @@ func TestNodeRegistersBeforeTheLaunchReachesTheCache(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	nc := launchable(t, func(nc *karpv1.NodeClaim) { nc.Labels = map[string]string{karpv1.NodePoolLabelKey: "general"} })
 	beforeLaunch := nc.DeepCopy()
-	reader := &lateNodeReader{Client: testEnv.Client}
+	reader := &lateNodeReader{Client: env.Indexed(testEnv.Client)}
 	c := lifecycle.NewController(reader, kwok.New(testEnv.Client, clk, 1), events.NewFakeRecorder(100), clk)
 	if got := reconcileOnce(t, c, nc.Name); got.Status.ProviderID == "" || meta.IsStatusConditionTrue(got.Status.Conditions, karpv1.ConditionTypeRegistered) {
 		t.Fatalf("want launched, not registered (the cache has no Node yet): %+v", got.Status)
@@ -323,14 +325,14 @@ func TestNodeRegistersBeforeTheLaunchReachesTheCache(t *testing.T) {
 	}
 }
 
-// staleReader lists no NodeClaims, as a cache that has not caught up.
-type staleReader struct{ client.Client }
-
-func (s staleReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if _, ok := list.(*karpv1.NodeClaimList); ok {
-		return nil
+// modelOf is a cluster model that holds these objects, as its informers would give them.
+func modelOf(t *testing.T, clk *clocktesting.FakeClock, objs ...client.Object) *state.Cluster {
+	t.Helper()
+	c := state.NewCluster(testEnv.Client, clk)
+	for _, o := range objs {
+		c.Update(o)
 	}
-	return s.Client.List(ctx, list, opts...)
+	return c
 }
 
 // The garbage collector terminates an instance only if the API server, not only the cache,
@@ -339,7 +341,8 @@ func TestGarbageCollectionChecksTheAPIServer(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Now().Add(time.Hour))
 	cloud := kwok.New(testEnv.Client, clk, 1)
-	gc := garbagecollection.NewController(staleReader{testEnv.Client}, testEnv.Client, cloud, clk)
+	// The cluster model has not seen the NodeClaim yet.
+	gc := garbagecollection.NewController(testEnv.Client, modelOf(t, clk), testEnv.Client, cloud, clk)
 	owned := kwokNode(t, "owned")
 	nc := test.NodeClaim()
 	if err := testEnv.Client.Create(ctx, nc); err != nil {

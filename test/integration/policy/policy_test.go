@@ -132,6 +132,10 @@ func TestCapacityBudgetStatusAccruesSpend(t *testing.T) {
 	if err := testEnv.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
+	// The cluster model holds them, as its informers would give them.
+	for _, o := range []client.Object{ns, np, node, pod} {
+		cluster.Update(o)
+	}
 	b := test.CapacityBudget(func(b *policyv1.CapacityBudget) {
 		b.Namespace = ns.Name
 		hourly := policyv1.Money("0.04")

@@ -10,7 +10,8 @@ import (
 	k8spolicyv1 "k8s.io/api/policy/v1"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	"github.com/karpenter-policy/karpenter/controllers/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
 
@@ -81,23 +82,21 @@ type DisruptionTotals struct {
 // MaxCommands commands were taken. The report's other fields are the placement of the
 // pending workloads.
 func Disrupt(ctx context.Context, in *DisruptInput) (*Report, error) {
-	pools, err := nodePools(&in.Input)
+	// The cluster as it runs, and with the workloads' pods pending on it.
+	running, err := in.objects(false)
 	if err != nil {
 		return nil, err
 	}
-	pods, templates, err := expandWorkloads(in.Workloads)
-	if err != nil {
-		return nil, err
-	}
-	states := make([]*disruption.NodePoolState, 0, len(pools))
-	for _, np := range pools {
-		states = append(states, &disruption.NodePoolState{NodePool: np, InstanceTypes: in.InstanceTypes, DaemonSetOverhead: solver.DaemonSetOverhead(np, templates)})
-	}
-	c := disruption.NewCluster(disruption.Input{Nodes: in.Nodes, Pods: in.BoundPods, NodeClaims: in.NodeClaims, NodePools: states,
-		PDBs: in.PDBs, Now: in.Now, Options: in.Options})
+	running.NodeClaims, running.PDBs = in.NodeClaims, in.PDBs
+	c := disruption.NewCluster(in.snapshot(running, in.Now), in.Options)
 	r := &Report{NodeClaims: []NodeClaim{}, ExistingNodes: []ExistingNode{}, Unschedulable: []Pending{}}
-	if len(pods) > 0 {
-		if c, r, err = placePending(ctx, c, in, pods, states); err != nil {
+	withPending, err := in.objects(true)
+	if err != nil {
+		return nil, err
+	}
+	withPending.NodeClaims, withPending.PDBs = in.NodeClaims, in.PDBs
+	if pending := in.snapshot(withPending, in.Now); len(pending.Pods) > 0 {
+		if c, r, err = placePending(ctx, c, in, pending); err != nil {
 			return nil, err
 		}
 	}
@@ -142,11 +141,8 @@ func Disrupt(ctx context.Context, in *DisruptInput) (*Report, error) {
 
 // placePending solves the pending pods onto the cluster as the provisioner would and applies
 // the placements, so that disruption weighs the cluster with them running.
-func placePending(ctx context.Context, c *disruption.Cluster, in *DisruptInput, pods []*corev1.Pod, states []*disruption.NodePoolState) (*disruption.Cluster, *Report, error) {
-	solverIn := &solver.Input{Pods: pods, Nodes: c.Nodes, Requests: c.Requests}
-	for _, s := range states {
-		solverIn.NodePools = append(solverIn.NodePools, &solver.NodePool{NodePool: s.NodePool, InstanceTypes: s.InstanceTypes, DaemonSetOverhead: s.DaemonSetOverhead})
-	}
+func placePending(ctx context.Context, c *disruption.Cluster, in *DisruptInput, pending *snapshot.Snapshot) (*disruption.Cluster, *Report, error) {
+	solverIn := pending.SolverInput()
 	var res *solver.Result
 	if in.Planner != nil {
 		out, err := in.Planner.Solve(ctx, solverIn)

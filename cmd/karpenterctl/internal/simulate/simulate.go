@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -20,8 +21,8 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/policies"
-	"github.com/karpenter-policy/karpenter/scheduling"
 	"github.com/karpenter-policy/karpenter/scheduling/planner"
+	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
 
@@ -98,22 +99,15 @@ type Totals struct {
 	RatioToLowerBound float64 `json:"ratioToLowerBound"`
 }
 
-// Run expands the workloads, solves, and reports.
+// Run expands the workloads, solves, and reports. The input becomes the objects the cluster
+// model would hold, and the snapshot.Build the controller uses turns them into the solver's
+// input: simulate and the provisioner decide on the same thing.
 func Run(ctx context.Context, in *Input) (*Report, error) {
-	pools, err := nodePools(in)
+	objs, err := in.objects(true)
 	if err != nil {
 		return nil, err
 	}
-	pods, templates, err := expandWorkloads(in.Workloads)
-	if err != nil {
-		return nil, err
-	}
-	solverPools := make([]*solver.NodePool, 0, len(pools))
-	for _, np := range pools {
-		solverPools = append(solverPools, &solver.NodePool{NodePool: np, InstanceTypes: in.InstanceTypes, DaemonSetOverhead: solver.DaemonSetOverhead(np, templates)})
-	}
-	nodes := existingNodes(in.Nodes, in.BoundPods)
-	solverIn := &solver.Input{Pods: pods, NodePools: solverPools, Nodes: nodes}
+	solverIn := in.snapshot(objs, time.Time{}).SolverInput()
 	if in.Planner == nil {
 		res, err := solver.Solve(solverIn)
 		if err != nil {
@@ -163,24 +157,39 @@ func SpotPercent(ns *planner.Namespace) float64 {
 	return ns.After().SpotShare(b).Percent
 }
 
-// expandWorkloads turns workloads into their pods, and DaemonSets into the templates whose
-// requests every node carries.
-func expandWorkloads(workloads []runtime.Object) ([]*corev1.Pod, []corev1.PodTemplateSpec, error) {
-	var pods []*corev1.Pod
-	var templates []corev1.PodTemplateSpec
-	for _, w := range workloads {
+// objects are the input as the cluster model would hold them: the NodePools by name, the
+// nodes, their bound pods and, with pending, the workloads' pods (pending, in workload order),
+// the DaemonSets. Every NodePool has the input's instance types (snapshot).
+func (in *Input) objects(pending bool) (*snapshot.Objects, error) {
+	pools, err := nodePools(in)
+	if err != nil {
+		return nil, err
+	}
+	objs := &snapshot.Objects{Nodes: in.Nodes, NodePools: pools}
+	for _, w := range in.Workloads {
 		switch o := w.(type) {
 		case *appsv1.DaemonSet:
-			templates = append(templates, o.Spec.Template)
+			objs.DaemonSets = append(objs.DaemonSets, o)
 		default:
+			if !pending {
+				continue
+			}
 			ps, err := Expand(w)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
-			pods = append(pods, ps...)
+			objs.Pods = append(objs.Pods, ps...)
 		}
 	}
-	return pods, templates, nil
+	objs.Pods = append(objs.Pods, in.BoundPods...)
+	return objs, nil
+}
+
+// snapshot builds the snapshot of the objects, every NodePool with the input's instance types.
+func (in *Input) snapshot(objs *snapshot.Objects, now time.Time) *snapshot.Snapshot {
+	return snapshot.Build(objs, snapshot.Env{Now: now, InstanceTypes: func(*karpv1.NodePool) ([]*cloudprovider.InstanceType, error) {
+		return in.InstanceTypes, nil
+	}})
 }
 
 func sortedPending(ps []Pending) []Pending {
@@ -262,22 +271,6 @@ func defaultRequests(spec *corev1.PodSpec) {
 			}
 		}
 	}
-}
-
-func existingNodes(nodes []*corev1.Node, bound []*corev1.Pod) []*scheduling.Node {
-	byNode := map[string][]*corev1.Pod{}
-	for _, p := range bound {
-		byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
-	}
-	var out []*scheduling.Node
-	for _, n := range nodes {
-		labels := map[string]string{corev1.LabelHostname: n.Name}
-		for k, v := range n.Labels {
-			labels[k] = v
-		}
-		out = append(out, &scheduling.Node{Name: n.Name, Labels: labels, Taints: n.Spec.Taints, Allocatable: n.Status.Allocatable, Pods: byNode[n.Name]})
-	}
-	return out
 }
 
 func report(res *solver.Result) *Report {

@@ -2,9 +2,6 @@ package disruption
 
 import (
 	"context"
-	"time"
-
-	"k8s.io/apimachinery/pkg/api/meta"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 )
@@ -66,19 +63,6 @@ func consolidatable(c *Cluster, cand *Candidate) bool {
 		return false
 	}
 	return cand.LastPodEvent.IsZero() || !c.Now.Before(cand.LastPodEvent.Add(*after))
-}
-
-// LastPodEvent is when a pod last came to the NodeClaim's node or left it: seen (what this
-// process watched), else status.lastPodEventTime, and never before the node initialized.
-func LastPodEvent(nc *karpv1.NodeClaim, seen time.Time) time.Time {
-	last := nc.Status.LastPodEventTime.Time
-	if seen.After(last) {
-		last = seen
-	}
-	if cond := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeInitialized); cond != nil && cond.LastTransitionTime.After(last) {
-		last = cond.LastTransitionTime.Time
-	}
-	return last
 }
 
 // underutilizedAllowed reports whether the NodePool's policy lets consolidation remove or

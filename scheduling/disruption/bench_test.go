@@ -10,14 +10,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
+	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 )
 
 // One disruption pass (the methods alone, no API server) on an over-provisioned cluster of
 // 1000 m6i.2xlarge nodes with 10 pods each, a fifth of them zone-spread, on the kwok
 // provider's catalog; the same shape as hack/disrupt-cluster.
 //
-//	go test ./controllers/disruption -run='^$' -bench=Pass -benchmem
+//	go test ./scheduling/disruption -run='^$' -bench=Pass -benchmem
 func BenchmarkPass1000Nodes(b *testing.B) {
 	types := catalog.Embedded().ForProvider()
 	np := nodePool("general", func(np *karpv1.NodePool) { np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "30%"}} })
@@ -44,11 +46,12 @@ func BenchmarkPass1000Nodes(b *testing.B) {
 			pods = append(pods, p)
 		}
 	}
-	in := Input{Nodes: nodes, Pods: pods, NodePools: []*NodePoolState{{NodePool: np, InstanceTypes: types}}, Now: now}
+	objs := &snapshot.Objects{Nodes: nodes, Pods: pods, NodePools: []*karpv1.NodePool{np}}
+	env := snapshot.Env{Now: now, InstanceTypes: func(*karpv1.NodePool) ([]*cloudprovider.InstanceType, error) { return types, nil }}
 	var cmds []*Command
 	b.ResetTimer()
 	for b.Loop() {
-		c := NewCluster(in)
+		c := NewCluster(snapshot.Build(objs, env), Options{})
 		var err error
 		if cmds, _, err = Pass(context.Background(), c, Methods()); err != nil {
 			b.Fatal(err)

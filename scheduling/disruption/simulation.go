@@ -34,20 +34,31 @@ type replacementRule struct {
 	oneNode bool
 }
 
-// simulate solves the candidates' pods onto every other node that offers room (not being
-// disrupted) and, when needed, new NodeClaims from the NodePools, within the rule.
+// simulate solves the candidates' pods onto every other node and in-flight NodeClaim that
+// offers room (not being disrupted) and, when needed, new NodeClaims from the NodePools, within
+// the rule. The pods waiting for a place (pending, or on deleting nodes) are where the solver
+// first puts them (placeWaiting): they keep that room, and those placed on a candidate go with
+// its pods.
 func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulation, error) {
+	c.placeWaiting()
 	gone := map[string]bool{}
 	var pods []*corev1.Pod
 	for _, cand := range cands {
 		gone[cand.Name()] = true
 		pods = append(pods, cand.Pods...)
+		pods = append(pods, c.waiting[cand.Name()]...)
 	}
 	in := &solver.Input{Pods: pods, Requests: c.Requests, GrowFreely: rule.oneNode}
 	for _, n := range c.Nodes {
-		if !gone[n.Name] {
-			in.Nodes = append(in.Nodes, n)
+		if gone[n.Name] {
+			continue
 		}
+		if w := c.waiting[n.Name]; len(w) > 0 {
+			cp := *n
+			cp.Pods = append(append([]*corev1.Pod(nil), n.Pods...), w...)
+			n = &cp
+		}
+		in.Nodes = append(in.Nodes, n)
 	}
 	for _, name := range sortedKeys(c.NodePools) {
 		np := c.NodePools[name]
@@ -55,7 +66,7 @@ func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulatio
 			// Static pools launch only to keep their size (controllers/static).
 			continue
 		}
-		usage := c.poolUsage(name, gone)
+		usage := c.usage(name, gone)
 		pool := np.NodePool
 		if rule.oneNode {
 			pool = pool.DeepCopy()
@@ -91,6 +102,26 @@ func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulatio
 		}
 	}
 	return sim, nil
+}
+
+// placeWaiting puts the pods waiting for a place (the snapshot's pending pods and the pods of
+// its deleting nodes) where the solver would, on the nodes and in-flight NodeClaims that offer
+// room, once per Cluster. Those that would need new nodes are left to the provisioner: the
+// room they take there is room no command can count on either.
+func (c *Cluster) placeWaiting() {
+	if c.placed {
+		return
+	}
+	c.placed = true
+	if c.snap == nil || len(c.snap.Pods)+len(c.snap.Deleting) == 0 {
+		return
+	}
+	pods := append(append([]*corev1.Pod(nil), c.snap.Pods...), c.snap.Deleting...)
+	res, err := solver.Solve(&solver.Input{Pods: pods, Nodes: c.Nodes, Requests: c.Requests})
+	if err != nil {
+		return
+	}
+	c.waiting = res.Existing
 }
 
 // filter is the instance types a replacement may be, with the offerings the rule allows.
@@ -131,18 +162,21 @@ func (r replacementRule) filter(types []*cloudprovider.InstanceType) []*cloudpro
 	return out
 }
 
-// poolUsage is what the NodePool's nodes hold against its limits, the gone ones aside.
-func (c *Cluster) poolUsage(pool string, gone map[string]bool) corev1.ResourceList {
-	u := corev1.ResourceList{}
-	nodes := 0
-	for _, cand := range c.Candidates {
-		if cand.NodePool.Name != pool || gone[cand.Name()] || cand.InstanceType == nil {
-			continue
-		}
-		scheduling.AddResources(u, cand.InstanceType.Capacity)
-		nodes++
+// usage is what the NodePool's nodes and in-flight NodeClaims hold against its limits, the
+// gone ones aside (snapshot.Usage, the one definition).
+func (c *Cluster) usage(pool string, gone map[string]bool) corev1.ResourceList {
+	if c.snap == nil {
+		return corev1.ResourceList{}
 	}
-	nodes += c.Disrupting[pool]
-	scheduling.AddResources(u, corev1.ResourceList{"nodes": *resourceQuantity(int64(nodes))})
+	u := c.snap.Usage(pool, func(name string) bool { return gone[name] || c.removed[name] })
+	// The replacements of earlier commands (Apply) are not in the snapshot.
+	for _, cand := range c.Candidates {
+		if cand.NodePool.Name == pool && !gone[cand.Name()] && c.applied[cand.Name()] && cand.InstanceType != nil {
+			scheduling.AddResources(u, cand.InstanceType.Capacity)
+			n := u["nodes"]
+			n.Add(*resourceQuantity(1))
+			u["nodes"] = n
+		}
+	}
 	return u
 }

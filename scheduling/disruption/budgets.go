@@ -22,15 +22,15 @@ type budgetKey struct {
 	reason Reason
 }
 
-// budgetReasons are the reasons a NodePool budget can name; Expired is not subject to
+// BudgetReasons are the reasons a NodePool budget can name; Expired is not subject to
 // budgets (expiration is forceful).
-var budgetReasons = []Reason{ReasonEmpty, ReasonDrifted, ReasonUnderutilized}
+var BudgetReasons = []Reason{ReasonEmpty, ReasonDrifted, ReasonUnderutilized}
 
 // NewBudgets computes every NodePool's allowance per reason at c.Now.
 func NewBudgets(c *Cluster) *Budgets {
 	b := &Budgets{allowed: map[budgetKey]int{}}
 	for name, np := range c.NodePools {
-		for _, r := range budgetReasons {
+		for _, r := range BudgetReasons {
 			b.allowed[budgetKey{name, r}] = AllowedDisruptions(np.NodePool, r, c.Now, c.PoolSizes[name], c.Disrupting[name])
 		}
 	}
@@ -49,7 +49,7 @@ func (b *Budgets) Allowed(pool string, r Reason) int {
 // Take records that n of the NodePool's nodes are disrupted for the reason: they count
 // against every reason's allowance, since a budget bounds the nodes disrupting at once.
 func (b *Budgets) Take(pool string, n int) {
-	for _, r := range budgetReasons {
+	for _, r := range BudgetReasons {
 		k := budgetKey{pool, r}
 		b.allowed[k] = max(0, b.allowed[k]-n)
 	}

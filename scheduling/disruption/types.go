@@ -9,6 +9,7 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
 
@@ -143,7 +144,8 @@ type NodePoolState struct {
 
 // Cluster is the snapshot methods decide from.
 type Cluster struct {
-	// Nodes are every node that offers room, managed or not, with the pods bound to them.
+	// Nodes are every node that offers room, managed or not, and every in-flight NodeClaim,
+	// with the pods bound or nominated to them (the snapshot's).
 	Nodes []*scheduling.Node
 	// Candidates are the managed, initialized nodes, with what disruption knows of them;
 	// Unconsolidatable says why the others are not candidates.
@@ -166,6 +168,15 @@ type Cluster struct {
 	blockedNotes []Unconsolidatable
 	// balances are the NodePools' totals for the Balanced score, computed on first use.
 	balances map[string]poolBalance
+	// snap is the snapshot it was built from.
+	snap *snapshot.Snapshot
+	// waiting are the pending pods and the pods of deleting nodes where the solver first puts
+	// them, by node, computed on first use (simulation.go).
+	waiting map[string][]*corev1.Pod
+	placed  bool
+	// removed and applied are the nodes earlier commands took away and added, when a
+	// simulation of several passes (Apply) runs on one snapshot.
+	removed, applied map[string]bool
 }
 
 // PricePerHour is what the cluster's priced nodes cost per hour.

@@ -14,6 +14,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 )
 
 var now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -105,13 +106,28 @@ func (w world) cluster() *Cluster {
 	if len(pools) == 0 {
 		pools = []*karpv1.NodePool{nodePool("default")}
 	}
-	var states []*NodePoolState
-	for _, np := range pools {
-		states = append(states, &NodePoolState{NodePool: np, InstanceTypes: types()})
+	objs := &snapshot.Objects{Nodes: w.nodes, Pods: w.pods, NodePools: pools, PDBs: w.pdbs}
+	env := snapshot.Env{Now: now, InstanceTypes: func(*karpv1.NodePool) ([]*cloudprovider.InstanceType, error) { return types(), nil }}
+	if w.nominated != "" {
+		// A pending pod the provisioner nominated to the node.
+		waiting := pod("nominated", "", "100m", "128Mi", func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+		})
+		objs.Pods = append(append([]*corev1.Pod(nil), objs.Pods...), waiting)
+		env.Nominations = nominations{waiting.Name: w.nominated}
 	}
-	return NewCluster(Input{Nodes: w.nodes, Pods: w.pods, NodePools: states, PDBs: w.pdbs, Now: now, Options: w.opts,
-		Nominated: func(name string) bool { return name != "" && name == w.nominated }})
+	return NewCluster(snapshot.Build(objs, env), w.opts)
 }
+
+// nominations are the provisioner's, by pod name: all made now.
+type nominations map[string]string
+
+func (n nominations) NominatedTo(p *corev1.Pod) (string, time.Time, bool) {
+	target, ok := n[p.Name]
+	return target, now, ok
+}
+func (nominations) RejectedSince(*corev1.Pod, time.Time) bool { return false }
+func (nominations) DisplacedGrace() time.Duration             { return 5 * time.Second }
 
 // commands runs one method on the world's candidates that qualify for it.
 func commands(t *testing.T, m Method, c *Cluster) []*Command {

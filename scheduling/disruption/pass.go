@@ -62,7 +62,15 @@ func (c *Cluster) Apply(cmd *Command) *Cluster {
 	next := *c
 	next.Nodes, next.Candidates, next.Unconsolidatable = nil, nil, nil
 	next.PoolSizes, next.Disrupting = copyCounts(c.PoolSizes), copyCounts(c.Disrupting)
-	next.balances = nil
+	next.balances, next.placed, next.waiting = nil, false, nil
+	next.removed, next.applied = copySet(c.removed), copySet(c.applied)
+	for name := range gone {
+		if next.applied[name] {
+			delete(next.applied, name)
+		} else {
+			next.removed[name] = true
+		}
+	}
 	for _, u := range c.blockedNotes {
 		if !gone[u.Node] {
 			next.Unconsolidatable = append(next.Unconsolidatable, u)
@@ -97,6 +105,7 @@ func (c *Cluster) Apply(cmd *Command) *Cluster {
 		next.PoolSizes[cand.NodePoolName()]--
 	}
 	for _, r := range cmd.Replacements {
+		next.applied[r.Hostname] = true
 		cand := c.replacementNode(r, moved[r.Hostname])
 		next.Nodes = append(next.Nodes, cand.Node)
 		next.Candidates = append(next.Candidates, cand)
@@ -129,6 +138,14 @@ func (c *Cluster) replacementNode(r *solver.NodeClaim, pods []*corev1.Pod) *Cand
 
 func copyCounts(m map[string]int) map[string]int {
 	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func copySet(m map[string]bool) map[string]bool {
+	out := make(map[string]bool, len(m))
 	for k, v := range m {
 		out[k] = v
 	}

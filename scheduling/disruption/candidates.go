@@ -2,7 +2,6 @@ package disruption
 
 import (
 	"fmt"
-	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,108 +12,66 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/scheduling"
-	"github.com/karpenter-policy/karpenter/scheduling/planner"
+	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
+	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
-
-// Input is what a disruption snapshot is built from: the API objects as a cache or a
-// repository holds them.
-type Input struct {
-	Nodes []*corev1.Node
-	// Pods are the pods bound to the nodes (spec.nodeName).
-	Pods       []*corev1.Pod
-	NodeClaims []*karpv1.NodeClaim
-	NodePools  []*NodePoolState
-	PDBs       []*k8spolicyv1.PodDisruptionBudget
-	// Nominated, when set, reports whether pending pods are nominated to a node or NodeClaim:
-	// the provisioner counts on its room, so it is not disrupted.
-	Nominated func(name string) bool
-	Now       time.Time
-	Options   Options
-}
 
 // PodDeletionCostAnnotation is the pod annotation ReplicaSets scale down by, which
 // disruption weighs too.
 const PodDeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
 
-// NewCluster builds the snapshot: every node that offers room, and the candidates among the
-// managed ones (labelled with a known NodePool, initialized when their NodeClaim is known,
-// not being deleted or disrupted), priced from their NodePool's instance types.
-func NewCluster(in Input) *Cluster {
+// NewCluster is disruption's view of a snapshot: every node and in-flight NodeClaim that offers
+// room (the snapshot's Nodes, where a command's pods may go), and the candidates among the
+// managed nodes (of a known NodePool that is not static, initialized, not being deleted,
+// disrupted or NotReady), priced from their NodePool's instance types. The snapshot's pending
+// pods and the pods of deleting nodes are placed first in every simulation, so that no command
+// takes the room they need.
+func NewCluster(snap *snapshot.Snapshot, opts Options) *Cluster {
 	c := &Cluster{NodePools: map[string]*NodePoolState{}, Disrupting: map[string]int{}, PoolSizes: map[string]int{},
-		Now: in.Now, Options: in.Options, Requests: scheduling.NewPodRequestCache()}
-	for _, np := range in.NodePools {
-		c.NodePools[np.NodePool.Name] = np
+		Now: snap.Now, Options: opts, Requests: snap.Requests, snap: snap, Nodes: snap.Nodes}
+	for _, np := range snap.NodePools {
+		c.NodePools[np.NodePool.Name] = &NodePoolState{NodePool: np.NodePool, InstanceTypes: np.InstanceTypes,
+			DaemonSetOverhead: solver.DaemonSetOverhead(np.NodePool, snap.DaemonSets)}
 	}
-	byNode := map[string][]*corev1.Pod{}
-	for _, p := range in.Pods {
-		if p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+	var pods []*corev1.Pod
+	for _, n := range snap.StateNodes {
+		pods = append(pods, n.Pods...)
+	}
+	pdbs := newPDBLimits(snap.PDBs, pods)
+	for _, n := range snap.StateNodes {
+		if n.InFlight {
+			continue
 		}
-	}
-	claimOf := map[string]*karpv1.NodeClaim{}
-	for _, nc := range in.NodeClaims {
-		if nc.Status.NodeName != "" {
-			claimOf[nc.Status.NodeName] = nc
-		}
-	}
-	nodes := append([]*corev1.Node(nil), in.Nodes...)
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	pdbs := newPDBLimits(in.PDBs, in.Pods)
-	// Each NodePool's instance types by name, to price and label its nodes.
-	books := map[string]planner.PriceBook{}
-	all := make([][]*cloudprovider.InstanceType, 0, len(in.NodePools))
-	for _, np := range in.NodePools {
-		books[np.NodePool.Name] = planner.NewPriceBook(np.InstanceTypes)
-		all = append(all, np.InstanceTypes)
-	}
-	anyPool := planner.NewPriceBook(all...)
-	for _, n := range nodes {
-		pool := n.Labels[karpv1.NodePoolLabelKey]
-		disrupting := n.DeletionTimestamp != nil || hasTaint(n, karpv1.DisruptedTaintKey) || !isReady(n)
+		pool := n.NodePool
+		disrupting := n.Deleting || n.Disrupted || !n.Ready
 		if pool != "" {
 			c.PoolSizes[pool]++
 			if disrupting {
 				c.Disrupting[pool]++
 			}
 		}
-		if n.DeletionTimestamp != nil || n.Spec.Unschedulable {
+		if pool == "" || disrupting || n.Sched == nil {
 			continue
 		}
 		np := c.NodePools[pool]
-		// A node of no known NodePool is priced and labelled from every NodePool's catalog.
-		book := anyPool
-		if np != nil {
-			book = books[pool]
-		}
-		sn := &scheduling.Node{Name: n.Name, Labels: nodeLabels(n, book), Taints: n.Spec.Taints, Allocatable: n.Status.Allocatable, Pods: byNode[n.Name]}
-		sn.PricePerHour, _ = book.Price(n.Labels)
-		c.Nodes = append(c.Nodes, sn)
-		if pool == "" || disrupting {
-			continue
-		}
 		if np == nil {
-			c.Unconsolidatable = append(c.Unconsolidatable, Unconsolidatable{Node: n.Name, Reason: fmt.Sprintf("NodePool %s not found", pool)})
+			c.Unconsolidatable = append(c.Unconsolidatable, Unconsolidatable{Node: n.Name(), Reason: fmt.Sprintf("NodePool %s not found", pool)})
 			continue
 		}
-		nc := claimOf[n.Name]
-		if nc != nil && !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
-			continue
-		}
-		if np.NodePool.IsStatic() {
+		if !n.Initialized || np.NodePool.IsStatic() {
 			// controllers/static replaces a static pool's drifted and expired nodes one for
 			// one, and nothing consolidates them.
 			continue
 		}
-		cand := newCandidate(c, sn, n, nc, np, book, byNode[n.Name])
-		reason := blocked(n, cand, pdbs, c.Now)
-		if reason == "" && in.Nominated != nil && (in.Nominated(n.Name) || nc != nil && in.Nominated(nc.Name)) {
+		cand := newCandidate(c, n, np)
+		reason := blocked(n.Node, cand, pdbs, c.Now)
+		if reason == "" && n.Nominated {
 			reason = "pods are nominated to it"
 		}
 		if reason != "" {
 			cand.Blocked = reason
-			c.Unconsolidatable = append(c.Unconsolidatable, Unconsolidatable{Node: n.Name, Reason: reason})
+			c.Unconsolidatable = append(c.Unconsolidatable, Unconsolidatable{Node: n.Name(), Reason: reason})
 		}
 		c.Candidates = append(c.Candidates, cand)
 	}
@@ -123,17 +80,22 @@ func NewCluster(in Input) *Cluster {
 	return c
 }
 
-func newCandidate(c *Cluster, sn *scheduling.Node, n *corev1.Node, nc *karpv1.NodeClaim, np *NodePoolState, book planner.PriceBook, pods []*corev1.Pod) *Candidate {
-	cand := &Candidate{Node: sn, NodeClaim: nc, NodePool: np.NodePool, CapacityType: n.Labels[karpv1.CapacityTypeLabelKey],
-		CreatedAt:    n.CreationTimestamp.Time,
-		InstanceType: book[n.Labels[corev1.LabelInstanceTypeStable]], PricePerHour: sn.PricePerHour}
-	for _, p := range pods {
+func newCandidate(c *Cluster, n *snapshot.StateNode, np *NodePoolState) *Candidate {
+	nc := n.NodeClaim
+	cand := &Candidate{Node: n.Sched, NodeClaim: nc, NodePool: np.NodePool, CapacityType: n.Labels[karpv1.CapacityTypeLabelKey],
+		CreatedAt: n.Node.CreationTimestamp.Time, LastPodEvent: n.LastPodEvent, PricePerHour: n.PricePerHour}
+	for _, it := range np.InstanceTypes {
+		if it.Name == n.Labels[corev1.LabelInstanceTypeStable] {
+			cand.InstanceType = it
+			break
+		}
+	}
+	for _, p := range n.Pods {
 		if scheduling.IsReschedulable(p) {
 			cand.Pods = append(cand.Pods, p)
 		}
 	}
 	if nc != nil {
-		cand.LastPodEvent = nc.Status.LastPodEventTime.Time
 		if !nc.CreationTimestamp.IsZero() {
 			cand.CreatedAt = nc.CreationTimestamp.Time
 		}
@@ -142,7 +104,7 @@ func newCandidate(c *Cluster, sn *scheduling.Node, n *corev1.Node, nc *karpv1.No
 		}
 	}
 	if cand.DriftReason == "" {
-		if r := StaticDrift(sn.Labels, nc, np.NodePool); r != "" {
+		if r := StaticDrift(n.Labels, nc, np.NodePool); r != "" {
 			cand.DriftedSince, cand.DriftReason = cand.CreatedAt, r
 		}
 	}
@@ -218,31 +180,6 @@ func disruptionCost(c *Candidate, now time.Time) float64 {
 	return total
 }
 
-// nodeLabels are the node's labels, with its hostname, and the labels of its instance type
-// that it lacks (a node Karpenter launched carries them all; a manifest for simulate often
-// names only the type).
-func nodeLabels(n *corev1.Node, book planner.PriceBook) map[string]string {
-	l := map[string]string{corev1.LabelHostname: n.Name}
-	if it, ok := book[n.Labels[corev1.LabelInstanceTypeStable]]; ok {
-		for k, v := range it.Labels {
-			l[k] = v
-		}
-	}
-	for k, v := range n.Labels {
-		l[k] = v
-	}
-	return l
-}
-
-func hasTaint(n *corev1.Node, key string) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == key {
-			return true
-		}
-	}
-	return false
-}
-
 // pdbLimits are how many more pods each PodDisruptionBudget lets be evicted now.
 type pdbLimits struct {
 	pdbs    []*k8spolicyv1.PodDisruptionBudget
@@ -307,7 +244,17 @@ func (l *pdbLimits) blocking(pods []*corev1.Pod) string {
 	return ""
 }
 
-func isReady(n *corev1.Node) bool {
-	ready, _ := scheduling.NodeReady(n)
-	return ready
+// InFlight takes the nodes of commands in flight out of the candidates: they count as
+// disrupting against their NodePools' budgets from the moment a command is handed over, before
+// its taint reaches the snapshot.
+func (c *Cluster) InFlight(nodes map[string]bool) {
+	kept := c.Candidates[:0]
+	for _, cand := range c.Candidates {
+		if nodes[cand.Name()] {
+			c.Disrupting[cand.NodePoolName()]++
+			continue
+		}
+		kept = append(kept, cand)
+	}
+	c.Candidates = kept
 }

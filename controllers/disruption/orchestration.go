@@ -1,0 +1,534 @@
+package disruption
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
+	"github.com/karpenter-policy/karpenter/controllers/state"
+	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
+	"github.com/karpenter-policy/karpenter/scheduling/solver"
+)
+
+// What a command writes on the objects, so that a restarted or newly elected manager knows
+// what is in flight (docs/disruption.md, "Commands in flight"):
+//   - each candidate's Node: the karpenter.sh/disrupted:NoSchedule taint;
+//   - each candidate's NodeClaim (or its Node, without one): CommandAnnotation, the command's
+//     ID, ReplacementsAnnotation, how many replacements it launches, and the DisruptionReason
+//     condition (reason: the method's);
+//   - each replacement NodeClaim: CommandLabel, the command's ID.
+const (
+	CommandAnnotation      = karpv1.Group + "/disruption-command"
+	ReplacementsAnnotation = karpv1.Group + "/disruption-replacements"
+	CommandLabel           = karpv1.Group + "/disruption-command"
+)
+
+// ReplacementTimeout bounds how long a command waits for its replacements to initialize
+// before it rolls back.
+const ReplacementTimeout = 5 * time.Minute
+
+// OrchestrationBackoff is how a command is looked at again when no event of its objects
+// brings it back: after 1 s, then 2 s, ... at most every 10 s.
+var OrchestrationBackoff = ratelimit.Settings{Base: time.Second, Max: 10 * time.Second, QPS: 20, Burst: 200}
+
+// Orchestrator carries commands out, several at once, each as a reconciler over its objects:
+// mark the candidates, create the replacements and nominate the pods that go to them, wait
+// until every replacement is Initialized, then delete the candidates (their termination
+// drains them). A replacement that fails to launch or initialize within ReplacementTimeout
+// rolls the command back: the candidates are unmarked and the replacements not initialized
+// deleted. It is the only part of disruption that writes.
+type Orchestrator struct {
+	client   client.Client
+	cluster  *state.Cluster
+	recorder events.EventRecorder
+	clock    clock.Clock
+	source   chan event.TypedGenericEvent[*karpv1.NodeClaim]
+
+	mu       sync.Mutex
+	commands map[string]*command
+}
+
+// command is a command in flight.
+type command struct {
+	id       string
+	reason   methods.Reason
+	decision methods.Decision
+	// consolidationType and savings are for metrics and events.
+	consolidationType string
+	savings           float64
+	// candidates name each candidate's node and NodeClaim ("" without one).
+	candidates []candidateRef
+	// planned are the replacements still to create (a new command's); created names those
+	// created; want is how many it launches in all.
+	planned []*solver.NodeClaim
+	created []string
+	want    int
+	// moves are where the candidates' pods go, by replacement hostname, to nominate them.
+	moves   []methods.Move
+	pools   map[string]*karpv1.NodePool
+	started time.Time
+	marked  bool
+}
+
+type candidateRef struct{ node, nodeClaim string }
+
+// NewOrchestrator returns the orchestrator; Register it with the manager.
+func NewOrchestrator(c client.Client, cluster *state.Cluster, recorder events.EventRecorder, clk clock.Clock) *Orchestrator {
+	return &Orchestrator{client: c, cluster: cluster, recorder: recorder, clock: clk, commands: map[string]*command{},
+		source: make(chan event.TypedGenericEvent[*karpv1.NodeClaim], 1000)}
+}
+
+// Register adds the orchestrator's controller: it runs on the leader only, reconciling each
+// command by ID when the orchestrator hands it over and when its replacements change.
+func (o *Orchestrator) Register(mgr ctrl.Manager) error {
+	byCommand := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
+		if id := obj.GetLabels()[CommandLabel]; id != "" {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: id}}}
+		}
+		return nil
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("disruption.orchestration").
+		WithOptions(ratelimit.OptionsWith(10, OrchestrationBackoff)).
+		WatchesRawSource(source.Channel(o.source, handler.TypedFuncs[*karpv1.NodeClaim, reconcile.Request]{
+			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[*karpv1.NodeClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Name: e.Object.Name}})
+			},
+		})).
+		Watches(&karpv1.NodeClaim{}, byCommand, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
+			return obj.GetLabels()[CommandLabel] != ""
+		}))).
+		Complete(o)
+}
+
+// InFlight names the nodes of the commands in flight: a pass counts them as disrupting
+// before their taint shows in the model.
+func (o *Orchestrator) InFlight() map[string]bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[string]bool{}
+	for _, cmd := range o.commands {
+		for _, c := range cmd.candidates {
+			out[c.node] = true
+		}
+	}
+	return out
+}
+
+// Len is how many commands are in flight.
+func (o *Orchestrator) Len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.commands)
+}
+
+// Add hands a command over and returns its ID; the orchestrator carries it out.
+func (o *Orchestrator) Add(c *methods.Cluster, cmd *methods.Command) string {
+	in := &command{id: "d-" + utilrand.String(8), reason: cmd.Reason, decision: cmd.Decision, consolidationType: cmd.ConsolidationType,
+		savings: cmd.Savings(), planned: cmd.Replacements, want: len(cmd.Replacements), moves: cmd.Moves, pools: map[string]*karpv1.NodePool{},
+		started: o.clock.Now()}
+	for _, cand := range cmd.Candidates {
+		ref := candidateRef{node: cand.Name()}
+		if cand.NodeClaim != nil {
+			ref.nodeClaim = cand.NodeClaim.Name
+		}
+		in.candidates = append(in.candidates, ref)
+	}
+	for _, r := range cmd.Replacements {
+		in.pools[r.NodePool] = c.NodePools[r.NodePool].NodePool
+	}
+	o.mu.Lock()
+	o.commands[in.id] = in
+	o.mu.Unlock()
+	o.source <- event.TypedGenericEvent[*karpv1.NodeClaim]{Object: &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: in.id}}}
+	return in.id
+}
+
+// Reconcile takes a command one step further.
+func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	o.mu.Lock()
+	cmd := o.commands[req.Name]
+	o.mu.Unlock()
+	if cmd == nil {
+		return reconcile.Result{}, nil
+	}
+	logger := log.FromContext(ctx).WithValues("command", cmd.id, "reason", cmd.reason, "decision", cmd.decision)
+	ctx = log.IntoContext(ctx, logger)
+	if !cmd.marked {
+		for _, c := range cmd.candidates {
+			if err := o.mark(ctx, cmd, c); err != nil {
+				if apierrors.IsNotFound(err) {
+					return reconcile.Result{}, o.rollback(ctx, cmd, fmt.Sprintf("node %s is gone", c.node))
+				}
+				return ratelimit.Retry(err)
+			}
+		}
+		cmd.marked = true
+	}
+	for len(cmd.planned) > 0 {
+		r := cmd.planned[0]
+		nc := solver.NodeClaimFor(cmd.pools[r.NodePool], r)
+		nc.Labels[CommandLabel] = cmd.id
+		if err := o.client.Create(ctx, nc); err != nil {
+			return reconcile.Result{}, o.rollback(ctx, cmd, fmt.Sprintf("creating a replacement: %v", err))
+		}
+		o.cluster.Created(nc)
+		metrics.NodeClaimsCreated.WithLabelValues("disruption", r.NodePool).Inc()
+		for _, m := range cmd.moves {
+			if m.To == r.Hostname {
+				o.cluster.Nominate(m.Pod, nc.Name)
+			}
+		}
+		cmd.created = append(cmd.created, nc.Name)
+		cmd.planned = cmd.planned[1:]
+		if len(cmd.planned) == 0 {
+			logger.Info("launching replacements", "nodes", cmd.nodes(), "replacements", cmd.created)
+		}
+	}
+	ready, why, err := o.replacementsReady(ctx, cmd)
+	switch {
+	case err != nil:
+		return reconcile.Result{}, err
+	case why != "":
+		return reconcile.Result{}, o.rollback(ctx, cmd, why)
+	case !ready && o.clock.Since(cmd.started) > ReplacementTimeout:
+		return reconcile.Result{}, o.rollback(ctx, cmd, fmt.Sprintf("replacements did not initialize within %s", ReplacementTimeout))
+	case !ready:
+		// Their updates bring us back; the backoff is the fallback, and the timeout's clock.
+		return ratelimit.Again(), nil
+	}
+	for _, c := range cmd.candidates {
+		if err := o.remove(ctx, c); err != nil {
+			return ratelimit.Retry(err)
+		}
+		o.event(c, corev1.EventTypeNormal, "DisruptionTerminating", fmt.Sprintf("Disrupting node: %s (%s, saving $%.4f/hour)", cmd.reason, cmd.decision, cmd.savings))
+	}
+	metrics.DisruptionDecisions.WithLabelValues(string(cmd.decision), string(cmd.reason), cmd.consolidationType).Inc()
+	logger.Info("disrupted", "nodes", cmd.nodes(), "savingsPerHour", cmd.savings, "seconds", o.clock.Since(cmd.started).Seconds())
+	o.forget(cmd)
+	return reconcile.Result{}, nil
+}
+
+func (cmd *command) nodes() []string {
+	out := make([]string, 0, len(cmd.candidates))
+	for _, c := range cmd.candidates {
+		out = append(out, c.node)
+	}
+	return out
+}
+
+func (o *Orchestrator) forget(cmd *command) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.commands, cmd.id)
+}
+
+// mark taints the candidate's node and records the command on its NodeClaim (or node).
+func (o *Orchestrator) mark(ctx context.Context, cmd *command, c candidateRef) error {
+	node := &corev1.Node{}
+	if err := o.client.Get(ctx, client.ObjectKey{Name: c.node}, node); err != nil {
+		return err
+	}
+	if node.DeletionTimestamp != nil {
+		return apierrors.NewNotFound(corev1.Resource("nodes"), c.node)
+	}
+	base := node.DeepCopy()
+	if !hasTaint(node, karpv1.DisruptedTaintKey) {
+		node.Spec.Taints = append(node.Spec.Taints, karpv1.DisruptedNoScheduleTaint)
+	}
+	if c.nodeClaim == "" {
+		setCommand(node, cmd)
+	}
+	if !equality.Semantic.DeepEqual(base, node) {
+		// With the resourceVersion read: the taint list is replaced whole.
+		if err := o.client.Patch(ctx, node, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("tainting node %s: %w", node.Name, err)
+		}
+	}
+	if c.nodeClaim == "" {
+		return nil
+	}
+	nc := &karpv1.NodeClaim{}
+	if err := o.client.Get(ctx, client.ObjectKey{Name: c.nodeClaim}, nc); err != nil {
+		return err
+	}
+	if nc.DeletionTimestamp != nil {
+		return apierrors.NewNotFound(karpv1.SchemeGroupVersion.WithResource("nodeclaims").GroupResource(), c.nodeClaim)
+	}
+	claimBase := nc.DeepCopy()
+	setCommand(nc, cmd)
+	if !equality.Semantic.DeepEqual(claimBase, nc) {
+		if err := o.client.Patch(ctx, nc, client.MergeFrom(claimBase)); err != nil {
+			return fmt.Errorf("recording the command on nodeclaim %s: %w", nc.Name, err)
+		}
+	}
+	claimBase = nc.DeepCopy()
+	meta.SetStatusCondition(&nc.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeDisruptionReason, Status: metav1.ConditionTrue,
+		Reason: string(cmd.reason), Message: fmt.Sprintf("disrupted by command %s (%s)", cmd.id, cmd.decision), ObservedGeneration: nc.Generation})
+	// With the resourceVersion read: the condition list is replaced whole.
+	if err := o.client.Status().Patch(ctx, nc, client.MergeFromWithOptions(claimBase, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("setting the disruption reason of nodeclaim %s: %w", nc.Name, err)
+	}
+	return nil
+}
+
+func setCommand(obj client.Object, cmd *command) {
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[CommandAnnotation] = cmd.id
+	a[ReplacementsAnnotation] = strconv.Itoa(cmd.want)
+	obj.SetAnnotations(a)
+}
+
+// replacementsReady reports whether every replacement is Initialized; why says the command
+// must roll back (a replacement deleted: its launch failed).
+func (o *Orchestrator) replacementsReady(ctx context.Context, cmd *command) (bool, string, error) {
+	ready := true
+	for _, name := range cmd.created {
+		nc := &karpv1.NodeClaim{}
+		if err := o.client.Get(ctx, client.ObjectKey{Name: name}, nc); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return false, "", err
+			}
+			// The cache may not show one created a moment ago; a replacement missing after
+			// that was deleted (its launch failed).
+			if o.clock.Since(cmd.started) > cacheGrace {
+				return false, fmt.Sprintf("replacement %s was deleted (launch failed)", name), nil
+			}
+			ready = false
+			continue
+		}
+		if nc.DeletionTimestamp != nil {
+			return false, fmt.Sprintf("replacement %s is being deleted", name), nil
+		}
+		if !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
+			ready = false
+		}
+	}
+	return ready, "", nil
+}
+
+// cacheGrace is how long a replacement just created may be missing from the cache before the
+// command takes it for deleted.
+const cacheGrace = 30 * time.Second
+
+// remove deletes the candidate's NodeClaim, or its Node when it has none.
+func (o *Orchestrator) remove(ctx context.Context, c candidateRef) error {
+	var obj client.Object = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: c.node}}
+	if c.nodeClaim != "" {
+		obj = &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: c.nodeClaim}}
+	}
+	if err := o.client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting %s: %w", obj.GetName(), err)
+	}
+	return nil
+}
+
+// rollback unmarks the candidates and deletes the replacements not initialized. It runs with
+// a context of its own: a rollback started must finish even when the manager stops.
+func (o *Orchestrator) rollback(ctx context.Context, cmd *command, why string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	log.FromContext(ctx).Info("rolling back a disruption command", "nodes", cmd.nodes(), "why", why)
+	var errs []string
+	for _, c := range cmd.candidates {
+		if err := o.unmark(ctx, c.node, c.nodeClaim); err != nil {
+			errs = append(errs, err.Error())
+		}
+		o.event(c, corev1.EventTypeWarning, "DisruptionRolledBack", fmt.Sprintf("%s: %s", cmd.reason, why))
+	}
+	for _, name := range cmd.created {
+		nc := &karpv1.NodeClaim{}
+		if err := o.client.Get(ctx, client.ObjectKey{Name: name}, nc); err != nil || meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
+			continue
+		}
+		if err := o.client.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		// Tried again through the limiter; the command stays in flight until it is undone.
+		return fmt.Errorf("rolling back command %s: %s", cmd.id, strings.Join(errs, "; "))
+	}
+	o.forget(cmd)
+	return nil
+}
+
+// unmark removes the disrupted taint from a node, and the command and DisruptionReason from
+// its NodeClaim (or node).
+func (o *Orchestrator) unmark(ctx context.Context, nodeName, claimName string) error {
+	node := &corev1.Node{}
+	if err := o.client.Get(ctx, client.ObjectKey{Name: nodeName}, node); client.IgnoreNotFound(err) != nil {
+		return err
+	} else if err == nil && node.DeletionTimestamp == nil {
+		base := node.DeepCopy()
+		var kept []corev1.Taint
+		for _, t := range node.Spec.Taints {
+			if t.Key != karpv1.DisruptedTaintKey {
+				kept = append(kept, t)
+			}
+		}
+		node.Spec.Taints = kept
+		clearCommand(node)
+		if !equality.Semantic.DeepEqual(base, node) {
+			if err := o.client.Patch(ctx, node, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+				return fmt.Errorf("untainting node %s: %w", node.Name, err)
+			}
+		}
+	}
+	if claimName == "" {
+		return nil
+	}
+	nc := &karpv1.NodeClaim{}
+	if err := o.client.Get(ctx, client.ObjectKey{Name: claimName}, nc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if nc.DeletionTimestamp != nil {
+		return nil
+	}
+	base := nc.DeepCopy()
+	clearCommand(nc)
+	if !equality.Semantic.DeepEqual(base, nc) {
+		if err := o.client.Patch(ctx, nc, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	if meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeDisruptionReason) == nil {
+		return nil
+	}
+	base = nc.DeepCopy()
+	meta.RemoveStatusCondition(&nc.Status.Conditions, karpv1.ConditionTypeDisruptionReason)
+	return client.IgnoreNotFound(o.client.Status().Patch(ctx, nc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})))
+}
+
+func clearCommand(obj client.Object) {
+	a := obj.GetAnnotations()
+	if _, ok := a[CommandAnnotation]; !ok {
+		return
+	}
+	delete(a, CommandAnnotation)
+	delete(a, ReplacementsAnnotation)
+	obj.SetAnnotations(a)
+}
+
+func (o *Orchestrator) event(c candidateRef, kind, reason, msg string) {
+	if c.nodeClaim != "" {
+		o.recorder.Eventf(&karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: c.nodeClaim}}, nil, kind, reason, "Disruption", "%s", msg)
+	}
+	o.recorder.Eventf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: c.node}}, nil, kind, reason, "Disruption", "%s", msg)
+}
+
+// Adopt takes over what a manager that stopped left in flight, from the objects: a command
+// whose replacements were all created is tracked again to its end (from now, with a fresh
+// ReplacementTimeout); any other is rolled back (its replacements not initialized deleted,
+// its candidates unmarked), and so is a disrupted taint no command accounts for, on a node
+// that is not being deleted. The next pass decides afresh.
+func (o *Orchestrator) Adopt(ctx context.Context, objs *snapshot.Objects) error {
+	found := map[string]*command{}
+	get := func(id string) *command {
+		if found[id] == nil {
+			found[id] = &command{id: id, want: -1, started: o.clock.Now(), marked: true, pools: map[string]*karpv1.NodePool{}}
+		}
+		return found[id]
+	}
+	claimOf := map[string]*karpv1.NodeClaim{}
+	for _, nc := range objs.NodeClaims {
+		if nc.Status.NodeName != "" {
+			claimOf[nc.Status.NodeName] = nc
+		}
+		if id := nc.Labels[CommandLabel]; id != "" && nc.DeletionTimestamp == nil {
+			cmd := get(id)
+			cmd.created = append(cmd.created, nc.Name)
+		}
+		if id := nc.Annotations[CommandAnnotation]; id != "" && nc.DeletionTimestamp == nil {
+			cmd := get(id)
+			cmd.candidates = append(cmd.candidates, candidateRef{node: nc.Status.NodeName, nodeClaim: nc.Name})
+			cmd.want, _ = strconv.Atoi(nc.Annotations[ReplacementsAnnotation])
+			if cond := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeDisruptionReason); cond != nil {
+				cmd.reason = methods.Reason(cond.Reason)
+			}
+		}
+	}
+	accounted := map[string]bool{}
+	for _, n := range objs.Nodes {
+		if id := n.Annotations[CommandAnnotation]; id != "" && n.DeletionTimestamp == nil && claimOf[n.Name] == nil {
+			cmd := get(id)
+			cmd.candidates = append(cmd.candidates, candidateRef{node: n.Name})
+			cmd.want, _ = strconv.Atoi(n.Annotations[ReplacementsAnnotation])
+		}
+	}
+	ids := make([]string, 0, len(found))
+	for id := range found {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	logger := log.FromContext(ctx)
+	for _, id := range ids {
+		cmd := found[id]
+		for _, c := range cmd.candidates {
+			accounted[c.node] = true
+		}
+		if len(cmd.candidates) > 0 && cmd.want > 0 && len(cmd.created) == cmd.want {
+			cmd.decision = methods.DecisionReplace
+			logger.Info("adopting a disruption command in flight", "command", id, "nodes", cmd.nodes(), "replacements", cmd.created)
+			o.mu.Lock()
+			o.commands[id] = cmd
+			o.mu.Unlock()
+			o.source <- event.TypedGenericEvent[*karpv1.NodeClaim]{Object: &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: id}}}
+			continue
+		}
+		if err := o.rollback(ctx, cmd, "the manager that started it stopped before it was under way"); err != nil {
+			return err
+		}
+	}
+	for _, n := range objs.Nodes {
+		if accounted[n.Name] || n.DeletionTimestamp != nil || !hasTaint(n, karpv1.DisruptedTaintKey) {
+			continue
+		}
+		if nc := claimOf[n.Name]; nc != nil && nc.DeletionTimestamp != nil {
+			continue // its termination tainted it
+		}
+		if err := o.unmark(ctx, n.Name, ""); err != nil {
+			return err
+		}
+		logger.Info("removed a disruption taint no command accounts for", "Node", n.Name)
+	}
+	return nil
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}

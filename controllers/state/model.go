@@ -1,0 +1,277 @@
+package state
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	k8spolicyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
+)
+
+// model is the cluster as the informers last told it, kept up to date object by object by
+// their event handlers (docs/architecture.md, "Data flow": the runtime core). Nothing lists
+// the cluster to build it; a snapshot copies the pointers.
+type model struct {
+	mu         sync.RWMutex
+	pods       map[types.NamespacedName]*corev1.Pod
+	nodes      map[string]*corev1.Node
+	claims     map[string]*karpv1.NodeClaim
+	pools      map[string]*karpv1.NodePool
+	daemonSets map[types.NamespacedName]*appsv1.DaemonSet
+	pdbs       map[types.NamespacedName]*k8spolicyv1.PodDisruptionBudget
+	namespaces map[string]*corev1.Namespace
+	budgets    map[types.NamespacedName]*policyv1.CapacityBudget
+	// provisionable are the pods the provisioner should find a node for (Provisionable).
+	provisionable map[types.NamespacedName]bool
+	// revision counts the changes that can change a decision; a pass that found nothing to do
+	// need not run again until it moves.
+	revision uint64
+	// synced report whether each informer's handler has been given the initial list;
+	// registered is set once Register ran (a model fed by hand, in tests and karpenterctl, is
+	// synced by definition).
+	synced     []toolscache.InformerSynced
+	registered bool
+}
+
+func newModel() *model {
+	return &model{pods: map[types.NamespacedName]*corev1.Pod{}, nodes: map[string]*corev1.Node{}, claims: map[string]*karpv1.NodeClaim{},
+		pools: map[string]*karpv1.NodePool{}, daemonSets: map[types.NamespacedName]*appsv1.DaemonSet{},
+		pdbs: map[types.NamespacedName]*k8spolicyv1.PodDisruptionBudget{}, namespaces: map[string]*corev1.Namespace{},
+		budgets: map[types.NamespacedName]*policyv1.CapacityBudget{}, provisionable: map[types.NamespacedName]bool{}}
+}
+
+// Watched are the kinds the model holds.
+func Watched() []client.Object {
+	return []client.Object{&corev1.Pod{}, &corev1.Node{}, &karpv1.NodeClaim{}, &karpv1.NodePool{}, &appsv1.DaemonSet{},
+		&k8spolicyv1.PodDisruptionBudget{}, &corev1.Namespace{}, &policyv1.CapacityBudget{}}
+}
+
+// Register adds the model's event handlers to the manager's informers (created here if no
+// controller asked for them yet); the cache starts them with the manager.
+func (c *Cluster) Register(ctx context.Context, informers cache.Informers) error {
+	c.model.mu.Lock()
+	c.model.registered = true
+	c.model.mu.Unlock()
+	for _, obj := range Watched() {
+		inf, err := informers.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+		if err != nil {
+			return fmt.Errorf("the informer of %T: %w", obj, err)
+		}
+		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+			// The initial list is what was there before this process: it is no pod event.
+			AddFunc:    func(o any, initial bool) { c.update(o, !initial) },
+			UpdateFunc: func(_, o any) { c.update(o, true) },
+			DeleteFunc: func(o any) { c.Delete(o) },
+		})
+		if err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+		c.model.mu.Lock()
+		c.model.synced = append(c.model.synced, reg.HasSynced)
+		c.model.mu.Unlock()
+	}
+	return nil
+}
+
+// Synced reports whether every informer's handler has been given what the API server held
+// when it started: until then a decision would be made on part of the cluster (a scale-up
+// for pods whose nodes are not known yet, a consolidation of nodes whose pods are not), so
+// every decision waits for it.
+func (c *Cluster) Synced() bool {
+	c.model.mu.RLock()
+	defer c.model.mu.RUnlock()
+	if len(c.model.synced) == 0 {
+		return !c.model.registered
+	}
+	for _, s := range c.model.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+// Update records an object's new state (an informer's add or update, or an object read from a
+// manifest).
+func (c *Cluster) Update(o any) { c.update(o, true) }
+
+// update records an object; live says whether it is news (a pod that came or went now).
+func (c *Cluster) update(o any, live bool) {
+	m := c.model
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch v := o.(type) {
+	case *corev1.Pod:
+		key := client.ObjectKeyFromObject(v)
+		old := m.pods[key]
+		m.pods[key] = v
+		if scheduling.IsProvisionable(v) {
+			m.provisionable[key] = true
+		} else {
+			delete(m.provisionable, key)
+		}
+		if old == nil || podChanged(old, v) {
+			m.revision++
+		}
+		if live && v.Spec.NodeName != "" && (old == nil || old.Spec.NodeName != v.Spec.NodeName || !IsTerminalOrGone(old) && IsTerminalOrGone(v)) {
+			c.podEvent(v.Spec.NodeName)
+		}
+	case *corev1.Node:
+		old := m.nodes[v.Name]
+		m.nodes[v.Name] = v
+		if old == nil || nodeChanged(old, v) {
+			m.revision++
+		}
+	case *karpv1.NodeClaim:
+		m.claims[v.Name] = v
+		m.revision++
+	case *karpv1.NodePool:
+		old := m.pools[v.Name]
+		m.pools[v.Name] = v
+		if old == nil || old.Generation != v.Generation || !equality.Semantic.DeepEqual(old.DeletionTimestamp, v.DeletionTimestamp) {
+			m.revision++
+		}
+	case *appsv1.DaemonSet:
+		old := m.daemonSets[client.ObjectKeyFromObject(v)]
+		m.daemonSets[client.ObjectKeyFromObject(v)] = v
+		if old == nil || old.Generation != v.Generation {
+			m.revision++
+		}
+	case *k8spolicyv1.PodDisruptionBudget:
+		m.pdbs[client.ObjectKeyFromObject(v)] = v
+		m.revision++
+	case *corev1.Namespace:
+		old := m.namespaces[v.Name]
+		m.namespaces[v.Name] = v
+		if old == nil || !equality.Semantic.DeepEqual(old.Labels, v.Labels) {
+			m.revision++
+		}
+	case *policyv1.CapacityBudget:
+		old := m.budgets[client.ObjectKeyFromObject(v)]
+		m.budgets[client.ObjectKeyFromObject(v)] = v
+		if old == nil || old.Generation != v.Generation {
+			m.revision++
+		}
+	}
+}
+
+// Delete forgets an object (an informer's delete; the object may come as a tombstone).
+func (c *Cluster) Delete(o any) {
+	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = t.Obj
+	}
+	m := c.model
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.revision++
+	switch v := o.(type) {
+	case *corev1.Pod:
+		key := client.ObjectKeyFromObject(v)
+		if old := m.pods[key]; old != nil && old.Spec.NodeName != "" && !IsTerminalOrGone(old) {
+			c.podEvent(old.Spec.NodeName)
+		}
+		delete(m.pods, key)
+		delete(m.provisionable, key)
+	case *corev1.Node:
+		delete(m.nodes, v.Name)
+		c.forgetPodEvents(v.Name)
+	case *karpv1.NodeClaim:
+		delete(m.claims, v.Name)
+	case *karpv1.NodePool:
+		delete(m.pools, v.Name)
+	case *appsv1.DaemonSet:
+		delete(m.daemonSets, client.ObjectKeyFromObject(v))
+	case *k8spolicyv1.PodDisruptionBudget:
+		delete(m.pdbs, client.ObjectKeyFromObject(v))
+	case *corev1.Namespace:
+		delete(m.namespaces, v.Name)
+	case *policyv1.CapacityBudget:
+		delete(m.budgets, client.ObjectKeyFromObject(v))
+	}
+}
+
+// IsTerminalOrGone reports whether a pod no longer occupies its node's room for long:
+// finished or terminating.
+func IsTerminalOrGone(p *corev1.Pod) bool {
+	return p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// podChanged reports whether a pod's update can change a decision: where it runs or is
+// nominated, what it asks, how it may be placed or disrupted. Status writes that change none
+// of that (a container's restart count, a probe's timestamps) do not.
+func podChanged(a, b *corev1.Pod) bool {
+	return a.Spec.NodeName != b.Spec.NodeName || a.Status.Phase != b.Status.Phase || a.Status.NominatedNodeName != b.Status.NominatedNodeName ||
+		!equality.Semantic.DeepEqual(a.DeletionTimestamp, b.DeletionTimestamp) || scheduling.IsProvisionable(a) != scheduling.IsProvisionable(b) ||
+		a.Generation != b.Generation || !equality.Semantic.DeepEqual(a.Labels, b.Labels) || !equality.Semantic.DeepEqual(a.Annotations, b.Annotations) ||
+		!equality.Semantic.DeepEqual(a.Spec.Containers, b.Spec.Containers) // in-place resize changes requests
+}
+
+// nodeChanged reports whether a node's update can change a decision. A heartbeat (the
+// conditions' timestamps, a kubelet refreshing its status every few minutes on every node)
+// cannot: only what the node is labelled, tainted and annotated with, what it can allocate,
+// whether it is Ready, schedulable or being deleted.
+func nodeChanged(a, b *corev1.Node) bool {
+	readyA, sinceA := scheduling.NodeReady(a)
+	readyB, sinceB := scheduling.NodeReady(b)
+	return readyA != readyB || !sinceA.Equal(sinceB) || a.Spec.Unschedulable != b.Spec.Unschedulable || a.Spec.ProviderID != b.Spec.ProviderID ||
+		!equality.Semantic.DeepEqual(a.DeletionTimestamp, b.DeletionTimestamp) || !equality.Semantic.DeepEqual(a.Labels, b.Labels) ||
+		!equality.Semantic.DeepEqual(a.Annotations, b.Annotations) || !equality.Semantic.DeepEqual(a.Spec.Taints, b.Spec.Taints) ||
+		!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable) || !equality.Semantic.DeepEqual(a.Finalizers, b.Finalizers)
+}
+
+// Revision moves whenever something a decision reads changes (not on heartbeats).
+func (c *Cluster) Revision() uint64 {
+	c.model.mu.RLock()
+	defer c.model.mu.RUnlock()
+	return c.model.revision
+}
+
+// PendingPods is how many pods the provisioner should find a node for, as the model holds
+// them now: no snapshot is taken while it is zero.
+func (c *Cluster) PendingPods() int {
+	c.model.mu.RLock()
+	defer c.model.mu.RUnlock()
+	return len(c.model.provisionable)
+}
+
+// Objects copies the model's pointers into a plain set, each kind sorted by name so that a
+// snapshot does not depend on map order.
+func (c *Cluster) Objects() *snapshot.Objects {
+	m := c.model
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return &snapshot.Objects{
+		Pods: sortedValues(m.pods, podKey), Nodes: sortedValues(m.nodes, func(n *corev1.Node) string { return n.Name }),
+		NodeClaims:      sortedValues(m.claims, func(n *karpv1.NodeClaim) string { return n.Name }),
+		NodePools:       sortedValues(m.pools, func(n *karpv1.NodePool) string { return n.Name }),
+		DaemonSets:      sortedValues(m.daemonSets, func(d *appsv1.DaemonSet) string { return d.Namespace + "/" + d.Name }),
+		PDBs:            sortedValues(m.pdbs, func(d *k8spolicyv1.PodDisruptionBudget) string { return d.Namespace + "/" + d.Name }),
+		Namespaces:      sortedValues(m.namespaces, func(n *corev1.Namespace) string { return n.Name }),
+		CapacityBudgets: sortedValues(m.budgets, func(b *policyv1.CapacityBudget) string { return b.Namespace + "/" + b.Name }),
+	}
+}
+
+func podKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
+
+func sortedValues[K comparable, V any](m map[K]V, name func(V) string) []V {
+	out := make([]V, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b V) int { return strings.Compare(name(a), name(b)) })
+	return out
+}

@@ -1,0 +1,55 @@
+package disruption
+
+import (
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+)
+
+// NextChange is the first moment after c.Now when time alone can change what a pass decides:
+// a candidate's consolidateAfter or expireAfter running out, a pod's karpenter.sh/do-not-disrupt
+// duration ending, or a NodePool budget's schedule opening or closing a window. Zero when
+// nothing is due. A pass that found nothing to do need not run again before it, unless the
+// cluster changes.
+func (c *Cluster) NextChange() time.Time {
+	var next time.Time
+	consider := func(t time.Time) {
+		if t.After(c.Now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for _, cand := range c.Candidates {
+		if after := cand.NodePool.Spec.Disruption.ConsolidateAfter.Duration; after != nil && !cand.LastPodEvent.IsZero() {
+			consider(cand.LastPodEvent.Add(*after))
+		}
+		if d := cand.NodePool.Spec.Template.Spec.ExpireAfter.Duration; d != nil {
+			consider(cand.CreatedAt.Add(*d))
+		}
+		for _, p := range cand.Pods {
+			if v := p.Annotations[karpv1.DoNotDisruptAnnotationKey]; v != "" && v != "true" {
+				if d, err := time.ParseDuration(v); err == nil {
+					consider(p.CreationTimestamp.Add(d))
+				}
+			}
+		}
+	}
+	for _, np := range c.NodePools {
+		for _, b := range np.NodePool.Spec.Disruption.Budgets {
+			if b.Schedule == nil || b.Duration == nil {
+				continue
+			}
+			sched, err := cron.ParseStandard(*b.Schedule)
+			if err != nil {
+				continue
+			}
+			now := c.Now.UTC()
+			consider(sched.Next(now))
+			if start := sched.Next(now.Add(-b.Duration.Duration)); !start.After(now) {
+				consider(start.Add(b.Duration.Duration))
+			}
+		}
+	}
+	return next
+}
