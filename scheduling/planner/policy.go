@@ -1,4 +1,4 @@
-// Package policy puts the policy engine around the solver for one provisioning batch, the
+// Package planner puts the policy engine around the solver for one provisioning batch, the
 // same way for the provisioner and for `karpenterctl simulate --policies`:
 //
 //  1. once per (namespace, NodePool) the engine turns budgets and CapacityPolicies into

@@ -1,8 +1,10 @@
-// Package scheduling is the solver: given pending pods, existing and in-flight nodes,
+// Package solver decides placements: given pending pods, existing and in-flight nodes,
 // NodePools and their instance types, it decides which pods go where and which new NodeClaims
 // to launch, cheapest first. It is a pure package: plain inputs in, a decision out, no
 // Kubernetes client, no clock, no randomness; the same input gives the same decision. The
-// provisioner calls it once per batch; disruption will call it for every move it weighs.
+// provisioner calls it once per batch (through the planner when policies apply), disruption
+// (scheduling/disruption) for every move it weighs, karpenterctl on manifests; all of them
+// build its input from one snapshot (scheduling/snapshot).
 //
 // Where to look first:
 //
@@ -18,8 +20,10 @@
 //   - pack.go: filling NodeClaims for a target type when a batch has many similar pods.
 //   - topology.go: topology spread, pod affinity and anti-affinity.
 //   - cost.go: the price of a decision and its fractional lower bound.
+//   - daemonsets.go: the DaemonSet overhead a NodePool's nodes carry.
+//   - apiobject.go: the NodeClaim object of a decision (NodeClaimFor).
 //
-// Requirements, resource arithmetic and Node come from scheduling, the
-// vocabulary this package shares with state, the policy planner and disruption
-// (docs/architecture.md).
+// Requirements, resource arithmetic, Node, tolerations and the cheapest offering come from
+// package scheduling, the vocabulary this package shares with the snapshot, the planner,
+// disruption and the providers (docs/architecture.md).
 package solver

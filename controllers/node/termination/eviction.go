@@ -157,8 +157,7 @@ func (q *EvictionQueue) evict(ctx context.Context, p *corev1.Pod) (reconcile.Res
 		ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
 	})
-	switch {
-	case err == nil:
+	if err == nil {
 		metrics.EvictionRequests.WithLabelValues("200").Inc()
 		q.recorder.Eventf(p, nil, corev1.EventTypeNormal, "Evicted", "Drain", "Evicted pod: draining node %s", p.Spec.NodeName)
 		q.done(p)
