@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,8 @@ const (
 	MinPassInterval  = time.Second
 	IdlePassInterval = 5 * time.Minute
 	ValidationDelay  = 15 * time.Second
+	// PolicyRecheck is how soon a pass runs again when the policy gate denied a command.
+	PolicyRecheck = time.Minute
 	// UnconsolidatableEvery rate-limits the Unconsolidatable event per node.
 	UnconsolidatableEvery = 15 * time.Minute
 )
@@ -169,7 +172,18 @@ func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
 	}
 	if len(cmds) == 0 {
 		// Nothing to do until something changes, or time does.
-		c.setIdle(true, rev, snap.NextChange())
+		wake := snap.NextChange()
+		for _, u := range snap.Unconsolidatable {
+			if strings.HasPrefix(u.Reason, "denied by policy") {
+				// A policy may decide by the time (input.now), which no one can tell ahead:
+				// look again within PolicyRecheck.
+				if at := c.clock.Now().Add(PolicyRecheck); wake.IsZero() || at.Before(wake) {
+					wake = at
+				}
+				break
+			}
+		}
+		c.setIdle(true, rev, wake)
 		return false, nil
 	}
 	c.setIdle(false, rev, time.Time{})

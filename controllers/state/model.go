@@ -35,6 +35,9 @@ type model struct {
 	pdbs       map[types.NamespacedName]*k8spolicyv1.PodDisruptionBudget
 	namespaces map[string]*corev1.Namespace
 	budgets    map[types.NamespacedName]*policyv1.CapacityBudget
+	// policies are the CapacityPolicies' generations: they are no input of a snapshot, but a
+	// change to one can change what the policy gate lets through.
+	policies map[string]int64
 	// provisionable are the pods the provisioner should find a node for (Provisionable).
 	provisionable map[types.NamespacedName]bool
 	// revision counts the changes that can change a decision; a pass that found nothing to do
@@ -51,13 +54,13 @@ func newModel() *model {
 	return &model{pods: map[types.NamespacedName]*corev1.Pod{}, nodes: map[string]*corev1.Node{}, claims: map[string]*karpv1.NodeClaim{},
 		pools: map[string]*karpv1.NodePool{}, daemonSets: map[types.NamespacedName]*appsv1.DaemonSet{},
 		pdbs: map[types.NamespacedName]*k8spolicyv1.PodDisruptionBudget{}, namespaces: map[string]*corev1.Namespace{},
-		budgets: map[types.NamespacedName]*policyv1.CapacityBudget{}, provisionable: map[types.NamespacedName]bool{}}
+		budgets: map[types.NamespacedName]*policyv1.CapacityBudget{}, policies: map[string]int64{}, provisionable: map[types.NamespacedName]bool{}}
 }
 
 // Watched are the kinds the model holds.
 func Watched() []client.Object {
 	return []client.Object{&corev1.Pod{}, &corev1.Node{}, &karpv1.NodeClaim{}, &karpv1.NodePool{}, &appsv1.DaemonSet{},
-		&k8spolicyv1.PodDisruptionBudget{}, &corev1.Namespace{}, &policyv1.CapacityBudget{}}
+		&k8spolicyv1.PodDisruptionBudget{}, &corev1.Namespace{}, &policyv1.CapacityBudget{}, &policyv1.CapacityPolicy{}}
 }
 
 // Register adds the model's event handlers to the manager's informers (created here if no
@@ -166,6 +169,11 @@ func (c *Cluster) update(o any, live bool) {
 		if old == nil || old.Generation != v.Generation {
 			m.revision++
 		}
+	case *policyv1.CapacityPolicy:
+		if gen, ok := m.policies[v.Name]; !ok || gen != v.Generation {
+			m.policies[v.Name] = v.Generation
+			m.revision++
+		}
 	}
 }
 
@@ -201,6 +209,8 @@ func (c *Cluster) Delete(o any) {
 		delete(m.namespaces, v.Name)
 	case *policyv1.CapacityBudget:
 		delete(m.budgets, client.ObjectKeyFromObject(v))
+	case *policyv1.CapacityPolicy:
+		delete(m.policies, v.Name)
 	}
 }
 
