@@ -22,7 +22,10 @@ func (SingleNode) Qualifies(c *Cluster, cand *Candidate) bool { return len(cand.
 
 // Commands implements Method.
 func (SingleNode) Commands(ctx context.Context, c *Cluster, candidates []*Candidate, budgets *Budgets) ([]*Command, error) {
-	return c.firstCommand(ctx, withinBudgets(c, consolidationCandidates(ctx, c, candidates), budgets), budgets, ReasonUnderutilized,
+	// Every candidate is tried, as long as its NodePool's budget allows one more node: a
+	// command disrupts one node, so the budget is no cut-off in the candidates' order (as
+	// withinBudgets is for multi-node consolidation).
+	return c.firstCommand(ctx, consolidationCandidates(ctx, c, candidates), budgets, ReasonUnderutilized,
 		func(cand *Candidate) (*Command, string, error) {
 			if why := c.balancedRefusal([]*Candidate{cand}, cand.PricePerHour); why != "" {
 				return nil, why + " even deleted", nil
