@@ -157,12 +157,17 @@ func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	rev := c.cluster.Revision()
+	start := c.clock.Now()
 	snap, err := c.Snapshot(ctx)
 	if err != nil {
 		return false, err
 	}
 	c.observe(snap)
 	cmds, m, err := methods.Pass(ctx, snap, c.methods)
+	took := c.clock.Since(start)
+	metrics.DisruptionPassDuration.Observe(took.Seconds())
+	log.FromContext(ctx).Info("disruption pass", "nodes", len(snap.Nodes), "candidates", len(snap.Candidates), "commands", len(cmds),
+		"inFlight", c.Orchestrator.Len(), "duration", took.String())
 	if mn, ok := m.(*methods.MultiNode); ok && mn.TimedOut {
 		metrics.ConsolidationTimeouts.WithLabelValues("multi").Inc()
 	}

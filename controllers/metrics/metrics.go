@@ -82,6 +82,12 @@ var (
 	NodePoolAllowedDisruptions = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_nodepools_allowed_disruptions", Help: "How many more of a NodePool's nodes its budgets allow to be disrupted now, by reason.",
 	}, []string{"nodepool", "reason"})
+	// DisruptionPassDuration is how long one disruption pass took: the snapshot, every method
+	// until one acted, their simulations (not the validation delay).
+	DisruptionPassDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "karpenter_voluntary_disruption_pass_duration_seconds", Help: "Duration of one disruption pass: snapshot, methods and their simulations.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	})
 	// ConsolidationTimeouts counts multi-node consolidation searches cut by their timeout.
 	ConsolidationTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_voluntary_disruption_consolidation_timeouts_total", Help: "Consolidation searches that ran out of time, by consolidation type.",
@@ -118,7 +124,7 @@ func init() {
 	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, PodsStartupDuration, NodesAllocatable, NodePoolUsage,
 		PolicyEvaluations, PolicyEvaluationDuration, PolicyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
 		DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
-		EvictionRequests, PodsDeletedForDeadline, NodesDrained)
+		EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration)
 }
 
 // PolicyObserver records the policy engine's evaluations.

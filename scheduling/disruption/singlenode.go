@@ -30,6 +30,9 @@ func (SingleNode) Commands(ctx context.Context, c *Cluster, candidates []*Candid
 			if why := c.balancedRefusal([]*Candidate{cand}, cand.PricePerHour); why != "" {
 				return nil, why + " even deleted", nil
 			}
+			if hopeless, why := c.hopeless(cand); hopeless {
+				return nil, why, nil
+			}
 			return c.consolidate([]*Candidate{cand}, "single")
 		})
 }

@@ -177,6 +177,9 @@ type Cluster struct {
 	// removed and applied are the nodes earlier commands took away and added, when a
 	// simulation of several passes (Apply) runs on one snapshot.
 	removed, applied map[string]bool
+	// mostRoom is the most free cpu and memory a node offers, computed on first use
+	// (prefilter.go).
+	mostRoom corev1.ResourceList
 }
 
 // PricePerHour is what the cluster's priced nodes cost per hour.

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Measures the manager on a large idle cluster, on the cluster of `make run`
+# (docs/benchmarks.md, "A large idle cluster"):
+#
+#   1. a NodePool "bench" of c6g.2xlarge on-demand nodes that never consolidates, and a
+#      Deployment of PODS pods of 750m and 1 GiB (ten to a node): PODS/10 nodes;
+#   2. once every pod runs and a minute has passed, the manager's cpu over IDLE seconds (from
+#      /proc: user+system time), and its resident memory (now and its high-water mark);
+#   3. a provisioning decision on that cluster: the Deployment grows by 100 pods, and the
+#      provisioner's "solved" line gives the solve's duration;
+#   4. a disruption pass on that cluster: the NodePool's consolidateAfter becomes 30s, and the
+#      controller's "disruption pass" lines give each pass's duration;
+#   5. it deletes the Deployment and the NodePool (their nodes drain and go).
+#
+#   hack/idle-bench.sh [PODS] [IDLE]      (default 10000 pods, 120 s)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export KUBECONFIG=${KUBECONFIG:-$PWD/.local/kubeconfig}
+kubectl=bin/kubectl
+pods=${1:-10000}
+idle=${2:-120}
+log=.local/logs/karpenter.log
+pid=$(pgrep -f 'bin/karpenter --leader-elect' | head -1)
+[[ -n "$pid" ]] || { echo "no manager running: start make run first" >&2; exit 1; }
+
+pool() {
+  $kubectl apply -f - >/dev/null <<YAML
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: bench}
+spec:
+  weight: 100
+  template:
+    metadata: {labels: {pool: bench}}
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements:
+      - {key: node.kubernetes.io/instance-type, operator: In, values: ["c6g.2xlarge"]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}
+  disruption: {consolidateAfter: $1}
+YAML
+}
+deploy() {
+  $kubectl apply -f - >/dev/null <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: bench, namespace: default}
+spec:
+  replicas: $1
+  selector: {matchLabels: {app: bench}}
+  template:
+    metadata: {labels: {app: bench}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      nodeSelector: {karpenter.sh/nodepool: bench}
+      containers: [{name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 750m, memory: 1Gi}}}]
+YAML
+}
+ready() { $kubectl get deployment bench -o jsonpath='{.status.readyReplicas}' 2>/dev/null || echo 0; }
+waitReady() {
+  local want=$1 start=$SECONDS
+  while [[ "$(ready)" != "$want" ]]; do
+    (( SECONDS - start < 1800 )) || { echo "timed out at $(ready) of $want ready" >&2; exit 1; }
+    sleep 5
+  done
+}
+cpuTicks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+
+pool Never
+start=$SECONDS
+deploy "$pods"
+waitReady "$pods"
+nodes=$($kubectl get nodes -l karpenter.sh/nodepool=bench --no-headers | wc -l)
+echo "scale-out: $pods pods on $nodes nodes Running in $((SECONDS - start)) s"
+sleep 60
+
+hz=$(getconf CLK_TCK)
+before=$(cpuTicks)
+sleep "$idle"
+after=$(cpuTicks)
+rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
+hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
+awk -v d="$((after - before))" -v hz="$hz" -v s="$idle" -v rss="$rss" -v hwm="$hwm" 'BEGIN {
+  printf "idle for %d s: manager cpu %.2f%% of one core (%.2f s); RSS %.0f MiB, peak %.0f MiB\n", s, 100 * d / hz / s, d / hz, rss / 1024, hwm / 1024 }'
+
+mark=$(wc -l < "$log")
+deploy "$((pods + 100))"
+waitReady "$((pods + 100))"
+echo "provisioning decision for 100 more pods on the cluster:"
+tail -n +"$mark" "$log" | grep '"msg":"solved"' | sed 's/^/  /'
+
+mark=$(wc -l < "$log")
+pool 30s
+sleep 90
+echo "disruption passes once the pool may consolidate:"
+tail -n +"$mark" "$log" | grep '"msg":"disruption pass"' | head -5 | sed 's/^/  /'
+
+$kubectl delete deployment bench --wait=false >/dev/null
+$kubectl delete nodepool bench --wait=false >/dev/null
