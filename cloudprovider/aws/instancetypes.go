@@ -50,11 +50,23 @@ type InstanceTypes struct {
 	zonesOf   map[string]map[string]bool // instance type -> zones it is offered in
 	unavailMu sync.Mutex
 	unavail   map[string]time.Time // "type/zone/capacity type" -> until
+	// unavailGen moves when an offering is marked unavailable.
+	unavailGen uint64
+
+	// memo holds each node class's instance types before its capacity reservations are added,
+	// by memoKey, until the first unavailable offering in them becomes available again.
+	memoMu sync.Mutex
+	memo   map[string]memoEntry
+}
+
+type memoEntry struct {
+	types []*cloudprovider.InstanceType
+	until time.Time
 }
 
 // NewInstanceTypes builds the provider of instance types; ttl is how long EC2's answer is kept.
 func NewInstanceTypes(c *Clients, p *Pricing, ttl time.Duration) *InstanceTypes {
-	return &InstanceTypes{clients: c, pricing: p, TTL: ttl, unavail: map[string]time.Time{}}
+	return &InstanceTypes{clients: c, pricing: p, TTL: ttl, unavail: map[string]time.Time{}, memo: map[string]memoEntry{}}
 }
 
 // UnavailableFor is how long an offering that ran out of capacity is left out.
@@ -66,6 +78,22 @@ func (p *InstanceTypes) MarkUnavailable(instanceType, zone, capacityType string)
 	p.unavailMu.Lock()
 	defer p.unavailMu.Unlock()
 	p.unavail[instanceType+"/"+zone+"/"+capacityType] = time.Now().Add(UnavailableFor)
+	p.unavailGen++
+}
+
+// availability is the generation of the offerings' availability, and when the first offering
+// marked unavailable becomes available again (zero: none is marked).
+func (p *InstanceTypes) availability() (uint64, time.Time) {
+	p.unavailMu.Lock()
+	defer p.unavailMu.Unlock()
+	var next time.Time
+	now := time.Now()
+	for _, until := range p.unavail {
+		if until.After(now) && (next.IsZero() || until.Before(next)) {
+			next = until
+		}
+	}
+	return p.unavailGen, next
 }
 
 func (p *InstanceTypes) unavailable(instanceType, zone, capacityType string) bool {
@@ -81,11 +109,11 @@ func (p *InstanceTypes) unavailable(instanceType, zone, capacityType string) boo
 }
 
 // refresh reads instance types and offerings from EC2 when the cache is older than TTL.
-func (p *InstanceTypes) refresh(ctx context.Context) ([]ec2types.InstanceTypeInfo, map[string]map[string]bool, error) {
+func (p *InstanceTypes) refresh(ctx context.Context) ([]ec2types.InstanceTypeInfo, map[string]map[string]bool, time.Time, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.fetched.IsZero() && time.Since(p.fetched) < p.TTL {
-		return p.infos, p.zonesOf, nil
+		return p.infos, p.zonesOf, p.fetched, nil
 	}
 	var infos []ec2types.InstanceTypeInfo
 	pages := ec2.NewDescribeInstanceTypesPaginator(p.clients.EC2, &ec2.DescribeInstanceTypesInput{Filters: []ec2types.Filter{
@@ -95,7 +123,7 @@ func (p *InstanceTypes) refresh(ctx context.Context) ([]ec2types.InstanceTypeInf
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("describing instance types: %w", err)
+			return nil, nil, time.Time{}, fmt.Errorf("describing instance types: %w", err)
 		}
 		infos = append(infos, page.InstanceTypes...)
 	}
@@ -104,7 +132,7 @@ func (p *InstanceTypes) refresh(ctx context.Context) ([]ec2types.InstanceTypeInf
 	for offerings.HasMorePages() {
 		page, err := offerings.NextPage(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("describing instance type offerings: %w", err)
+			return nil, nil, time.Time{}, fmt.Errorf("describing instance type offerings: %w", err)
 		}
 		for _, o := range page.InstanceTypeOfferings {
 			t := string(o.InstanceType)
@@ -115,7 +143,7 @@ func (p *InstanceTypes) refresh(ctx context.Context) ([]ec2types.InstanceTypeInf
 		}
 	}
 	p.infos, p.zonesOf, p.fetched = infos, zonesOf, time.Now()
-	return infos, zonesOf, nil
+	return infos, zonesOf, p.fetched, nil
 }
 
 // Invalidate drops the cache, so the next call reads EC2 again.
@@ -129,10 +157,52 @@ func (p *InstanceTypes) Invalidate() {
 // with its kubelet settings taken into the overhead, on-demand and spot where priced, and its
 // capacity reservations as reserved offerings. reservationRoom says how many more instances
 // a reservation can take.
+//
+// The description is memoized per node class (name and resourceVersion) and generation of
+// what it is made from: the instance types described, the on-demand and spot prices, and the
+// offerings' availability; only the reserved offerings, whose room changes with every launch,
+// are added afresh. Callers share the lists and must not modify them.
 func (p *InstanceTypes) List(ctx context.Context, nc *awsv1.EC2NodeClass, reservationRoom func(id string) int) ([]*cloudprovider.InstanceType, error) {
-	infos, zonesOf, err := p.refresh(ctx)
+	base, err := p.described(ctx, nc)
 	if err != nil {
 		return nil, err
+	}
+	reserved := map[string]bool{}
+	for _, r := range nc.Status.CapacityReservations {
+		reserved[r.InstanceType] = true
+	}
+	if len(reserved) == 0 {
+		return base, nil
+	}
+	out := make([]*cloudprovider.InstanceType, len(base))
+	for i, it := range base {
+		out[i] = it
+		if reserved[it.Name] {
+			cp := *it
+			cp.Offerings = ReservedOfferings(it, nc.Status.CapacityReservations, reservationRoom)
+			out[i] = &cp
+		}
+	}
+	return out, nil
+}
+
+// described are the node class's instance types without reserved offerings, from the memo
+// when nothing they are made from changed.
+func (p *InstanceTypes) described(ctx context.Context, nc *awsv1.EC2NodeClass) ([]*cloudprovider.InstanceType, error) {
+	infos, zonesOf, fetched, err := p.refresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	od, spot := p.pricing.Updated()
+	gen, until := p.availability()
+	key := fmt.Sprintf("%s/%s/%d/%d/%d/%d", nc.Name, nc.ResourceVersion, fetched.UnixNano(), od.UnixNano(), spot.UnixNano(), gen)
+	if nc.ResourceVersion != "" {
+		p.memoMu.Lock()
+		e, ok := p.memo[key]
+		p.memoMu.Unlock()
+		if ok && (e.until.IsZero() || time.Now().Before(e.until)) {
+			return e.types, nil
+		}
 	}
 	subnetZones := map[string]bool{}
 	for _, s := range nc.Status.Subnets {
@@ -164,8 +234,18 @@ func (p *InstanceTypes) List(ctx context.Context, nc *awsv1.EC2NodeClass, reserv
 			continue
 		}
 		sortOfferings(it.Offerings)
-		it.Offerings = ReservedOfferings(it, nc.Status.CapacityReservations, reservationRoom)
 		out = append(out, it)
+	}
+	if nc.ResourceVersion != "" {
+		p.memoMu.Lock()
+		// One entry per node class: an older generation's is dropped.
+		for k := range p.memo {
+			if strings.HasPrefix(k, nc.Name+"/") {
+				delete(p.memo, k)
+			}
+		}
+		p.memo[key] = memoEntry{types: out, until: until}
+		p.memoMu.Unlock()
 	}
 	return out, nil
 }

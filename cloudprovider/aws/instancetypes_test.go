@@ -86,11 +86,37 @@ func TestInstanceTypesAndOfferings(t *testing.T) {
 		t.Errorf("g5.xlarge: %+v", g5)
 	}
 
+	// Memoized per node class (name and resourceVersion) and generation: the same list again,
+	// a new one once an offering is marked unavailable.
+	stored := nodeClassIn("us-west-2a", "us-west-2b")
+	stored.ResourceVersion = "1"
+	first, _ := types.List(ctx, stored, func(string) int { return 0 })
+	second, _ := types.List(ctx, stored, func(string) int { return 0 })
+	if byName(first)["m5.large"] != byName(second)["m5.large"] {
+		t.Error("listed again with nothing changed, the instance types are described again")
+	}
+
 	types.MarkUnavailable("m5.large", "us-west-2a", karpv1.CapacityTypeSpot)
-	again, _ := types.List(ctx, nodeClassIn("us-west-2a", "us-west-2b"), func(string) int { return 0 })
-	for _, o := range byName(again)["m5.large"].Offerings {
-		if (o.Zone == "us-west-2a" && o.CapacityType == karpv1.CapacityTypeSpot) == o.Available {
-			t.Errorf("after MarkUnavailable: %+v", o)
+	for _, nc := range []*awsv1.EC2NodeClass{nodeClassIn("us-west-2a", "us-west-2b"), stored} {
+		again, _ := types.List(ctx, nc, func(string) int { return 0 })
+		for _, o := range byName(again)["m5.large"].Offerings {
+			if (o.Zone == "us-west-2a" && o.CapacityType == karpv1.CapacityTypeSpot) == o.Available {
+				t.Errorf("after MarkUnavailable (resourceVersion %q): %+v", nc.ResourceVersion, o)
+			}
+		}
+	}
+	for _, o := range byName(first)["m5.large"].Offerings {
+		if !o.Available {
+			t.Errorf("a list handed out before MarkUnavailable changed: %+v", o)
+		}
+	}
+	// The node class changes: its new subnets show.
+	moved := nodeClassIn("us-west-2c")
+	moved.ResourceVersion = "2"
+	list, _ = types.List(ctx, moved, func(string) int { return 0 })
+	for _, o := range byName(list)["m5.large"].Offerings {
+		if o.Zone != "us-west-2c" {
+			t.Errorf("a changed node class lists the old zones: %+v", o)
 		}
 	}
 }
