@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -61,6 +62,9 @@ type Usage struct {
 	revision uint64
 }
 
+// errNotSynced is the usage's answer until the cluster model has synced.
+var errNotSynced = errors.New("the cluster model has not synced yet")
+
 // NewUsage returns the shared attribution.
 func NewUsage(cluster *state.Cluster, cloud cloudprovider.CloudProvider, clk clock.Clock) *Usage {
 	return &Usage{cluster: cluster, cloud: cloud, clock: clk}
@@ -70,6 +74,10 @@ func NewUsage(cluster *state.Cluster, cloud cloudprovider.CloudProvider, clk clo
 func (u *Usage) ByNamespace(ctx context.Context) (map[string]policies.Usage, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if !u.cluster.Synced() {
+		// Attributed over part of the cluster, a budget would look under-used for a moment.
+		return nil, errNotSynced
+	}
 	rev := u.cluster.Revision()
 	if u.usage != nil && rev == u.revision && u.clock.Since(u.at) < usageTTL {
 		return u.usage, nil
