@@ -3,7 +3,9 @@ package main
 // The manager's permissions, as controller-gen RBAC markers; `make manifests` writes them to
 // config/rbac/role.yaml. Spec and metadata of Git-owned objects (NodePools, node classes,
 // policies) are read only: the manager writes their status, and an EC2NodeClass's finalizer
-// (patch), which keeps it until the instance profile made for it is deleted.
+// (patch), which keeps it until the instance profile made for it is deleted. Node status is
+// patched only by the kwok provider, which plays the cloud: a terminated instance's node goes
+// NotReady.
 //
 // +kubebuilder:rbac:groups=karpenter.sh,resources=nodepools;nodeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=karpenter.sh,resources=nodeclaims,verbs=create;delete;patch;update
@@ -18,6 +20,7 @@ package main
 // +kubebuilder:rbac:groups=policy.karpenter.sh,resources=capacitybudgets;capacitypolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policy.karpenter.sh,resources=capacitybudgets/status;capacitypolicies/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;create;delete;patch;update
+// +kubebuilder:rbac:groups="",resources=nodes/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=pods;namespaces;persistentvolumes;persistentvolumeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=delete
