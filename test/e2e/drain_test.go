@@ -167,29 +167,30 @@ func TestNodeWhoseInstanceIsGoneIsFinalized(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The notice deletes the NodeClaim: the node drains, and its drain is held.
+	var deadline time.Time
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		n := &corev1.Node{}
-		return kube.Get(ctx, client.ObjectKeyFromObject(node), n) == nil && n.DeletionTimestamp != nil, nil
+		if kube.Get(ctx, client.ObjectKeyFromObject(node), n) != nil || n.DeletionTimestamp == nil {
+			return false, nil
+		}
+		deadline, _ = time.Parse(time.RFC3339, n.Annotations[kwok.InterruptionDeadlineAnnotation])
+		return true, nil
 	}); err != nil {
 		t.Fatalf("node %s never started draining after the interruption notice", node.Name)
 	}
-	var reclaimed time.Time
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, notice+time.Minute, true, func(ctx context.Context) (bool, error) {
-		n := &corev1.Node{}
-		if err := kube.Get(ctx, client.ObjectKeyFromObject(node), n); err != nil {
-			return false, err
-		}
-		if v, ok := n.Annotations[kwok.InstanceTerminatedAnnotation]; ok {
-			reclaimed, _ = time.Parse(time.RFC3339, v)
-			return true, nil
-		}
-		return false, nil
-	}); err != nil {
-		t.Fatalf("node %s was finalized or not reclaimed before its instance was terminated: %v\n%s", node.Name, err, local.LogTail("karpenter", 30))
+	// Held by the PDB until the instance is reclaimed at the notice's deadline (the provider
+	// looks every 5 s), then finalized at once.
+	took := gone(ctx, t, node.Name, time.Until(deadline)+30*time.Second)
+	wentAt := time.Now()
+	if wentAt.Before(deadline) {
+		t.Fatalf("node %s was finalized at %s, before its instance was reclaimed at %s: the drain did not wait for its pods",
+			node.Name, wentAt.Format(time.TimeOnly), deadline.Format(time.TimeOnly))
 	}
-	took := gone(ctx, t, node.Name, 30*time.Second)
-	t.Logf("the instance of %s was reclaimed at %s; the node, held by a stuck pod and a PDB, was finalized %s later",
-		node.Name, reclaimed.Format(time.TimeOnly), took.Round(100*time.Millisecond))
+	if late := wentAt.Sub(deadline); late > kwok.InterruptionTick+15*time.Second {
+		t.Errorf("node %s went %s after its instance was reclaimed: a node whose instance is gone is finalized at once", node.Name, late.Round(time.Second))
+	}
+	t.Logf("the instance of %s was reclaimed at %s; the node, held by a stuck pod and a PDB, was gone %s later (%s after the notice)",
+		node.Name, deadline.Format(time.TimeOnly), wentAt.Sub(deadline).Round(100*time.Millisecond), took.Round(100*time.Millisecond))
 	var claims karpv1.NodeClaimList
 	if err := kube.List(ctx, &claims, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}); err != nil {
 		t.Fatal(err)
