@@ -48,7 +48,7 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 		_, ok := o.GetAnnotations()[cloudprovider.InterruptionNoticeAnnotation]
 		return ok
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("interruption").WithOptions(ratelimit.Options(10)).
+	return ctrl.NewControllerManagedBy(mgr).Named("interruption").WithOptions(ratelimit.Options(1)).
 		For(&corev1.Node{}, builder.WithPredicates(noticed, predicate.Funcs{DeleteFunc: func(event.DeleteEvent) bool { return false }})).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
 }

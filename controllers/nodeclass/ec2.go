@@ -50,7 +50,7 @@ func NewEC2(c client.Client, r EC2Resolver) *EC2 { return &EC2{client: c, resolv
 
 // Register watches EC2NodeClasses.
 func (e *EC2) Register(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("nodeclass.ec2").WithOptions(ratelimit.Options(10)).For(&awsv1.EC2NodeClass{}).
+	return ctrl.NewControllerManagedBy(mgr).Named("nodeclass.ec2").WithOptions(ratelimit.Options(1)).For(&awsv1.EC2NodeClass{}).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), e))
 }
 

@@ -33,7 +33,7 @@ func NewKWOK(c client.Client, cloud cloudprovider.CloudProvider) *KWOK {
 
 // Register watches KWOKNodeClasses.
 func (k *KWOK) Register(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("nodeclass.kwok").WithOptions(ratelimit.Options(10)).For(&kwokv1alpha1.KWOKNodeClass{}).
+	return ctrl.NewControllerManagedBy(mgr).Named("nodeclass.kwok").WithOptions(ratelimit.Options(1)).For(&kwokv1alpha1.KWOKNodeClass{}).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), k))
 }
 

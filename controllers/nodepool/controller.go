@@ -39,7 +39,7 @@ func NewController(c client.Client, cloud cloudprovider.CloudProvider, cluster *
 
 // Register watches NodePools, their NodeClaims and their node classes.
 func (c *Controller) Register(mgr ctrl.Manager) error {
-	b := ctrl.NewControllerManagedBy(mgr).Named("nodepool.status").WithOptions(ratelimit.Options(10)).For(&karpv1.NodePool{}).
+	b := ctrl.NewControllerManagedBy(mgr).Named("nodepool.status").WithOptions(ratelimit.Options(1)).For(&karpv1.NodePool{}).
 		Watches(&karpv1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			if np := o.GetLabels()[karpv1.NodePoolLabelKey]; np != "" {
 				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: np}}}

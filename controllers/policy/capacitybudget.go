@@ -79,7 +79,7 @@ func (u *Usage) ByNamespace(ctx context.Context) (map[string]policies.Usage, err
 		return nil, errNotSynced
 	}
 	rev := u.cluster.Revision()
-	if u.usage != nil && rev == u.revision && u.clock.Since(u.at) < usageTTL {
+	if u.usage != nil && (rev == u.revision && u.clock.Since(u.at) < usageTTL || u.clock.Since(u.at) < usageMinInterval) {
 		return u.usage, nil
 	}
 	snap, err := u.cluster.Placed(ctx, u.cloud)
@@ -94,8 +94,13 @@ func (u *Usage) ByNamespace(ctx context.Context) (map[string]policies.Usage, err
 // trigger it: the spend this month accrues, schedule windows open and close.
 const BudgetRefresh = 15 * time.Second
 
-// usageTTL is how long one attribution of an unchanged cluster serves every budget.
-const usageTTL = 30 * time.Second
+// usageTTL is how long one attribution of an unchanged cluster serves every budget, and
+// usageMinInterval how long one serves them while the cluster changes: a scale-out changes it
+// with every pod bound, and every budget is reconciled on every NodeClaim's update.
+const (
+	usageTTL         = 30 * time.Second
+	usageMinInterval = 2 * time.Second
+)
 
 // Register watches CapacityBudgets, and NodeClaims and Nodes, which change what namespaces run.
 func (r *BudgetStatus) Register(mgr ctrl.Manager) error {
@@ -113,7 +118,7 @@ func (r *BudgetStatus) Register(mgr ctrl.Manager) error {
 	// Status writes do not trigger a reconcile; spec changes, NodeClaims and nodes coming and
 	// going do, and BudgetRefresh catches pods binding.
 	nodesComeAndGo := predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
-	return ctrl.NewControllerManagedBy(mgr).Named("policy.capacitybudget.status").WithOptions(ratelimit.Options(10)).
+	return ctrl.NewControllerManagedBy(mgr).Named("policy.capacitybudget.status").WithOptions(ratelimit.Options(1)).
 		For(&policyv1.CapacityBudget{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&karpv1.NodeClaim{}, all).Watches(&corev1.Node{}, all, builder.WithPredicates(nodesComeAndGo)).Complete(r)
 }

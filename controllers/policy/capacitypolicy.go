@@ -78,7 +78,7 @@ func NewPolicyStatus(c client.Client, e *policies.Engine) *PolicyStatus {
 
 // Register watches CapacityPolicies.
 func (r *PolicyStatus) Register(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("policy.capacitypolicy.status").WithOptions(ratelimit.Options(10)).
+	return ctrl.NewControllerManagedBy(mgr).Named("policy.capacitypolicy.status").WithOptions(ratelimit.Options(1)).
 		For(&policyv1.CapacityPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).Complete(r)
 }
 

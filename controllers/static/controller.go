@@ -62,7 +62,7 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 		}
 		return nil
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("nodepool.static").WithOptions(ratelimit.Options(10)).
+	return ctrl.NewControllerManagedBy(mgr).Named("nodepool.static").WithOptions(ratelimit.Options(1)).
 		For(&karpv1.NodePool{}).
 		Watches(&karpv1.NodeClaim{}, byPool).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), c))

@@ -33,7 +33,7 @@ func NewController(c client.Client) *Controller {
 
 // Register watches pods.
 func (c *Controller) Register(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("metrics.pod").WithOptions(ratelimit.Options(10)).For(&corev1.Pod{}).Complete(c)
+	return ctrl.NewControllerManagedBy(mgr).Named("metrics.pod").WithOptions(ratelimit.Options(1)).For(&corev1.Pod{}).Complete(c)
 }
 
 // Reconcile observes a pod that became Ready on a Karpenter node, and forgets deleted pods.

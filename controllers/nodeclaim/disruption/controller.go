@@ -92,7 +92,7 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 		}
 		return out
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("nodeclaim.disruption").WithOptions(ratelimit.Options(10)).
+	return ctrl.NewControllerManagedBy(mgr).Named("nodeclaim.disruption").WithOptions(ratelimit.Options(1)).
 		For(&karpv1.NodeClaim{}).
 		Watches(&corev1.Pod{}, pods).
 		Watches(&karpv1.NodePool{}, byPool, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
