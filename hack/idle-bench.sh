@@ -2,14 +2,18 @@
 # Measures the manager on a large idle cluster, on the cluster of `make run`
 # (docs/benchmarks.md, "A large idle cluster"):
 #
-#   1. a NodePool "bench" of c6g.2xlarge on-demand nodes that never consolidates, and a
-#      Deployment of PODS pods of 750m and 1 GiB (ten to a node): PODS/10 nodes;
-#   2. once every pod runs and a minute has passed, the manager's cpu over IDLE seconds (from
-#      /proc: user+system time), and its resident memory (now and its high-water mark);
+#   1. a NodePool "bench" of c6g.2xlarge on-demand nodes (consolidateAfter 30s), and a
+#      Deployment of PODS pods of 750m and 1 GiB (ten to a node, so every node is full),
+#      scaled up 1000 pods at a time, each step waited for: PODS/10 nodes; nodes launched
+#      beyond that while kube-scheduler catches up are empty, and consolidation removes them;
+#   2. once every pod runs and no node is empty, two minutes later, the manager's cpu over
+#      IDLE seconds (from /proc: user+system time), and its resident memory (now and its
+#      high-water mark);
 #   3. a provisioning decision on that cluster: the Deployment grows by 100 pods, and the
 #      provisioner's "solved" line gives the solve's duration;
-#   4. a disruption pass on that cluster: the NodePool's consolidateAfter becomes 30s, and the
-#      controller's "disruption pass" lines give each pass's duration;
+#   4. a disruption pass on that cluster: a node of the pool is cordoned and uncordoned (a
+#      change of the model), and the controller's "disruption pass" lines give each pass's
+#      duration;
 #   5. it deletes the Deployment and the NodePool (their nodes drain and go).
 #
 #   hack/idle-bench.sh [PODS] [IDLE]      (default 10000 pods, 120 s)
@@ -66,13 +70,18 @@ waitReady() {
 }
 cpuTicks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 
-pool Never
+pool 30s
 start=$SECONDS
-deploy "$pods"
-waitReady "$pods"
-nodes=$($kubectl get nodes -l karpenter.sh/nodepool=bench --no-headers | wc -l)
-echo "scale-out: $pods pods on $nodes nodes Running in $((SECONDS - start)) s"
-sleep 60
+for ((n = 1000; n <= pods; n += 1000)); do
+  deploy "$n"
+  waitReady "$n"
+done
+echo "scale-out: $pods pods Running in $((SECONDS - start)) s, in steps of 1000"
+want=$((pods / 10))
+settle=$SECONDS
+while (( $($kubectl get nodes -l karpenter.sh/nodepool=bench --no-headers | wc -l) > want && SECONDS - settle < 900 )); do sleep 10; done
+echo "settled: $($kubectl get nodes -l karpenter.sh/nodepool=bench --no-headers | wc -l) nodes ($want needed) $((SECONDS - start)) s after the start"
+sleep 120
 
 hz=$(getconf CLK_TCK)
 before=$(cpuTicks)
@@ -90,9 +99,12 @@ echo "provisioning decision for 100 more pods on the cluster:"
 tail -n +"$mark" "$log" | grep '"msg":"solved"' | sed 's/^/  /'
 
 mark=$(wc -l < "$log")
-pool 30s
-sleep 90
-echo "disruption passes once the pool may consolidate:"
+node=$($kubectl get nodes -l karpenter.sh/nodepool=bench -o name | head -1)
+$kubectl cordon "$node" >/dev/null
+sleep 15
+$kubectl uncordon "$node" >/dev/null
+sleep 30
+echo "disruption passes after a change of the model:"
 tail -n +"$mark" "$log" | grep '"msg":"disruption pass"' | head -5 | sed 's/^/  /'
 
 $kubectl delete deployment bench --wait=false >/dev/null

@@ -233,11 +233,12 @@ func podChanged(a, b *corev1.Pod) bool {
 // nodeChanged reports whether a node's update can change a decision. A heartbeat (the
 // conditions' timestamps, a kubelet refreshing its status every few minutes on every node)
 // cannot: only what the node is labelled, tainted and annotated with, what it can allocate,
-// whether it is Ready, schedulable or being deleted.
+// whether it is Ready, schedulable or being deleted. (Since when it is Ready matters to
+// nominations alone, which the provisioner reads in every snapshot it takes.)
 func nodeChanged(a, b *corev1.Node) bool {
-	readyA, sinceA := scheduling.NodeReady(a)
-	readyB, sinceB := scheduling.NodeReady(b)
-	return readyA != readyB || !sinceA.Equal(sinceB) || a.Spec.Unschedulable != b.Spec.Unschedulable || a.Spec.ProviderID != b.Spec.ProviderID ||
+	readyA, _ := scheduling.NodeReady(a)
+	readyB, _ := scheduling.NodeReady(b)
+	return readyA != readyB || a.Spec.Unschedulable != b.Spec.Unschedulable || a.Spec.ProviderID != b.Spec.ProviderID ||
 		!equality.Semantic.DeepEqual(a.DeletionTimestamp, b.DeletionTimestamp) || !equality.Semantic.DeepEqual(a.Labels, b.Labels) ||
 		!equality.Semantic.DeepEqual(a.Annotations, b.Annotations) || !equality.Semantic.DeepEqual(a.Spec.Taints, b.Spec.Taints) ||
 		!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable) || !equality.Semantic.DeepEqual(a.Finalizers, b.Finalizers)

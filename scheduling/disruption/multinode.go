@@ -59,6 +59,10 @@ func (m *MultiNode) Commands(ctx context.Context, c *Cluster, candidates []*Cand
 			break
 		}
 		mid := (lo + hi) / 2
+		if c.prefixHopeless(cands[:mid]) {
+			hi = mid - 1
+			continue
+		}
 		cmd, _, err := c.consolidate(cands[:mid], "multi")
 		if err != nil {
 			return nil, err

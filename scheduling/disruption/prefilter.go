@@ -37,13 +37,8 @@ func (c *Cluster) hopeless(cand *Candidate) (bool, string) {
 		return o.Available && o.Price < ceiling && (cand.InstanceType == nil || it.Name != cand.InstanceType.Name) &&
 			(!onDemandOnly || o.CapacityType != karpv1.CapacityTypeSpot)
 	}
-	for _, np := range c.NodePools {
-		if np.NodePool.IsStatic() {
-			continue
-		}
-		if _, ok := scheduling.CheapestOffering(np.InstanceTypes, nil, total, cheaper); ok {
-			return false, ""
-		}
+	if c.cheaperNode(total, cheaper) {
+		return false, ""
 	}
 	return true, "no other node has room for its largest pod, and no cheaper instance type holds its pods"
 }
@@ -67,4 +62,72 @@ func (c *Cluster) roomOnce() {
 			}
 		}
 	}
+}
+
+// prefixHopeless reports, without simulating, that multi-node consolidation cannot remove the
+// candidates: their pods need more than the room of the other nodes that could take even
+// their smallest pod, and what is left fits no instance type of any NodePool that costs less
+// than the candidates together. A necessary condition only, as hopeless: on a cluster of full
+// nodes it spares the binary search its solves.
+func (c *Cluster) prefixHopeless(cands []*Candidate) bool {
+	gone := map[string]bool{}
+	need := corev1.ResourceList{}
+	var smallest corev1.ResourceList
+	price := 0.0
+	for _, cand := range cands {
+		gone[cand.Name()] = true
+		price += cand.PricePerHour
+		for _, p := range cand.Pods {
+			req := c.Requests.Of(p)
+			scheduling.AddResources(need, req)
+			if smallest == nil || req.Cpu().Cmp(*smallest.Cpu()) < 0 {
+				smallest = req
+			}
+		}
+	}
+	if smallest == nil {
+		return false
+	}
+	// The room of the other nodes, each counted only if the smallest pod fits there.
+	room := corev1.ResourceList{}
+	for _, n := range c.Nodes {
+		if gone[n.Name] {
+			continue
+		}
+		free := n.Allocatable
+		for _, p := range n.Pods {
+			free = scheduling.Subtract(free, c.Requests.Of(p))
+		}
+		if ok, _ := scheduling.Fits(smallest, free); ok {
+			scheduling.AddResources(room, free)
+		}
+	}
+	rest := corev1.ResourceList{}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		q := need[name].DeepCopy()
+		q.Sub(room[name])
+		if q.Sign() > 0 {
+			rest[name] = q
+		}
+	}
+	if len(rest) == 0 {
+		return false
+	}
+	ceiling := price * (1 - c.Options.MinSavingsFraction)
+	return !c.cheaperNode(rest, func(_ *cloudprovider.InstanceType, o cloudprovider.Offering) bool { return o.Available && o.Price < ceiling })
+}
+
+// cheaperNode reports whether some NodePool that launches could launch a node that holds
+// requests, within its own requirements, in an offering keep allows.
+func (c *Cluster) cheaperNode(requests corev1.ResourceList, keep scheduling.OfferingFilter) bool {
+	for _, np := range c.NodePools {
+		if np.NodePool.IsStatic() {
+			continue
+		}
+		reqs := scheduling.NewRequirements(np.NodePool.Spec.Template.Spec.Requirements...)
+		if _, ok := scheduling.CheapestOffering(np.InstanceTypes, reqs, requests, keep); ok {
+			return true
+		}
+	}
+	return false
 }

@@ -49,3 +49,24 @@ func TestHopelessCandidatesAreSkippedWithoutSimulating(t *testing.T) {
 		}
 	}
 }
+
+// Multi-node consolidation's binary search skips, without simulating, a prefix whose pods
+// neither fit the room other nodes have for them nor, the rest, one node cheaper than the
+// prefix: full Spot nodes whose pods only on-demand could take.
+func TestHopelessPrefixesAreSkippedWithoutSimulating(t *testing.T) {
+	full := world{nodes: []*corev1.Node{node("a", "m5.large", "spot", "z-a"), node("b", "m5.large", "spot", "z-a"), node("c", "m5.large", "spot", "z-a")},
+		pods: []*corev1.Pod{pod("pa", "a", "1500m", "1Gi"), pod("pb", "b", "1500m", "1Gi"), pod("pc", "c", "1500m", "1Gi")}}
+	c := full.cluster()
+	if !c.prefixHopeless(c.Candidates[:2]) {
+		t.Error("two full Spot nodes cannot be merged into one cheaper node")
+	}
+	if cmds := commands(t, &MultiNode{}, c); len(cmds) != 0 {
+		t.Errorf("nothing to consolidate, got %v", commandNames(cmds))
+	}
+	// Half-full nodes: two of them fit one node of the same size, cheaper than both.
+	half := world{nodes: full.nodes, pods: []*corev1.Pod{pod("pa", "a", "500m", "1Gi"), pod("pb", "b", "500m", "1Gi"), pod("pc", "c", "500m", "1Gi")}}
+	c = half.cluster()
+	if c.prefixHopeless(c.Candidates[:2]) {
+		t.Error("two half-full nodes' pods fit the others: the prefix is worth simulating")
+	}
+}
