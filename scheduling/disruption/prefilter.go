@@ -114,7 +114,9 @@ func (c *Cluster) prefixHopeless(cands []*Candidate) bool {
 		return false
 	}
 	ceiling := price * (1 - c.Options.MinSavingsFraction)
-	return !c.cheaperNode(rest, func(_ *cloudprovider.InstanceType, o cloudprovider.Offering) bool { return o.Available && o.Price < ceiling })
+	return !c.cheaperNode(rest, func(_ *cloudprovider.InstanceType, o cloudprovider.Offering) bool {
+		return o.Available && o.Price < ceiling
+	})
 }
 
 // cheaperNode reports whether some NodePool that launches could launch a node that holds
