@@ -69,7 +69,10 @@ func NewController(c client.Client, cloud cloudprovider.CloudProvider, cluster *
 		methods: methods.Methods(), noted: map[string]time.Time{}, interval: MinPassInterval,
 		Orchestrator: NewOrchestrator(c, cluster, recorder, clk)}
 	for _, m := range ctl.methods {
-		if mn, ok := m.(*methods.MultiNode); ok {
+		switch mn := m.(type) {
+		case *methods.MultiNode:
+			mn.Clock = clk.Now
+		case *methods.SingleNode:
 			mn.Clock = clk.Now
 		}
 	}
@@ -170,6 +173,11 @@ func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
 		"inFlight", c.Orchestrator.Len(), "duration", took.String())
 	if mn, ok := m.(*methods.MultiNode); ok && mn.TimedOut {
 		metrics.ConsolidationTimeouts.WithLabelValues("multi").Inc()
+	}
+	for _, method := range c.methods {
+		if sn, ok := method.(*methods.SingleNode); ok && sn.TimedOut {
+			metrics.ConsolidationTimeouts.WithLabelValues("single").Inc()
+		}
 	}
 	c.noteUnconsolidatable(snap)
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	k8spolicyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -140,8 +142,11 @@ func (c *Cluster) update(o any, live bool) {
 			m.revision++
 		}
 	case *karpv1.NodeClaim:
+		old := m.claims[v.Name]
 		m.claims[v.Name] = v
-		m.revision++
+		if old == nil || claimChanged(old, v) {
+			m.revision++
+		}
 	case *karpv1.NodePool:
 		old := m.pools[v.Name]
 		m.pools[v.Name] = v
@@ -242,6 +247,19 @@ func nodeChanged(a, b *corev1.Node) bool {
 		!equality.Semantic.DeepEqual(a.DeletionTimestamp, b.DeletionTimestamp) || !equality.Semantic.DeepEqual(a.Labels, b.Labels) ||
 		!equality.Semantic.DeepEqual(a.Annotations, b.Annotations) || !equality.Semantic.DeepEqual(a.Spec.Taints, b.Spec.Taints) ||
 		!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable) || !equality.Semantic.DeepEqual(a.Finalizers, b.Finalizers)
+}
+
+// claimChanged reports whether a NodeClaim's update can change a decision: not the
+// Consolidatable condition nor status.lastPodEventTime, which restate the pod events the
+// model already saw (and consolidateAfter, which a pass reads with the time).
+func claimChanged(a, b *karpv1.NodeClaim) bool {
+	strip := func(nc *karpv1.NodeClaim) *karpv1.NodeClaim {
+		out := nc.DeepCopy()
+		out.ResourceVersion, out.ManagedFields, out.Status.LastPodEventTime = "", nil, metav1.Time{}
+		meta.RemoveStatusCondition(&out.Status.Conditions, karpv1.ConditionTypeConsolidatable)
+		return out
+	}
+	return !equality.Semantic.DeepEqual(strip(a), strip(b))
 }
 
 // Revision moves whenever something a decision reads changes (not on heartbeats).

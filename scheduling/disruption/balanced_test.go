@@ -57,15 +57,15 @@ func TestBalanced(t *testing.T) {
 		why    string // a substring of a's Unconsolidatable note, when nothing acts
 	}{
 		// Deleting a: saves 1/3 of the cost, disrupts (1+1)/(2+2+2) = 1/3: score 1.
-		"a delete of default-cost pods passes": {SingleNode{}, with(deletable(), balanced()), "delete:a", ""},
+		"a delete of default-cost pods passes": {&SingleNode{}, with(deletable(), balanced()), "delete:a", ""},
 		// The same delete with a pod that is expensive to evict: a costs 1+10 of 15, score 0.45.
-		"a delete evicting an expensive pod is refused": {SingleNode{}, with(deletable(expensive), balanced()), "", "Balanced: score 0.45 < 0.50"},
-		"WhenEmptyOrUnderutilized takes that delete":    {SingleNode{}, deletable(expensive), "delete:a", ""},
+		"a delete evicting an expensive pod is refused": {&SingleNode{}, with(deletable(expensive), balanced()), "", "Balanced: score 0.45 < 0.50"},
+		"WhenEmptyOrUnderutilized takes that delete":    {&SingleNode{}, deletable(expensive), "delete:a", ""},
 		// Replacing a (4 pods) by a large: saves 1/8, disrupts 5/17: score 0.42.
-		"a replace saving too little for its pods is refused": {SingleNode{}, uniform(4), "", "Balanced: score 0.42 < 0.50"},
+		"a replace saving too little for its pods is refused": {&SingleNode{}, uniform(4), "", "Balanced: score 0.42 < 0.50"},
 		// With 3 pods: saves 1/8, disrupts 4/16: exactly 0.5, the uniform pool's boundary.
-		"a half-price replace in a uniform pool passes": {SingleNode{}, uniform(3), "replace:a+c5.large/on-demand", ""},
-		"WhenEmptyOrUnderutilized takes the marginal replace": {SingleNode{}, with(uniform(4), []*karpv1.NodePool{nodePool("default", onDemandOnly)}),
+		"a half-price replace in a uniform pool passes": {&SingleNode{}, uniform(3), "replace:a+c5.large/on-demand", ""},
+		"WhenEmptyOrUnderutilized takes the marginal replace": {&SingleNode{}, with(uniform(4), []*karpv1.NodePool{nodePool("default", onDemandOnly)}),
 			"replace:a+c5.large/on-demand", ""},
 		// Three m5.xlarge for one m5.2xlarge on Spot: saves 80%, disrupts all: score 0.8.
 		"multi-node passes when the saving is large": {&MultiNode{}, threeBusy(balanced()), "replace:a,b,c+m5.2xlarge/spot", ""},

@@ -39,7 +39,7 @@ func TestConsolidationPrefersNamespacesOverBudget(t *testing.T) {
 			c := w.cluster()
 			c.Gate = NewPolicyGate(&planner.Planner{Engine: engine, Now: now,
 				Namespaces: map[string]policies.Namespace{}, Budgets: map[string]*policyv1.CapacityBudget{"team-b": budget}}, c)
-			if got := strings.Join(commandNames(commands(t, SingleNode{}, c)), " | "); got != tc.want {
+			if got := strings.Join(commandNames(commands(t, &SingleNode{}, c)), " | "); got != tc.want {
 				t.Errorf("commands %q, want %q", got, tc.want)
 			}
 		})

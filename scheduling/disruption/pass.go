@@ -14,7 +14,7 @@ import (
 // Methods are the methods in the order a pass tries them: emptiness, drift, expiration,
 // multi-node then single-node consolidation.
 func Methods() []Method {
-	return []Method{Emptiness{}, Drift{}, Expiration{}, &MultiNode{}, SingleNode{}}
+	return []Method{Emptiness{}, Drift{}, Expiration{}, &MultiNode{}, &SingleNode{}}
 }
 
 // Pass runs the methods in order on the cluster and returns the commands of the first that
@@ -62,7 +62,7 @@ func (c *Cluster) Apply(cmd *Command) *Cluster {
 	next := *c
 	next.Nodes, next.Candidates, next.Unconsolidatable = nil, nil, nil
 	next.PoolSizes, next.Disrupting = copyCounts(c.PoolSizes), copyCounts(c.Disrupting)
-	next.balances, next.placed, next.waiting, next.mostRoom = nil, false, nil, nil
+	next.balances, next.placed, next.waiting = nil, false, nil
 	next.removed, next.applied = copySet(c.removed), copySet(c.applied)
 	for name := range gone {
 		if next.applied[name] {

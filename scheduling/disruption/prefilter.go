@@ -2,110 +2,101 @@ package disruption
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
-// hopeless reports, without simulating, that single-node consolidation cannot move the
-// candidate: neither delete it (some pod is larger than the most room any other node has) nor
-// replace it (no instance type of any NodePool holds all its pods for less than it costs).
-// Both are necessary conditions the simulation would check with every constraint: they only
-// spare it the candidates it would refuse anyway, which on a large, well-packed cluster are
-// most of them. The reason says which.
+// Consolidation simulates with the solver, which on a large cluster costs a solve over every
+// node per candidate (or prefix) weighed. Most candidates of a well-packed cluster cannot move,
+// and these necessary conditions tell so without a solve: the simulation checks the same and
+// more (requirements, topology, affinity), so a candidate they refuse it would refuse too.
+
+// hopeless reports that single-node consolidation cannot move the candidate: neither delete it
+// nor replace it with one node cheaper than it (never its own instance type; Spot by Spot only
+// with SpotToSpotConsolidation). The reason says why.
 func (c *Cluster) hopeless(cand *Candidate) (bool, string) {
-	c.roomOnce()
-	total := corev1.ResourceList{}
-	fitsSomewhere := true
-	for _, p := range cand.Pods {
-		req := c.Requests.Of(p)
-		scheduling.AddResources(total, req)
-		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			q := req[name]
-			if free, ok := c.mostRoom[name]; ok && q.Cmp(free) > 0 {
-				fitsSomewhere = false
-			}
-		}
-	}
-	if fitsSomewhere {
-		return false, ""
-	}
-	ceiling := cand.PricePerHour * (1 - c.Options.MinSavingsFraction)
 	onDemandOnly := cand.CapacityType == karpv1.CapacityTypeSpot && !c.Options.SpotToSpotConsolidation
-	cheaper := func(it *cloudprovider.InstanceType, o cloudprovider.Offering) bool {
+	ceiling := cand.PricePerHour * (1 - c.Options.MinSavingsFraction)
+	keep := func(it *cloudprovider.InstanceType, o cloudprovider.Offering) bool {
 		return o.Available && o.Price < ceiling && (cand.InstanceType == nil || it.Name != cand.InstanceType.Name) &&
 			(!onDemandOnly || o.CapacityType != karpv1.CapacityTypeSpot)
 	}
-	if c.cheaperNode(total, cheaper) {
-		return false, ""
+	if c.unmovable([]*Candidate{cand}, keep) {
+		return true, "its pods fit neither the room other nodes have nor one cheaper node"
 	}
-	return true, "no other node has room for its largest pod, and no cheaper instance type holds its pods"
+	return false, ""
 }
 
-// roomOnce computes, once per Cluster, the most free cpu and memory any node offers.
-func (c *Cluster) roomOnce() {
-	if c.mostRoom != nil {
-		return
-	}
-	c.mostRoom = corev1.ResourceList{}
-	for _, n := range c.Nodes {
-		free := n.Allocatable
-		for _, p := range n.Pods {
-			free = scheduling.Subtract(free, c.Requests.Of(p))
-		}
-		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			if q, ok := free[name]; ok {
-				if cur, seen := c.mostRoom[name]; !seen || q.Cmp(cur) > 0 {
-					c.mostRoom[name] = q
-				}
-			}
-		}
-	}
-}
-
-// prefixHopeless reports, without simulating, that multi-node consolidation cannot remove the
-// candidates: their pods need more than the room of the other nodes that could take even
-// their smallest pod, and what is left fits no instance type of any NodePool that costs less
-// than the candidates together. A necessary condition only, as hopeless: on a cluster of full
-// nodes it spares the binary search its solves.
+// prefixHopeless reports that multi-node consolidation cannot remove the candidates: their
+// pods fit neither the room of the other nodes nor, the rest, one node cheaper than the
+// candidates together.
 func (c *Cluster) prefixHopeless(cands []*Candidate) bool {
-	gone := map[string]bool{}
-	need := corev1.ResourceList{}
-	var smallest corev1.ResourceList
 	price := 0.0
 	for _, cand := range cands {
-		gone[cand.Name()] = true
 		price += cand.PricePerHour
-		for _, p := range cand.Pods {
+	}
+	ceiling := price * (1 - c.Options.MinSavingsFraction)
+	return c.unmovable(cands, func(_ *cloudprovider.InstanceType, o cloudprovider.Offering) bool {
+		return o.Available && o.Price < ceiling
+	})
+}
+
+// unmovable reports that the candidates' pods cannot go: the other nodes (with the room the
+// pods waiting for a place take) have too few places for them, counting on each node only as
+// many as its room holds of their smallest pod, and what is left over fits no node that a
+// NodePool, within its requirements, launches in an offering keep allows.
+func (c *Cluster) unmovable(cands []*Candidate, keep scheduling.OfferingFilter) bool {
+	c.placeWaiting()
+	gone := map[string]bool{}
+	need := corev1.ResourceList{}
+	// smallest is no larger than any of the pods in cpu and in memory (each the least of them).
+	smallest := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}
+	pods := 0
+	for _, cand := range cands {
+		gone[cand.Name()] = true
+		for _, p := range append(append([]*corev1.Pod(nil), cand.Pods...), c.waiting[cand.Name()]...) {
 			req := c.Requests.Of(p)
 			scheduling.AddResources(need, req)
-			if smallest == nil || req.Cpu().Cmp(*smallest.Cpu()) < 0 {
-				smallest = req
+			for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				if q, cur := req[name], smallest[name]; pods == 0 || q.Cmp(cur) < 0 {
+					smallest[name] = q
+				}
 			}
+			pods++
 		}
 	}
-	if smallest == nil {
+	if pods == 0 {
 		return false
 	}
-	// The room of the other nodes, each counted only if the smallest pod fits there.
-	room := corev1.ResourceList{}
+	// Places elsewhere: on each other node, as many of the smallest pod as its room holds.
+	room, places := corev1.ResourceList{}, 0
 	for _, n := range c.Nodes {
 		if gone[n.Name] {
 			continue
 		}
-		free := n.Allocatable
-		for _, p := range n.Pods {
-			free = scheduling.Subtract(free, c.Requests.Of(p))
+		free := c.freeOn(n)
+		k := fitCount(smallest, free)
+		if k == 0 {
+			continue
 		}
-		if ok, _ := scheduling.Fits(smallest, free); ok {
-			scheduling.AddResources(room, free)
-		}
+		places += k
+		scheduling.AddResources(room, free)
 	}
 	rest := corev1.ResourceList{}
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		q := need[name].DeepCopy()
 		q.Sub(room[name])
+		// At least the pods without a place elsewhere, each no smaller than the smallest.
+		if short := pods - places; short > 0 {
+			least := smallest[name].DeepCopy()
+			least.Mul(int64(short))
+			if least.Cmp(q) > 0 {
+				q = least
+			}
+		}
 		if q.Sign() > 0 {
 			rest[name] = q
 		}
@@ -113,10 +104,39 @@ func (c *Cluster) prefixHopeless(cands []*Candidate) bool {
 	if len(rest) == 0 {
 		return false
 	}
-	ceiling := price * (1 - c.Options.MinSavingsFraction)
-	return !c.cheaperNode(rest, func(_ *cloudprovider.InstanceType, o cloudprovider.Offering) bool {
-		return o.Available && o.Price < ceiling
-	})
+	return !c.cheaperNode(rest, keep)
+}
+
+// freeOn is the node's room less its pods and the pods waiting for a place put there.
+func (c *Cluster) freeOn(n *scheduling.Node) corev1.ResourceList {
+	free := n.Allocatable
+	for _, p := range n.Pods {
+		free = scheduling.Subtract(free, c.Requests.Of(p))
+	}
+	for _, p := range c.waiting[n.Name] {
+		free = scheduling.Subtract(free, c.Requests.Of(p))
+	}
+	return free
+}
+
+// fitCount is how many pods of these requests fit in free, by cpu and memory (at most 1000).
+func fitCount(req, free corev1.ResourceList) int {
+	n := 1000
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		r := req[name]
+		if r.IsZero() {
+			continue
+		}
+		f, ok := free[name]
+		if !ok {
+			return 0
+		}
+		n = min(n, int(f.MilliValue()/max(1, r.MilliValue())))
+	}
+	if ok, _ := scheduling.Fits(req, free); !ok {
+		return 0
+	}
+	return n
 }
 
 // cheaperNode reports whether some NodePool that launches could launch a node that holds

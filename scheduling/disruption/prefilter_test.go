@@ -18,11 +18,11 @@ func TestHopelessCandidatesAreSkippedWithoutSimulating(t *testing.T) {
 	c := full.cluster()
 	for _, cand := range c.Candidates {
 		hopeless, why := c.hopeless(cand)
-		if !hopeless || !strings.Contains(why, "no other node has room") {
+		if !hopeless || !strings.Contains(why, "fit neither") {
 			t.Errorf("%s: hopeless = %v (%q), want it skipped", cand.Name(), hopeless, why)
 		}
 	}
-	if cmds := commands(t, SingleNode{}, c); len(cmds) != 0 {
+	if cmds := commands(t, &SingleNode{}, c); len(cmds) != 0 {
 		t.Errorf("nothing to consolidate, got %v", commandNames(cmds))
 	}
 	// With room on a third node, the pod of a fits there: a is not hopeless, and goes.
@@ -34,7 +34,7 @@ func TestHopelessCandidatesAreSkippedWithoutSimulating(t *testing.T) {
 			t.Errorf("%s is skipped (%s), though a node has room for its pods", cand.Name(), why)
 		}
 	}
-	if cmds := commands(t, SingleNode{}, c); len(cmds) != 1 {
+	if cmds := commands(t, &SingleNode{}, c); len(cmds) != 1 {
 		t.Errorf("one node can go, got %v", commandNames(cmds))
 	}
 	// A node too big for its pods: a cheaper type holds them, so it is simulated (replaced).

@@ -177,9 +177,6 @@ type Cluster struct {
 	// removed and applied are the nodes earlier commands took away and added, when a
 	// simulation of several passes (Apply) runs on one snapshot.
 	removed, applied map[string]bool
-	// mostRoom is the most free cpu and memory a node offers, computed on first use
-	// (prefilter.go).
-	mostRoom corev1.ResourceList
 }
 
 // PricePerHour is what the cluster's priced nodes cost per hour.
@@ -199,8 +196,8 @@ type Options struct {
 	// MinSavingsFraction is the least fraction of a candidate's price a replacement must save
 	// (0: any saving), to stop churn.
 	MinSavingsFraction float64
-	// MultiNodeTimeout bounds multi-node consolidation's search; 0 is a minute.
-	MultiNodeTimeout time.Duration
+	// MultiNodeTimeout and SingleNodeTimeout bound the consolidation searches; 0 is a minute.
+	MultiNodeTimeout, SingleNodeTimeout time.Duration
 }
 
 // NodePoolOf is the state of a candidate's NodePool.

@@ -17,7 +17,7 @@ func TestValidate(t *testing.T) {
 		return world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a")},
 			pods: []*corev1.Pod{pod("web", "a", "1", "2Gi"), pod("api", "b", "2", "4Gi")}}
 	}
-	cmds := commands(t, SingleNode{}, base().cluster())
+	cmds := commands(t, &SingleNode{}, base().cluster())
 	if len(cmds) != 1 || commandNames(cmds)[0] != "delete:a" {
 		t.Fatalf("setup: %v", commandNames(cmds))
 	}
@@ -42,7 +42,7 @@ func TestValidate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			w := base()
 			tc.change(&w)
-			got := Validate(context.Background(), cmds[0], w.cluster(), SingleNode{}, func(n string) bool { return n == tc.nominated })
+			got := Validate(context.Background(), cmds[0], w.cluster(), &SingleNode{}, func(n string) bool { return n == tc.nominated })
 			if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
 				t.Errorf("Validate says %q, want %q", got, tc.want)
 			}
