@@ -105,7 +105,7 @@ sleep 15
 $kubectl uncordon "$node" >/dev/null
 sleep 30
 echo "disruption passes after a change of the model:"
-tail -n +"$mark" "$log" | grep '"msg":"disruption pass"' | head -5 | sed 's/^/  /'
+tail -n +"$mark" "$log" | grep '"msg":"disruption pass"' | sed -n 1,5p | sed 's/^/  /'
 
 $kubectl delete deployment bench --wait=false >/dev/null
 $kubectl delete nodepool bench --wait=false >/dev/null

@@ -283,6 +283,23 @@ func (rs Requirements) Compatible(pod Requirements) error {
 	return nil
 }
 
+// RulesOut reports that no node whose labels rs bounds can satisfy pod: on some key where rs
+// allows only listed values (the node will carry one of them), pod allows none of them. Keys
+// rs leaves open, or does not define (an instance type may supply them), rule nothing out; so
+// RulesOut is a necessary condition for Compatible failing, never a sufficient one.
+func (rs Requirements) RulesOut(pod Requirements) bool {
+	for key, p := range pod {
+		n, ok := rs[key]
+		if !ok || n.complement || n.values.Len() == 0 {
+			continue
+		}
+		if n.Intersect(p).empty() {
+			return true
+		}
+	}
+	return false
+}
+
 // AllowsAbsent reports whether a node without the label satisfies r (NotIn, DoesNotExist).
 func (r *Requirement) AllowsAbsent() bool {
 	if r.greaterThan != nil || r.lessThan != nil {

@@ -179,3 +179,58 @@ func TestRequirementsAddIntersectsAndCopyIsIndependent(t *testing.T) {
 		t.Fatalf("Merged leaves the receiver: %v / %v", merged, rs)
 	}
 }
+
+// RulesOut never rules out a node that rs allows and that satisfies the pod: for every
+// assignment of labels (each key absent or one value of the domain) that rs allows, when the
+// pod allows it too, RulesOut must say no.
+func TestRulesOutIsNecessary(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	keys := []string{"a", "b"}
+	ruledOut := 0
+	for i := range 3000 {
+		rs, pod := Requirements{}, Requirements{}
+		for _, key := range keys {
+			if r.Intn(3) > 0 {
+				rs.Add(randomRequirement(r, key))
+			}
+			if r.Intn(3) > 0 {
+				pod.Add(randomRequirement(r, key))
+			}
+		}
+		allows := func(reqs Requirements, labels map[string]string) bool {
+			for key, req := range reqs {
+				v, ok := labels[key]
+				if !ok && !req.AllowsAbsent() || ok && !req.Has(v) {
+					return false
+				}
+			}
+			return true
+		}
+		// Each key: absent ("") or a value of the domain.
+		choices := append([]string{""}, domain...)
+		for _, va := range choices {
+			for _, vb := range choices {
+				labels := map[string]string{}
+				for key, v := range map[string]string{"a": va, "b": vb} {
+					if v != "" {
+						labels[key] = v
+					}
+				}
+				if allows(rs, labels) && allows(pod, labels) && rs.RulesOut(pod) {
+					t.Fatalf("case %d: node %v satisfies %v and %v, yet RulesOut says it cannot", i, labels, rs, pod)
+				}
+			}
+		}
+		if rs.RulesOut(pod) {
+			ruledOut++
+		}
+	}
+	// And it is not vacuous: a pool of In lists rules out pods that select other values.
+	if ruledOut == 0 {
+		t.Fatal("RulesOut ruled out nothing in 3000 cases")
+	}
+	pool := NewRequirements(karpv1.NodeSelectorRequirementWithMinValues{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"x"}})
+	if !pool.RulesOut(NewRequirements(karpv1.NodeSelectorRequirementWithMinValues{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"y"}})) {
+		t.Error("a pool of pool=x must rule out a pod that selects pool=y")
+	}
+}

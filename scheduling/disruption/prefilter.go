@@ -7,6 +7,7 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
 
 // Consolidation simulates with the solver, which on a large cluster costs a solve over every
@@ -52,12 +53,14 @@ func (c *Cluster) unmovable(cands []*Candidate, keep scheduling.OfferingFilter) 
 	c.placeWaiting()
 	gone := map[string]bool{}
 	need := corev1.ResourceList{}
+	var moving []*corev1.Pod
 	// smallest is no larger than any of the pods in cpu and in memory (each the least of them).
 	smallest := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}
 	pods := 0
 	for _, cand := range cands {
 		gone[cand.Name()] = true
 		for _, p := range append(append([]*corev1.Pod(nil), cand.Pods...), c.waiting[cand.Name()]...) {
+			moving = append(moving, p)
 			req := c.Requests.Of(p)
 			scheduling.AddResources(need, req)
 			for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
@@ -104,11 +107,18 @@ func (c *Cluster) unmovable(cands []*Candidate, keep scheduling.OfferingFilter) 
 	if len(rest) == 0 {
 		return false
 	}
-	return !c.cheaperNode(rest, keep)
+	return !c.cheaperNode(moving, rest, keep)
 }
 
-// freeOn is the node's room less its pods and the pods waiting for a place put there.
+// freeOn is the node's room less its pods and the pods waiting for a place put there (after
+// placeWaiting), computed once per node. Callers must not change it.
 func (c *Cluster) freeOn(n *scheduling.Node) corev1.ResourceList {
+	if free, ok := c.free[n.Name]; ok {
+		return free
+	}
+	if c.free == nil {
+		c.free = map[string]corev1.ResourceList{}
+	}
 	free := n.Allocatable
 	for _, p := range n.Pods {
 		free = scheduling.Subtract(free, c.Requests.Of(p))
@@ -116,6 +126,7 @@ func (c *Cluster) freeOn(n *scheduling.Node) corev1.ResourceList {
 	for _, p := range c.waiting[n.Name] {
 		free = scheduling.Subtract(free, c.Requests.Of(p))
 	}
+	c.free[n.Name] = free
 	return free
 }
 
@@ -139,15 +150,42 @@ func fitCount(req, free corev1.ResourceList) int {
 	return n
 }
 
-// cheaperNode reports whether some NodePool that launches could launch a node that holds
-// requests, within its own requirements, in an offering keep allows.
-func (c *Cluster) cheaperNode(requests corev1.ResourceList, keep scheduling.OfferingFilter) bool {
+// cheaperNode reports whether some NodePool that launches, and that could host one of the
+// pods at least, could launch a node that holds requests, within its own requirements, in an
+// offering keep allows.
+func (c *Cluster) cheaperNode(pods []*corev1.Pod, requests corev1.ResourceList, keep scheduling.OfferingFilter) bool {
 	for _, np := range c.NodePools {
-		if np.NodePool.IsStatic() {
+		if np.NodePool.IsStatic() || !mayHostOne(np.NodePool, pods) {
 			continue
 		}
 		reqs := scheduling.NewRequirements(np.NodePool.Spec.Template.Spec.Requirements...)
 		if _, ok := scheduling.CheapestOffering(np.InstanceTypes, reqs, requests, keep); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// mayHostOne reports whether a node of the NodePool might take one of the pods: one that
+// tolerates its taints and whose node selector and first required affinity term (any term,
+// when it has more) the pool's requirements, name and template labels do not rule out. On a
+// cluster of several pools, most pools cannot take the pods of another's nodes, and their
+// cheaper types say nothing of whether those pods can move.
+func mayHostOne(np *karpv1.NodePool, pods []*corev1.Pod) bool {
+	reqs := scheduling.NewRequirements(np.Spec.Template.Spec.Requirements...)
+	reqs.Add(scheduling.NewRequirement(karpv1.NodePoolLabelKey, corev1.NodeSelectorOpIn, np.Name))
+	for k, v := range np.Spec.Template.Labels {
+		reqs.Add(scheduling.NewRequirement(k, corev1.NodeSelectorOpIn, v))
+	}
+	for _, p := range pods {
+		if !scheduling.Tolerates(p, np.Spec.Template.Spec.Taints, false) {
+			continue
+		}
+		if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil &&
+			len(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) > 1 {
+			return true
+		}
+		if !reqs.RulesOut(solver.PodRequirements(p)) {
 			return true
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 )
 
 // Single-node consolidation skips, without simulating, a candidate whose largest pod fits in
@@ -68,5 +70,52 @@ func TestHopelessPrefixesAreSkippedWithoutSimulating(t *testing.T) {
 	c = half.cluster()
 	if c.prefixHopeless(c.Candidates[:2]) {
 		t.Error("two half-full nodes' pods fit the others: the prefix is worth simulating")
+	}
+}
+
+// A cheaper type in a NodePool that could host none of the candidate's pods (a taint they do
+// not tolerate, a nodepool they do not select) does not make the candidate worth simulating;
+// one that could host them does.
+func TestCheaperTypesOfPoolsThePodsCannotUseDoNotCount(t *testing.T) {
+	onDemand := func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{
+			{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{karpv1.CapacityTypeOnDemand}},
+			{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}}}
+	}
+	tainted := func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "team", Value: "batch", Effect: corev1.TaintEffectNoSchedule}}
+	}
+	tolerates := func(p *corev1.Pod) {
+		p.Spec.Tolerations = []corev1.Toleration{{Key: "team", Operator: corev1.TolerationOpEqual, Value: "batch", Effect: corev1.TaintEffectNoSchedule}}
+	}
+	selects := func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{karpv1.NodePoolLabelKey: "default"} }
+	for _, tc := range []struct {
+		name     string
+		cheap    *karpv1.NodePool
+		podMut   func(*corev1.Pod)
+		hopeless bool
+	}{
+		{"a tainted pool the pods do not tolerate", nodePool("cheap", tainted), func(*corev1.Pod) {}, true},
+		{"a tainted pool the pods tolerate", nodePool("cheap", tainted), tolerates, false},
+		{"a pool the pods do not select", nodePool("cheap"), selects, true},
+		{"a pool the pods may use", nodePool("cheap"), func(*corev1.Pod) {}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Full on-demand m5.large nodes of pool default; pool cheap has Spot m5.large.
+			w := world{pools: []*karpv1.NodePool{nodePool("default", onDemand), tc.cheap},
+				nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a"), node("b", "m5.large", "on-demand", "z-a")},
+				pods:  []*corev1.Pod{pod("pa", "a", "1500m", "1Gi", tc.podMut), pod("pb", "b", "1500m", "1Gi", tc.podMut)}}
+			c := w.cluster()
+			for _, cand := range c.Candidates {
+				if hopeless, why := c.hopeless(cand); hopeless != tc.hopeless {
+					t.Errorf("%s: hopeless = %v (%s), want %v", cand.Name(), hopeless, why, tc.hopeless)
+				}
+			}
+			// What the simulation decides agrees: only a pool the pods can use replaces them.
+			cmds := commands(t, &SingleNode{}, c)
+			if tc.hopeless && len(cmds) != 0 || !tc.hopeless && len(cmds) == 0 {
+				t.Errorf("commands %v, want some = %v", commandNames(cmds), !tc.hopeless)
+			}
+		})
 	}
 }

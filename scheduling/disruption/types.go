@@ -174,6 +174,9 @@ type Cluster struct {
 	// them, by node, computed on first use (simulation.go).
 	waiting map[string][]*corev1.Pod
 	placed  bool
+	// free is each node's room less its pods and those waiting for it, computed on first use
+	// (prefilter.go); nodes do not change within a Cluster.
+	free map[string]corev1.ResourceList
 	// removed and applied are the nodes earlier commands took away and added, when a
 	// simulation of several passes (Apply) runs on one snapshot.
 	removed, applied map[string]bool
