@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,7 +18,8 @@ import (
 
 // staticPool is the static pool's NodeClaims: how many are active (not being deleted), how
 // many of those have a Ready node, how many are being deleted, and how many active ones carry
-// the template label value.
+// the template label value. The Nodes are read after the NodeClaims, so a NodeClaim listed
+// active may have lost its node by then: settle retries; the roll's watcher uses staticRoll.
 func staticPool(ctx context.Context, pool, label string) (active, ready, deleting, labelled int, err error) {
 	var claims karpv1.NodeClaimList
 	if err = kube.List(ctx, &claims, client.MatchingLabels{karpv1.NodePoolLabelKey: pool}); err != nil {
@@ -36,6 +38,27 @@ func staticPool(ctx context.Context, pool, label string) (active, ready, deletin
 		if nc.Status.NodeName != "" && kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, n) == nil && nodeReady(n) {
 			ready++
 		}
+	}
+	return
+}
+
+// staticRoll is the static pool from one list of its NodeClaims, a single consistent read:
+// the NodeClaims up (not being deleted and Initialized, which they become once their node is
+// Ready), those being deleted, and each one described for a failure to show.
+func staticRoll(ctx context.Context, pool string) (up, deleting int, detail []string, err error) {
+	var claims karpv1.NodeClaimList
+	if err = kube.List(ctx, &claims, client.MatchingLabels{karpv1.NodePoolLabelKey: pool}); err != nil {
+		return
+	}
+	for _, nc := range claims.Items {
+		initialized := meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized)
+		switch {
+		case nc.DeletionTimestamp != nil:
+			deleting++
+		case initialized:
+			up++
+		}
+		detail = append(detail, fmt.Sprintf("%s(revision=%q initialized=%v deleting=%v)", nc.Name, nc.Labels["revision"], initialized, nc.DeletionTimestamp != nil))
 	}
 	return
 }
@@ -84,12 +107,13 @@ func TestStaticNodePool(t *testing.T) {
 	go func() {
 		defer close(done)
 		for watchCtx.Err() == nil {
-			if active, ready, deleting, _, err := staticPool(watchCtx, np.Name, "2"); err == nil && (deleting > 1 || ready < 3) {
+			if up, deleting, detail, err := staticRoll(watchCtx, np.Name); err == nil && (deleting > 1 || up < 3) {
 				mu.Lock()
-				violations = append(violations, fmt.Sprintf("%s: %d active, %d Ready, %d being deleted", time.Now().Format(time.TimeOnly), active, ready, deleting))
+				violations = append(violations, fmt.Sprintf("%s: %d up, %d being deleted: %v", time.Now().Format(time.TimeOnly), up, deleting, detail))
 				mu.Unlock()
 			}
-			time.Sleep(time.Second)
+			// A step of the roll takes about a second here: sample within it.
+			time.Sleep(250 * time.Millisecond)
 		}
 	}()
 	fresh := &karpv1.NodePool{}
