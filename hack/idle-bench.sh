@@ -84,13 +84,16 @@ echo "settled: $($kubectl get nodes -l karpenter.sh/nodepool=bench --no-headers 
 sleep 120
 
 hz=$(getconf CLK_TCK)
+mark=$(wc -l < "$log")
 before=$(cpuTicks)
 sleep "$idle"
 after=$(cpuTicks)
+passes=$(tail -n +"$((mark + 1))" "$log" | grep -c '"msg":"disruption pass"' || true)
 rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
 hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
 awk -v d="$((after - before))" -v hz="$hz" -v s="$idle" -v rss="$rss" -v hwm="$hwm" 'BEGIN {
   printf "idle for %d s: manager cpu %.2f%% of one core (%.2f s); RSS %.0f MiB, peak %.0f MiB\n", s, 100 * d / hz / s, d / hz, rss / 1024, hwm / 1024 }'
+echo "  disruption passes in that window: $passes (an idle cluster is passed over every 5 minutes)"
 
 mark=$(wc -l < "$log")
 deploy "$((pods + 100))"
@@ -99,7 +102,7 @@ echo "provisioning decision for 100 more pods on the cluster:"
 tail -n +"$mark" "$log" | grep '"msg":"solved"' | sed 's/^/  /'
 
 mark=$(wc -l < "$log")
-node=$($kubectl get nodes -l karpenter.sh/nodepool=bench -o name | head -1)
+node=$($kubectl get nodes -l karpenter.sh/nodepool=bench -o name | sed -n 1p)
 $kubectl cordon "$node" >/dev/null
 sleep 15
 $kubectl uncordon "$node" >/dev/null

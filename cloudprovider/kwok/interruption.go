@@ -70,8 +70,12 @@ func (i *Interrupter) Start(ctx context.Context) error {
 
 // Step notices new interruptions and reclaims the instances whose notice has run out.
 func (i *Interrupter) Step(ctx context.Context) error {
+	// Only the Spot nodes, and not copied: on an idle cluster of a thousand nodes, copying
+	// every Node every tick was the largest part of the manager's cpu. A node is copied
+	// before it is changed (the list shares the cache's objects).
 	var nodes corev1.NodeList
-	if err := i.p.client.List(ctx, &nodes); err != nil {
+	if err := i.p.client.List(ctx, &nodes, client.MatchingLabels{karpv1.CapacityTypeLabelKey: karpv1.CapacityTypeSpot},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	now := i.p.clock.Now()
@@ -87,7 +91,7 @@ func (i *Interrupter) Step(ctx context.Context) error {
 			if err == nil && now.Before(at) {
 				continue
 			}
-			if err := i.p.terminate(ctx, node); err != nil {
+			if err := i.p.terminate(ctx, node.DeepCopy()); err != nil {
 				return fmt.Errorf("reclaiming node %s: %w", node.Name, err)
 			}
 			i.recorder.Eventf(node, nil, corev1.EventTypeWarning, "SpotReclaimed", "Interruption", "Spot instance %s reclaimed", node.Spec.ProviderID)
@@ -100,6 +104,7 @@ func (i *Interrupter) Step(ctx context.Context) error {
 		if !interrupt {
 			continue
 		}
+		node = node.DeepCopy()
 		base := node.DeepCopy()
 		if node.Annotations == nil {
 			node.Annotations = map[string]string{}

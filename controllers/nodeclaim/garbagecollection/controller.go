@@ -66,7 +66,7 @@ func (c *Controller) Collect(ctx context.Context) error {
 		return nil
 	}
 	logger := log.FromContext(ctx).WithName("garbagecollection")
-	claims := c.cluster.Objects().NodeClaims
+	claims := c.cluster.NodeClaims()
 	known := map[string]bool{}
 	for _, nc := range claims {
 		if nc.Status.ProviderID != "" {
