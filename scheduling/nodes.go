@@ -4,6 +4,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 )
 
 // NodeReady reports whether the node's Ready condition is True, and since when. A node that
@@ -16,4 +17,20 @@ func NodeReady(n *corev1.Node) (bool, time.Time) {
 		}
 	}
 	return false, time.Time{}
+}
+
+// NodeChanged reports whether a node's update can change a decision. A heartbeat (the
+// conditions' timestamps, a kubelet refreshing its status every few minutes on every node)
+// cannot: only what the node is labelled, tainted and annotated with, what it can allocate,
+// whether it is Ready, schedulable or being deleted. (Since when it is Ready matters to
+// nominations alone, which the provisioner reads in every snapshot it takes.) The cluster
+// model moves its revision on such changes only, and controllers that watch Nodes filter
+// their updates with it.
+func NodeChanged(a, b *corev1.Node) bool {
+	readyA, _ := NodeReady(a)
+	readyB, _ := NodeReady(b)
+	return readyA != readyB || a.Spec.Unschedulable != b.Spec.Unschedulable || a.Spec.ProviderID != b.Spec.ProviderID ||
+		!equality.Semantic.DeepEqual(a.DeletionTimestamp, b.DeletionTimestamp) || !equality.Semantic.DeepEqual(a.Labels, b.Labels) ||
+		!equality.Semantic.DeepEqual(a.Annotations, b.Annotations) || !equality.Semantic.DeepEqual(a.Spec.Taints, b.Spec.Taints) ||
+		!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable) || !equality.Semantic.DeepEqual(a.Finalizers, b.Finalizers)
 }

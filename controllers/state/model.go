@@ -138,7 +138,7 @@ func (c *Cluster) update(o any, live bool) {
 	case *corev1.Node:
 		old := m.nodes[v.Name]
 		m.nodes[v.Name] = v
-		if old == nil || nodeChanged(old, v) {
+		if old == nil || scheduling.NodeChanged(old, v) {
 			m.revision++
 		}
 	case *karpv1.NodeClaim:
@@ -233,20 +233,6 @@ func podChanged(a, b *corev1.Pod) bool {
 		!equality.Semantic.DeepEqual(a.DeletionTimestamp, b.DeletionTimestamp) || scheduling.IsProvisionable(a) != scheduling.IsProvisionable(b) ||
 		a.Generation != b.Generation || !equality.Semantic.DeepEqual(a.Labels, b.Labels) || !equality.Semantic.DeepEqual(a.Annotations, b.Annotations) ||
 		!equality.Semantic.DeepEqual(a.Spec.Containers, b.Spec.Containers) // in-place resize changes requests
-}
-
-// nodeChanged reports whether a node's update can change a decision. A heartbeat (the
-// conditions' timestamps, a kubelet refreshing its status every few minutes on every node)
-// cannot: only what the node is labelled, tainted and annotated with, what it can allocate,
-// whether it is Ready, schedulable or being deleted. (Since when it is Ready matters to
-// nominations alone, which the provisioner reads in every snapshot it takes.)
-func nodeChanged(a, b *corev1.Node) bool {
-	readyA, _ := scheduling.NodeReady(a)
-	readyB, _ := scheduling.NodeReady(b)
-	return readyA != readyB || a.Spec.Unschedulable != b.Spec.Unschedulable || a.Spec.ProviderID != b.Spec.ProviderID ||
-		!equality.Semantic.DeepEqual(a.DeletionTimestamp, b.DeletionTimestamp) || !equality.Semantic.DeepEqual(a.Labels, b.Labels) ||
-		!equality.Semantic.DeepEqual(a.Annotations, b.Annotations) || !equality.Semantic.DeepEqual(a.Spec.Taints, b.Spec.Taints) ||
-		!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable) || !equality.Semantic.DeepEqual(a.Finalizers, b.Finalizers)
 }
 
 // claimChanged reports whether a NodeClaim's update can change a decision: not the

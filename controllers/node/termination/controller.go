@@ -87,7 +87,10 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 		WithOptions(ratelimit.OptionsWith(MaxConcurrentReconciles, Backoff)).
 		For(&corev1.Node{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return controllerutil.ContainsFinalizer(o, karpv1.TerminationFinalizer)
-		}))).
+		}), predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			// Not heartbeats: the drain follows its pods' events and its own requeues.
+			return scheduling.NodeChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node))
+		}})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*corev1.Pod).Spec.NodeName}}}
 		}), builder.WithPredicates(leaving)).

@@ -20,10 +20,13 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
@@ -154,6 +157,13 @@ func (c *Controller) behind(nc *karpv1.NodeClaim) bool {
 	return ok && rv != nc.ResourceVersion
 }
 
+// nodeUpdates lets through the Node updates a NodeClaim's lifecycle can follow from (Ready,
+// taints, labels, allocatable, ...), not heartbeats: on a thousand idle nodes those come
+// twice a second and changed nothing here.
+var nodeUpdates = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return scheduling.NodeChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node))
+}}
+
 // Register watches NodeClaims and the Nodes they become (the manager must have the indexes of
 // package index).
 func (c *Controller) Register(mgr ctrl.Manager) error {
@@ -180,7 +190,7 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 				}
 			}
 			return out
-		})).
+		}), builder.WithPredicates(nodeUpdates)).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
 }
 
