@@ -157,11 +157,13 @@ func (c *Controller) behind(nc *karpv1.NodeClaim) bool {
 	return ok && rv != nc.ResourceVersion
 }
 
-// nodeUpdates lets through the Node updates a NodeClaim's lifecycle can follow from (Ready,
-// taints, labels, allocatable, ...), not heartbeats: on a thousand idle nodes those come
-// twice a second and changed nothing here.
+// nodeUpdates lets through every update of a Node not yet initialized (registration and
+// initialization follow its status closely), and of an initialized one those that can change
+// something (Ready, taints, labels, allocatable, ...), not heartbeats: on a thousand idle
+// nodes those come twice a second and changed nothing here.
 var nodeUpdates = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-	return scheduling.NodeChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node))
+	node := e.ObjectNew.(*corev1.Node)
+	return node.Labels[karpv1.NodeInitializedLabelKey] != "true" || scheduling.NodeChanged(e.ObjectOld.(*corev1.Node), node)
 }}
 
 // Register watches NodeClaims and the Nodes they become (the manager must have the indexes of
