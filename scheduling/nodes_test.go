@@ -55,7 +55,7 @@ func TestNodeChangedIgnoresHeartbeats(t *testing.T) {
 		"annotated":   func(n *corev1.Node) { n.Annotations = map[string]string{"e": "f"} },
 		"tainted":     func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}} },
 		"allocatable": func(n *corev1.Node) { n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("4") },
-		"finalizers":   func(n *corev1.Node) { n.Finalizers = []string{"x"} },
+		"finalizers":  func(n *corev1.Node) { n.Finalizers = []string{"x"} },
 	} {
 		changed := readyNode(corev1.ConditionTrue, at)
 		mutate(changed)
