@@ -81,8 +81,7 @@ func (i *Interrupter) Step(ctx context.Context) error {
 	now := i.p.clock.Now()
 	for n := range nodes.Items {
 		node := &nodes.Items[n]
-		if !strings.HasPrefix(node.Spec.ProviderID, ProviderIDPrefix) || node.Labels[karpv1.CapacityTypeLabelKey] != karpv1.CapacityTypeSpot ||
-			terminated(node) {
+		if !strings.HasPrefix(node.Spec.ProviderID, ProviderIDPrefix) || terminated(node) {
 			continue
 		}
 		// A noticed instance is reclaimed at its deadline, drained or not, as a cloud does.

@@ -14,12 +14,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
 // staticPool is the static pool's NodeClaims: how many are active (not being deleted), how
 // many of those have a Ready node, how many are being deleted, and how many active ones carry
 // the template label value. The Nodes are read after the NodeClaims, so a NodeClaim listed
 // active may have lost its node by then: settle retries; the roll's watcher uses staticRoll.
+func isReady(n *corev1.Node) bool {
+	ready, _ := scheduling.NodeReady(n)
+	return ready
+}
+
 func staticPool(ctx context.Context, pool, label string) (active, ready, deleting, labelled int, err error) {
 	var claims karpv1.NodeClaimList
 	if err = kube.List(ctx, &claims, client.MatchingLabels{karpv1.NodePoolLabelKey: pool}); err != nil {
@@ -35,7 +41,7 @@ func staticPool(ctx context.Context, pool, label string) (active, ready, deletin
 			labelled++
 		}
 		n := &corev1.Node{}
-		if nc.Status.NodeName != "" && kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, n) == nil && nodeReady(n) {
+		if nc.Status.NodeName != "" && kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, n) == nil && isReady(n) {
 			ready++
 		}
 	}
@@ -61,15 +67,6 @@ func staticRoll(ctx context.Context, pool string) (up, deleting int, detail []st
 		detail = append(detail, fmt.Sprintf("%s(revision=%q initialized=%v deleting=%v)", nc.Name, nc.Labels["revision"], initialized, nc.DeletionTimestamp != nil))
 	}
 	return
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // A static NodePool keeps replicas nodes with nothing pending; pods schedule onto them and
