@@ -61,10 +61,15 @@ spec:
 YAML
 }
 ready() { $kubectl get deployment bench -o jsonpath='{.status.readyReplicas}' 2>/dev/null || echo 0; }
+# running counts the pods themselves: kube-controller-manager's ReplicaSet status can lag
+# behind the pods for minutes on a cluster this size, so the Deployment's readyReplicas
+# alone is not a reliable signal that the scale-out is done.
+running() { $kubectl get pods -n default -l app=bench --field-selector=status.phase=Running --no-headers 2>/dev/null | wc -l; }
 waitReady() {
-  local want=$1 start=$SECONDS
+  local want=$1 start=$SECONDS i=0
   while [[ "$(ready)" != "$want" ]]; do
     (( SECONDS - start < 1800 )) || { echo "timed out at $(ready) of $want ready" >&2; exit 1; }
+    if (( ++i % 6 == 0 )) && (( $(running) >= want )); then return; fi
     sleep 5
   done
 }
