@@ -5,8 +5,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// PodRequests are what a pod needs on a node: its containers' requests, or its largest init
-// container's if that is more, plus sidecars and pod overhead, and one of the node's pods.
+// PodRequests are what a pod needs on a node, as kube-scheduler counts it: its containers'
+// requests, or its largest init container's if that is more, plus sidecars (or the pod-level
+// requests where set), pod overhead, and one of the node's pods. The pod is taken as admitted:
+// a template's limits-only containers or LimitRange defaults are Admission's to add.
 func PodRequests(p *corev1.Pod) corev1.ResourceList {
 	total := corev1.ResourceList{}
 	for _, c := range p.Spec.Containers {
@@ -24,6 +26,13 @@ func PodRequests(p *corev1.Pod) corev1.ResourceList {
 		maxInto(total, need)
 	}
 	AddResources(total, sidecars)
+	// Pod-level resources, where set, stand for the containers' sum of what they name (cpu,
+	// memory, hugepages), as kube-scheduler counts them.
+	if pr := p.Spec.Resources; pr != nil {
+		for k, v := range pr.Requests {
+			total[k] = v.DeepCopy()
+		}
+	}
 	AddResources(total, p.Spec.Overhead)
 	total[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
 	return total

@@ -6,8 +6,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
 )
 
 // An instance of the simulated cloud is its Node object while kwok plays its kubelet. When the
@@ -58,6 +63,29 @@ func (p *Provider) terminate(ctx context.Context, node *corev1.Node) error {
 	}
 	if err := p.client.Delete(ctx, node); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting node %s: %w", node.Name, err)
+	}
+	return nil
+}
+
+// registerCSIDrivers creates the node's CSINode with the node class's CSI drivers, as the
+// kubelet's CSI node plugins register theirs: owned by the Node, so it goes with it.
+func (p *Provider) registerCSIDrivers(ctx context.Context, node *corev1.Node, nc *kwokv1alpha1.KWOKNodeClass) error {
+	if len(nc.Spec.CSIDrivers) == 0 {
+		return nil
+	}
+	if node.UID == "" {
+		if err := p.client.Get(ctx, client.ObjectKeyFromObject(node), node); err != nil {
+			return fmt.Errorf("reading node %s: %w", node.Name, err)
+		}
+	}
+	cn := &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: node.Name, OwnerReferences: []metav1.OwnerReference{
+		{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}}}
+	for _, d := range nc.Spec.CSIDrivers {
+		cn.Spec.Drivers = append(cn.Spec.Drivers, storagev1.CSINodeDriver{Name: d.Name, NodeID: node.Name,
+			Allocatable: &storagev1.VolumeNodeResources{Count: ptr.To(d.AllocatableCount)}})
+	}
+	if err := p.client.Create(ctx, cn); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the CSINode of node %s: %w", node.Name, err)
 	}
 	return nil
 }

@@ -267,6 +267,9 @@ func (p *Provider) launch(ctx context.Context, claim *karpv1.NodeClaim, nc *kwok
 	if err := p.client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating node %s: %w", node.Name, err)
 	}
+	if err := p.registerCSIDrivers(ctx, node, nc); err != nil {
+		return nil, err
+	}
 	// A merge patch: the kwok controller may already be updating the node's status.
 	base := node.DeepCopy()
 	base.Status = corev1.NodeStatus{}

@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	k8spolicyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -320,8 +321,18 @@ func loadSimulation(src simSources, in *simulate.Input, din *simulate.DisruptInp
 			case *corev1.Namespace:
 				namespaces = append(namespaces, v)
 				return nil
+			case *corev1.LimitRange:
+				in.LimitRanges = append(in.LimitRanges, v)
+				return nil
+			case *nodev1.RuntimeClass:
+				in.RuntimeClasses = append(in.RuntimeClasses, v)
+				return nil
 			}
-			return fmt.Errorf("%s:%d: %s is not a workload (Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet)", d.File, d.Line, d.GVK().Kind)
+			if in.Storage.Add(o) {
+				return nil
+			}
+			return fmt.Errorf("%s:%d: %s is not a workload (Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet), what admits one (Namespace, LimitRange, RuntimeClass) "+
+				"or storage (PersistentVolume, PersistentVolumeClaim, StorageClass, CSINode)", d.File, d.Line, d.GVK().Kind)
 		})
 	}
 	if err == nil && len(src.nodes) > 0 {
@@ -349,7 +360,11 @@ func loadSimulation(src simSources, in *simulate.Input, din *simulate.DisruptInp
 				}
 				return fmt.Errorf("%s:%d: NodeClaim %s in --nodes is read only with --disrupt", d.File, d.Line, v.Name)
 			}
-			return fmt.Errorf("%s:%d: %s is not a Node, a Pod, a PodDisruptionBudget or a NodeClaim", d.File, d.Line, d.GVK().Kind)
+			if in.Storage.Add(o) {
+				return nil
+			}
+			return fmt.Errorf("%s:%d: %s is not a Node, a Pod, a PodDisruptionBudget, a NodeClaim or storage (PersistentVolume, PersistentVolumeClaim, StorageClass, CSINode)",
+				d.File, d.Line, d.GVK().Kind)
 		})
 	}
 	var pols []policyDoc

@@ -197,3 +197,21 @@ func TestSimulatePoliciesThatDoNotCompile(t *testing.T) {
 		t.Errorf("exit %d: %s", code, errOut)
 	}
 }
+
+// DaemonSets whose pods get their requests at admission (limits only; a LimitRange's
+// defaults) are counted as kube-scheduler will see them: the node chosen holds them and the
+// pod.
+func TestSimulateDaemonSetsAsAdmitted(t *testing.T) {
+	code, out, errOut := karpenterctl(t, "", "simulate", "--nodepools", filepath.Join(workloads, "nodepools.yaml"),
+		"--workload", filepath.Join(workloads, "daemonsets-admitted.yaml"), "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	r := &simulate.Report{}
+	if err := json.Unmarshal([]byte(out), r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.NodeClaims) != 1 || r.NodeClaims[0].CPU != "2500m" || r.NodeClaims[0].Memory != "2304Mi" {
+		t.Fatalf("want one node for 1 cpu/1Gi of app, 1 cpu/1Gi of log-shipper (LimitRange) and 500m/256Mi of node-agent (limits): %+v", r.NodeClaims)
+	}
+}

@@ -23,6 +23,11 @@ var (
 		Name: "karpenter_provisioner_scheduling_duration_seconds", Help: "Duration of a provisioning solve.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 	})
+	// LaunchBackoffs counts the pods whose workload the provisioner backs off from launching
+	// for: its node could not hold the pod beside its DaemonSet and higher-priority pods.
+	LaunchBackoffs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "karpenter_provisioner_launch_backoffs_total", Help: "Pods that did not fit on the node launched for them, after which launches for their workload back off.",
+	})
 	// PodsStartupDuration is the time from a pod's creation to Running on a node Karpenter launched.
 	PodsStartupDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "karpenter_pods_startup_duration_seconds", Help: "Time from a pod's creation until it runs.",
@@ -124,7 +129,7 @@ func init() {
 	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, PodsStartupDuration, NodesAllocatable, NodePoolUsage,
 		PolicyEvaluations, PolicyEvaluationDuration, PolicyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
 		DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
-		EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration)
+		EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs)
 }
 
 // PolicyObserver records the policy engine's evaluations.

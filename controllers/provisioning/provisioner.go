@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -187,6 +188,10 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		logger.V(1).Info("pods displaced from their nominated nodes wait for kube-scheduler", "pods", snap.Displaced, "retryAfter", snap.RetryAfter.String())
 		p.retryIn(ctx, snap.RetryAfter)
 	}
+	for _, u := range snap.Unresolved {
+		p.recorder.Eventf(u.Pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Provisioning", "Failed to schedule pod, %s", u.Reason)
+	}
+	p.holdMisfits(ctx, snap)
 	if len(snap.Pods) == 0 {
 		return nil
 	}
@@ -307,4 +312,47 @@ func (p *Provisioner) eventOn(ctx context.Context, src policies.Source, kind, re
 		return
 	}
 	p.recorder.Eventf(obj, nil, kind, reason, "Provisioning", "%s", msg)
+}
+
+// holdMisfits leaves out of the batch the pods whose workload is backing off (see
+// state.MisfitBackoff): those displaced from a node that cannot hold them beside its
+// DaemonSet and higher-priority pods, and those of a workload kube-scheduler preempted from
+// such a node, launched lately. Each new such node gets a Warning event on the pod; a batch
+// comes back when the first backoff ends.
+func (p *Provisioner) holdMisfits(ctx context.Context, snap *snapshot.Snapshot) {
+	misfit := func(pod *corev1.Pod, node, why string) {
+		until, news := p.cluster.Misfit(pod, node)
+		if !news {
+			return
+		}
+		wait := until.Sub(p.clock.Now()).Round(time.Second)
+		log.FromContext(ctx).Info("pod does not fit on the node launched for it; backing off", "pod", klog.KObj(pod), "node", node, "backoff", wait.String())
+		metrics.LaunchBackoffs.Inc()
+		p.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "LaunchBackoff", "Provisioning",
+			"%s node %s, launched lately, cannot hold the pod beside its DaemonSet and higher-priority pods; not launching for it again for %s",
+			why, node, wait)
+	}
+	for _, m := range snap.Misfits {
+		misfit(m.Pod, m.Node, "The pod was displaced:")
+	}
+	for _, pod := range snap.Pods {
+		if node, ok := p.cluster.PreemptedFrom(pod); ok && snap.Preempted(pod, node) {
+			misfit(pod, node, "A pod of its workload was preempted:")
+		}
+	}
+	var first time.Time
+	kept := snap.Pods[:0]
+	for _, pod := range snap.Pods {
+		if until, ok := p.cluster.BackedOff(pod); ok {
+			if first.IsZero() || until.Before(first) {
+				first = until
+			}
+			continue
+		}
+		kept = append(kept, pod)
+	}
+	snap.Pods = kept
+	if !first.IsZero() {
+		p.retryIn(ctx, first.Sub(p.clock.Now()))
+	}
 }

@@ -67,6 +67,10 @@ type Cluster struct {
 	displacedGrace time.Duration
 	// podEvents are, by node name, when a pod last came to the node or left it.
 	podEvents map[string]time.Time
+	// misfits and preempted bound relaunches for pods their nodes cannot hold (backoff.go),
+	// by workload.
+	misfits   map[string]*misfit
+	preempted map[string]preemption
 }
 
 type nomination struct {
@@ -88,7 +92,8 @@ const CreatedClaimTTL = 10 * time.Second
 // the few objects the model does not hold (ReplicaSets, for PodsComing) from the cache.
 func NewCluster(c client.Client, clk clock.Clock) *Cluster {
 	return &Cluster{client: c, clock: clk, model: newModel(), nominations: map[types.UID]nomination{}, rejected: map[types.UID]time.Time{},
-		created: map[string]createdClaim{}, displacedGrace: DefaultDisplacedGrace, podEvents: map[string]time.Time{}}
+		created: map[string]createdClaim{}, displacedGrace: DefaultDisplacedGrace, podEvents: map[string]time.Time{},
+		misfits: map[string]*misfit{}, preempted: map[string]preemption{}}
 }
 
 // DisplacedGrace is how long a displaced pod waits after its node became Ready.

@@ -225,6 +225,9 @@ func TestDisplacedPodsWaitForKubeScheduler(t *testing.T) {
 	if len(snap.Pods) != 1 || snap.Pods[0].Name != "on-a" || snap.Displaced != 0 {
 		t.Fatalf("pending %d, displaced %d; want on-a solved again", len(snap.Pods), snap.Displaced)
 	}
+	if len(snap.Misfits) != 0 {
+		t.Errorf("a node filled by pods of the same priority off-plan is no misfit: %v", snap.Misfits)
+	}
 	// b holds no room for on-b any more, so on-a, solved again, fits there.
 	for _, n := range snap.Nodes {
 		if n.Name != "b" {

@@ -9,7 +9,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	k8spolicyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +39,12 @@ type model struct {
 	pdbs       map[types.NamespacedName]*k8spolicyv1.PodDisruptionBudget
 	namespaces map[string]*corev1.Namespace
 	budgets    map[types.NamespacedName]*policyv1.CapacityBudget
+	limits     map[types.NamespacedName]*corev1.LimitRange
+	runtimes   map[string]*nodev1.RuntimeClass
+	pvs        map[string]*corev1.PersistentVolume
+	pvcs       map[types.NamespacedName]*corev1.PersistentVolumeClaim
+	classes    map[string]*storagev1.StorageClass
+	csiNodes   map[string]*storagev1.CSINode
 	// policies are the CapacityPolicies' generations: they are no input of a snapshot, but a
 	// change to one can change what the policy gate lets through.
 	policies map[string]int64
@@ -56,13 +64,18 @@ func newModel() *model {
 	return &model{pods: map[types.NamespacedName]*corev1.Pod{}, nodes: map[string]*corev1.Node{}, claims: map[string]*karpv1.NodeClaim{},
 		pools: map[string]*karpv1.NodePool{}, daemonSets: map[types.NamespacedName]*appsv1.DaemonSet{},
 		pdbs: map[types.NamespacedName]*k8spolicyv1.PodDisruptionBudget{}, namespaces: map[string]*corev1.Namespace{},
-		budgets: map[types.NamespacedName]*policyv1.CapacityBudget{}, policies: map[string]int64{}, provisionable: map[types.NamespacedName]bool{}}
+		budgets: map[types.NamespacedName]*policyv1.CapacityBudget{},
+		limits:  map[types.NamespacedName]*corev1.LimitRange{}, runtimes: map[string]*nodev1.RuntimeClass{},
+		pvs: map[string]*corev1.PersistentVolume{}, pvcs: map[types.NamespacedName]*corev1.PersistentVolumeClaim{},
+		classes: map[string]*storagev1.StorageClass{}, csiNodes: map[string]*storagev1.CSINode{}, policies: map[string]int64{}, provisionable: map[types.NamespacedName]bool{}}
 }
 
 // Watched are the kinds the model holds.
 func Watched() []client.Object {
 	return []client.Object{&corev1.Pod{}, &corev1.Node{}, &karpv1.NodeClaim{}, &karpv1.NodePool{}, &appsv1.DaemonSet{},
-		&k8spolicyv1.PodDisruptionBudget{}, &corev1.Namespace{}, &policyv1.CapacityBudget{}, &policyv1.CapacityPolicy{}}
+		&k8spolicyv1.PodDisruptionBudget{}, &corev1.Namespace{}, &policyv1.CapacityBudget{}, &policyv1.CapacityPolicy{},
+		&corev1.LimitRange{}, &nodev1.RuntimeClass{}, &corev1.PersistentVolume{}, &corev1.PersistentVolumeClaim{}, &storagev1.StorageClass{},
+		&storagev1.CSINode{}}
 }
 
 // Register adds the model's event handlers to the manager's informers (created here if no
@@ -132,6 +145,7 @@ func (c *Cluster) update(o any, live bool) {
 		if old == nil || podChanged(old, v) {
 			m.revision++
 		}
+		c.notePreemption(v)
 		if live && v.Spec.NodeName != "" && (old == nil || old.Spec.NodeName != v.Spec.NodeName || !IsTerminalOrGone(old) && IsTerminalOrGone(v)) {
 			c.podEvent(v.Spec.NodeName)
 		}
@@ -172,6 +186,39 @@ func (c *Cluster) update(o any, live bool) {
 		old := m.budgets[client.ObjectKeyFromObject(v)]
 		m.budgets[client.ObjectKeyFromObject(v)] = v
 		if old == nil || old.Generation != v.Generation {
+			m.revision++
+		}
+	case *corev1.LimitRange:
+		old := m.limits[client.ObjectKeyFromObject(v)]
+		m.limits[client.ObjectKeyFromObject(v)] = v
+		if old == nil || !equality.Semantic.DeepEqual(old.Spec, v.Spec) {
+			m.revision++
+		}
+	case *nodev1.RuntimeClass:
+		old := m.runtimes[v.Name]
+		m.runtimes[v.Name] = v
+		if old == nil || !equality.Semantic.DeepEqual(old.Overhead, v.Overhead) {
+			m.revision++
+		}
+	case *corev1.PersistentVolume:
+		old := m.pvs[v.Name]
+		m.pvs[v.Name] = v
+		if old == nil || !equality.Semantic.DeepEqual(old.Spec.NodeAffinity, v.Spec.NodeAffinity) || old.Spec.ClaimRef != v.Spec.ClaimRef && (old.Spec.ClaimRef == nil || v.Spec.ClaimRef == nil) {
+			m.revision++
+		}
+	case *corev1.PersistentVolumeClaim:
+		old := m.pvcs[client.ObjectKeyFromObject(v)]
+		m.pvcs[client.ObjectKeyFromObject(v)] = v
+		if old == nil || old.Spec.VolumeName != v.Spec.VolumeName || !equality.Semantic.DeepEqual(old.Spec.StorageClassName, v.Spec.StorageClassName) {
+			m.revision++
+		}
+	case *storagev1.StorageClass:
+		m.classes[v.Name] = v
+		m.revision++
+	case *storagev1.CSINode:
+		old := m.csiNodes[v.Name]
+		m.csiNodes[v.Name] = v
+		if old == nil || !equality.Semantic.DeepEqual(old.Spec, v.Spec) {
 			m.revision++
 		}
 	case *policyv1.CapacityPolicy:
@@ -216,6 +263,18 @@ func (c *Cluster) Delete(o any) {
 		delete(m.budgets, client.ObjectKeyFromObject(v))
 	case *policyv1.CapacityPolicy:
 		delete(m.policies, v.Name)
+	case *corev1.LimitRange:
+		delete(m.limits, client.ObjectKeyFromObject(v))
+	case *nodev1.RuntimeClass:
+		delete(m.runtimes, v.Name)
+	case *corev1.PersistentVolume:
+		delete(m.pvs, v.Name)
+	case *corev1.PersistentVolumeClaim:
+		delete(m.pvcs, client.ObjectKeyFromObject(v))
+	case *storagev1.StorageClass:
+		delete(m.classes, v.Name)
+	case *storagev1.CSINode:
+		delete(m.csiNodes, v.Name)
 	}
 }
 
@@ -271,12 +330,18 @@ func (c *Cluster) Objects() *snapshot.Objects {
 	defer m.mu.RUnlock()
 	return &snapshot.Objects{
 		Pods: sortedValues(m.pods, podKey), Nodes: sortedValues(m.nodes, func(n *corev1.Node) string { return n.Name }),
-		NodeClaims:      sortedValues(m.claims, func(n *karpv1.NodeClaim) string { return n.Name }),
-		NodePools:       sortedValues(m.pools, func(n *karpv1.NodePool) string { return n.Name }),
-		DaemonSets:      sortedValues(m.daemonSets, func(d *appsv1.DaemonSet) string { return d.Namespace + "/" + d.Name }),
-		PDBs:            sortedValues(m.pdbs, func(d *k8spolicyv1.PodDisruptionBudget) string { return d.Namespace + "/" + d.Name }),
-		Namespaces:      sortedValues(m.namespaces, func(n *corev1.Namespace) string { return n.Name }),
-		CapacityBudgets: sortedValues(m.budgets, func(b *policyv1.CapacityBudget) string { return b.Namespace + "/" + b.Name }),
+		NodeClaims:             sortedValues(m.claims, func(n *karpv1.NodeClaim) string { return n.Name }),
+		NodePools:              sortedValues(m.pools, func(n *karpv1.NodePool) string { return n.Name }),
+		DaemonSets:             sortedValues(m.daemonSets, func(d *appsv1.DaemonSet) string { return d.Namespace + "/" + d.Name }),
+		PDBs:                   sortedValues(m.pdbs, func(d *k8spolicyv1.PodDisruptionBudget) string { return d.Namespace + "/" + d.Name }),
+		Namespaces:             sortedValues(m.namespaces, func(n *corev1.Namespace) string { return n.Name }),
+		CapacityBudgets:        sortedValues(m.budgets, func(b *policyv1.CapacityBudget) string { return b.Namespace + "/" + b.Name }),
+		LimitRanges:            sortedValues(m.limits, func(l *corev1.LimitRange) string { return l.Namespace + "/" + l.Name }),
+		RuntimeClasses:         sortedValues(m.runtimes, func(r *nodev1.RuntimeClass) string { return r.Name }),
+		PersistentVolumes:      sortedValues(m.pvs, func(pv *corev1.PersistentVolume) string { return pv.Name }),
+		PersistentVolumeClaims: sortedValues(m.pvcs, func(c *corev1.PersistentVolumeClaim) string { return c.Namespace + "/" + c.Name }),
+		StorageClasses:         sortedValues(m.classes, func(sc *storagev1.StorageClass) string { return sc.Name }),
+		CSINodes:               sortedValues(m.csiNodes, func(n *storagev1.CSINode) string { return n.Name }),
 	}
 }
 

@@ -48,7 +48,7 @@ func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulatio
 		pods = append(pods, cand.Pods...)
 		pods = append(pods, c.waiting[cand.Name()]...)
 	}
-	in := &solver.Input{Pods: pods, Requests: c.Requests, GrowFreely: rule.oneNode}
+	in := &solver.Input{Pods: pods, Requests: c.Requests, GrowFreely: rule.oneNode, VolumeRequirements: c.volumeRequirements(), PodVolumes: c.podVolumes()}
 	for _, n := range c.Nodes {
 		if gone[n.Name] {
 			continue
@@ -117,7 +117,7 @@ func (c *Cluster) placeWaiting() {
 		return
 	}
 	pods := append(append([]*corev1.Pod(nil), c.snap.Pods...), c.snap.Deleting...)
-	res, err := solver.Solve(&solver.Input{Pods: pods, Nodes: c.Nodes, Requests: c.Requests})
+	res, err := solver.Solve(&solver.Input{Pods: pods, Nodes: c.Nodes, Requests: c.Requests, VolumeRequirements: c.volumeRequirements(), PodVolumes: c.podVolumes()})
 	if err != nil {
 		return
 	}
@@ -179,4 +179,20 @@ func (c *Cluster) usage(pool string, gone map[string]bool) corev1.ResourceList {
 		}
 	}
 	return u
+}
+
+// volumeRequirements are what the pods' volumes require of their nodes (the snapshot's).
+func (c *Cluster) volumeRequirements() map[string][]corev1.NodeSelectorRequirement {
+	if c.snap == nil {
+		return nil
+	}
+	return c.snap.VolumeRequirements
+}
+
+// podVolumes are the volumes the pods attach, by driver (the snapshot's).
+func (c *Cluster) podVolumes() map[string]scheduling.Volumes {
+	if c.snap == nil {
+		return nil
+	}
+	return c.snap.PodVolumes
 }

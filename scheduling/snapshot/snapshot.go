@@ -14,10 +14,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	k8spolicyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
@@ -37,6 +40,16 @@ type Objects struct {
 	PDBs            []*k8spolicyv1.PodDisruptionBudget
 	Namespaces      []*corev1.Namespace
 	CapacityBudgets []*policyv1.CapacityBudget
+	// LimitRanges and RuntimeClasses add to what a DaemonSet's pods request when the API
+	// server admits them (scheduling.Admission).
+	LimitRanges    []*corev1.LimitRange
+	RuntimeClasses []*nodev1.RuntimeClass
+	// PersistentVolumes, PersistentVolumeClaims and StorageClasses say where pods' volumes
+	// can be reached (volumes.go); CSINodes how many volumes each node can attach.
+	PersistentVolumes      []*corev1.PersistentVolume
+	PersistentVolumeClaims []*corev1.PersistentVolumeClaim
+	StorageClasses         []*storagev1.StorageClass
+	CSINodes               []*storagev1.CSINode
 }
 
 // Snapshot is the cluster at one moment in the terms every decision uses: the provisioner
@@ -60,8 +73,9 @@ type Snapshot struct {
 	StateNodes []*StateNode
 	// NodePools are those that can launch (not being deleted, node class ready).
 	NodePools []*NodePool
-	// DaemonSets are the pod templates of the cluster's DaemonSets.
-	DaemonSets []corev1.PodTemplateSpec
+	// DaemonSets are the cluster's DaemonSets' pods as they would run on a new node, with
+	// their requests as the API server admits them (scheduling.DaemonSetRequests).
+	DaemonSets []scheduling.DaemonSetPod
 	// PDBs are the PodDisruptionBudgets.
 	PDBs []*k8spolicyv1.PodDisruptionBudget
 	// Requests are the requests of every pod of the snapshot, computed once.
@@ -70,6 +84,19 @@ type Snapshot struct {
 	// says when the first of them is solved again.
 	Displaced  int
 	RetryAfter time.Duration
+	// VolumeRequirements are what the volumes of the pods that have claims require of their
+	// node, by pod namespace/name (pending and bound pods: disruption moves the latter).
+	VolumeRequirements map[string][]corev1.NodeSelectorRequirement
+	// PodVolumes are the volumes each pod with claims attaches, by driver (attach limits).
+	PodVolumes map[string]scheduling.Volumes
+	// Unresolved are the pending pods left out because a claim or StorageClass they need does
+	// not exist yet: nothing can be launched for them until it does.
+	Unresolved []Unresolved
+	// Misfits are the pending pods among Pods displaced from a node that cannot hold them
+	// beside its DaemonSet pods and higher-priority pods.
+	Misfits []Misfit
+	// volumeLimits are the nodes' CSINode attach limits, by node and driver.
+	volumeLimits map[string]map[string]int
 	// instanceTypes are every NodePool's, ready or not, to price nodes by.
 	instanceTypes map[string][]*cloudprovider.InstanceType
 }
@@ -196,7 +223,10 @@ func Build(objs *Objects, env Env) *Snapshot {
 	claims := indexClaims(objs.NodeClaims, nodes)
 	a := assign(objs.Pods, nodes, claims, env)
 	snap.Pods = a.pending
+	unresolved := snap.resolveVolumes(objs)
+	snap.volumeLimits = volumeLimits(objs.CSINodes)
 	snap.Displaced, snap.RetryAfter = holdNominations(objs.Nodes, nodes, claims, a, snap, env)
+	snap.leaveOutUnresolved(unresolved)
 	snap.StateNodes = snap.stateNodes(objs, nodes, claims, a, env)
 	for _, n := range snap.StateNodes {
 		if n.Sched != nil {
@@ -210,9 +240,7 @@ func Build(objs *Objects, env Env) *Snapshot {
 			}
 		}
 	}
-	for _, ds := range objs.DaemonSets {
-		snap.DaemonSets = append(snap.DaemonSets, ds.Spec.Template)
-	}
+	snap.DaemonSets = daemonSetPods(objs)
 	for _, np := range objs.NodePools {
 		if launchable[np.Name] {
 			snap.NodePools = append(snap.NodePools, &NodePool{NodePool: np, InstanceTypes: snap.instanceTypes[np.Name], Usage: snap.Usage(np.Name, nil)})
@@ -356,7 +384,7 @@ func assign(pods []*corev1.Pod, nodes nodeIndex, claims claimIndex, env Env) ass
 }
 
 // holdNominations keeps a nomination to a registered node only while the node has room for
-// the pod besides the pods bound there; a displaced pod waits out the displaced grace, then
+// the pod besides the pods bound there, and can attach its volumes (its CSINode's limits); a displaced pod waits out the displaced grace, then
 // is solved again (appended to snap.Pods). A pod kube-scheduler refused once its node was
 // schedulable is displaced too. It returns how many pods wait, and for how long the first.
 func holdNominations(list []*corev1.Node, nodes nodeIndex, claims claimIndex, a assignment, snap *Snapshot, env Env) (int, time.Duration) {
@@ -370,8 +398,10 @@ func holdNominations(list []*corev1.Node, nodes nodeIndex, claims claimIndex, a 
 			continue
 		}
 		free := n.Status.Allocatable
+		att := scheduling.NewAttachments(snap.volumeLimits[name])
 		for _, p := range a.byNode[name] {
 			free = scheduling.Subtract(free, snap.Requests.Of(p))
+			att.Add(snap.PodVolumes[namespaced(p.Namespace, p.Name)])
 		}
 		// Since when kube-scheduler could bind to the node: its NodeClaim's initialization, or
 		// for a node Karpenter did not launch, its readiness.
@@ -383,9 +413,12 @@ func holdNominations(list []*corev1.Node, nodes nodeIndex, claims claimIndex, a 
 			}
 		}
 		for _, p := range a.nominatedOn[name] {
-			req := snap.Requests.Of(p)
-			if ok, _ := scheduling.Fits(req, free); ok && !env.Nominations.RejectedSince(p, schedulable) {
+			req, vols := snap.Requests.Of(p), snap.PodVolumes[namespaced(p.Namespace, p.Name)]
+			fits, _ := scheduling.Fits(req, free)
+			attaches, _ := att.Fits(vols)
+			if fits && attaches && !env.Nominations.RejectedSince(p, schedulable) {
 				free = scheduling.Subtract(free, req)
+				att.Add(vols)
 				a.held[name] = append(a.held[name], p)
 				continue
 			}
@@ -395,6 +428,9 @@ func holdNominations(list []*corev1.Node, nodes nodeIndex, claims claimIndex, a 
 			}
 			if wait <= 0 {
 				snap.Pods = append(snap.Pods, p)
+				if snap.misfits(p, n, a.byNode[name]) {
+					snap.Misfits = append(snap.Misfits, Misfit{Pod: p, Node: name})
+				}
 				continue
 			}
 			displaced++
@@ -453,7 +489,8 @@ func (s *Snapshot) stateNodes(objs *Objects, nodes nodeIndex, claims claimIndex,
 				initializing = nil
 			}
 			sn.Sched = &scheduling.Node{Name: n.Name, Labels: sn.Labels, Taints: schedulableTaints(n, initializing),
-				Allocatable: n.Status.Allocatable, Pods: slices.Concat(sn.Pods, a.held[n.Name]), PricePerHour: sn.PricePerHour}
+				Allocatable: n.Status.Allocatable, Pods: slices.Concat(sn.Pods, a.held[n.Name]), PricePerHour: sn.PricePerHour,
+				VolumeLimits: s.volumeLimits[n.Name]}
 		}
 		out = append(out, sn)
 	}
@@ -571,4 +608,36 @@ func LastPodEvent(nc *karpv1.NodeClaim, seen time.Time) time.Time {
 		last = cond.LastTransitionTime.Time
 	}
 	return last
+}
+
+// daemonSetPods are the DaemonSets' pods as they would run on a new node: each template as
+// admitted in its namespace, or its newest pod's requests where more.
+func daemonSetPods(objs *Objects) []scheduling.DaemonSetPod {
+	if len(objs.DaemonSets) == 0 {
+		return nil
+	}
+	owners := make(map[types.UID]bool, len(objs.DaemonSets))
+	for _, ds := range objs.DaemonSets {
+		owners[ds.UID] = true
+	}
+	newest := map[types.UID]*corev1.Pod{}
+	for _, p := range objs.Pods {
+		ref := metav1.GetControllerOf(p)
+		if ref == nil || ref.Kind != "DaemonSet" || ref.UID == "" || !owners[ref.UID] || scheduling.IsTerminal(p) {
+			continue
+		}
+		if n := newest[ref.UID]; n == nil || n.CreationTimestamp.Before(&p.CreationTimestamp) {
+			newest[ref.UID] = p
+		}
+	}
+	adm := scheduling.Admission{LimitRanges: objs.LimitRanges, RuntimeClasses: objs.RuntimeClasses}
+	out := make([]scheduling.DaemonSetPod, 0, len(objs.DaemonSets))
+	for _, ds := range objs.DaemonSets {
+		var n *corev1.Pod
+		if ds.UID != "" {
+			n = newest[ds.UID]
+		}
+		out = append(out, scheduling.DaemonSetRequests(ds.Spec.Template, ds.Namespace, n, adm))
+	}
+	return out
 }

@@ -7,18 +7,20 @@ import (
 	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
-// DaemonSetOverhead sums what the DaemonSets (given by their pod templates) that would run on
-// a NodePool's nodes request there: those that tolerate its taints and whose node selector its
-// requirements and labels allow. Keys the NodePool does not constrain may take any value.
-func DaemonSetOverhead(np *karpv1.NodePool, templates []corev1.PodTemplateSpec) corev1.ResourceList {
+// DaemonSetOverhead sums what the DaemonSets' pods (with their requests as admitted, see
+// scheduling.DaemonSetRequests) would request on a NodePool's nodes: those that tolerate its
+// taints, whose node selector its requirements and labels allow, and whose required node
+// affinity the NodePool does not rule out. Keys the NodePool does not constrain may take any
+// value, so a DaemonSet that might run there is counted.
+func DaemonSetOverhead(np *karpv1.NodePool, daemonSets []scheduling.DaemonSetPod) corev1.ResourceList {
 	total := corev1.ResourceList{}
 	reqs := scheduling.NewRequirements(np.Spec.Template.Spec.Requirements...)
 	for k, v := range np.Spec.Template.Labels {
 		reqs.Add(scheduling.NewRequirement(k, corev1.NodeSelectorOpIn, v))
 	}
 next:
-	for i := range templates {
-		p := &corev1.Pod{Spec: templates[i].Spec}
+	for _, ds := range daemonSets {
+		p := ds.Pod
 		if !scheduling.Tolerates(p, np.Spec.Template.Spec.Taints, false) {
 			continue
 		}
@@ -27,7 +29,20 @@ next:
 				continue next
 			}
 		}
-		for k, v := range scheduling.PodRequests(p) {
+		if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+			terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+			possible := len(terms) == 0
+			for i := range terms {
+				if !reqs.RulesOut(podRequirements(p, i, nil)) {
+					possible = true
+					break
+				}
+			}
+			if !possible {
+				continue
+			}
+		}
+		for k, v := range ds.Requests {
 			if k == corev1.ResourcePods {
 				continue
 			}

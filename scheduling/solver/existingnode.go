@@ -14,6 +14,8 @@ type existing struct {
 	available corev1.ResourceList
 	ports     map[string]bool
 	placed    []*corev1.Pod
+	// volumes count what the node attaches against its VolumeLimits.
+	volumes *scheduling.Attachments
 }
 
 func (e *existing) labelsWithHostname() map[string]string {
@@ -46,6 +48,10 @@ func (s *solver) tryExisting(e *existing, p *corev1.Pod, requests corev1.Resourc
 	if c := portsConflict(e.ports, ports); c != "" {
 		return fmt.Errorf("host port %s in use", c)
 	}
+	vols := s.in.PodVolumes[PodKey(p)]
+	if ok, driver := e.volumes.Fits(vols); !ok {
+		return fmt.Errorf("volume limit of %s reached", driver)
+	}
 	if _, err := s.topo.choose(p, strict, reqs, func(key string) []string {
 		if v, ok := e.domain(key); ok {
 			return []string{v}
@@ -59,6 +65,7 @@ func (s *solver) tryExisting(e *existing, p *corev1.Pod, requests corev1.Resourc
 		e.ports[hp] = true
 	}
 	e.placed = append(e.placed, p)
+	e.volumes.Add(vols)
 	s.topo.count(p, e.domain, nil)
 	return nil
 }

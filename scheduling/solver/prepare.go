@@ -160,7 +160,8 @@ func (s *solver) prepareNodes() {
 		return nodes[i].Name < nodes[j].Name
 	})
 	for _, n := range nodes {
-		e := &existing{node: n, reqs: scheduling.LabelRequirements(n.Labels), available: n.Allocatable.DeepCopy(), ports: map[string]bool{}}
+		e := &existing{node: n, reqs: scheduling.LabelRequirements(n.Labels), available: n.Allocatable.DeepCopy(), ports: map[string]bool{},
+			volumes: scheduling.NewAttachments(n.VolumeLimits)}
 		if _, ok := n.Labels[corev1.LabelHostname]; !ok {
 			e.reqs[corev1.LabelHostname] = scheduling.NewRequirement(corev1.LabelHostname, corev1.NodeSelectorOpIn, n.Name)
 		}
@@ -170,6 +171,7 @@ func (s *solver) prepareNodes() {
 		}
 		for _, p := range n.Pods {
 			e.available = scheduling.Subtract(e.available, s.requests.Of(p))
+			e.volumes.Add(s.in.PodVolumes[PodKey(p)])
 			for _, hp := range hostPorts(p) {
 				e.ports[hp] = true
 			}

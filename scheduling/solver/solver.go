@@ -24,6 +24,9 @@ type Input struct {
 	// VolumeRequirements are node requirements from pods' bound PersistentVolumes (zonal
 	// volumes), by pod namespace/name.
 	VolumeRequirements map[string][]corev1.NodeSelectorRequirement
+	// PodVolumes are the volumes pods attach, by CSI driver, by pod namespace/name: a node's
+	// VolumeLimits cap them.
+	PodVolumes map[string]scheduling.Volumes
 	// Policy, when set, adds per-namespace constraints on new NodeClaims.
 	Policy PolicyHook
 	// GrowFreely lets a NodeClaim grow into any type that fits its pods, however it compares

@@ -513,23 +513,35 @@ func TestDaemonSetOverheadSelection(t *testing.T) {
 	np := nodePool("gpu", func(np *karpv1.NodePool) {
 		np.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}}
 		np.Spec.Template.Labels = map[string]string{"team": "ml"}
+		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements,
+			karpv1.NodeSelectorRequirementWithMinValues{Key: karpv1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"z-a"}})
 	})
-	ds := func(cpu string, f func(*corev1.PodSpec)) corev1.PodTemplateSpec {
+	ds := func(cpu string, f func(*corev1.PodSpec)) scheduling.DaemonSetPod {
 		p := pod("ds", cpu, "100Mi")
 		if f != nil {
 			f(&p.Spec)
 		}
-		return corev1.PodTemplateSpec{Spec: p.Spec}
+		return scheduling.DaemonSetRequests(corev1.PodTemplateSpec{Spec: p.Spec}, "kube-system", nil, scheduling.Admission{})
 	}
 	tolerant := func(s *corev1.PodSpec) { s.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}} }
-	got := DaemonSetOverhead(np, []corev1.PodTemplateSpec{
+	zones := func(zs ...string) func(*corev1.PodSpec) {
+		return func(s *corev1.PodSpec) {
+			tolerant(s)
+			s.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+					{Key: karpv1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: zs}}}}}}}
+		}
+	}
+	got := DaemonSetOverhead(np, []scheduling.DaemonSetPod{
 		ds("100m", tolerant), // runs there
 		ds("200m", nil),      // does not tolerate the taint
 		ds("300m", func(s *corev1.PodSpec) { tolerant(s); s.NodeSelector = map[string]string{"team": "web"} }), // other team
 		ds("400m", func(s *corev1.PodSpec) { tolerant(s); s.NodeSelector = map[string]string{"team": "ml", "disk": "ssd"} }),
+		ds("1000m", zones("z-b", "z-c")), // its affinity rules the pool's only zone out
+		ds("2000m", zones("z-a", "z-b")), // runs there
 	})
-	if got.Cpu().MilliValue() != 500 {
-		t.Fatalf("want 100m + 400m from the DaemonSets that would run there, got %s", got.Cpu())
+	if got.Cpu().MilliValue() != 2500 {
+		t.Fatalf("want 100m + 400m + 2000m from the DaemonSets that would run there, got %s", got.Cpu())
 	}
 	if _, ok := got[corev1.ResourcePods]; ok {
 		t.Error("DaemonSet pods do not count against the pods a solver places")

@@ -195,7 +195,12 @@ func (c *Cluster) boot(ctx context.Context, o *Options) (err error) {
 		kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0",
 		"--controllers=deployment-controller,replicaset-controller,statefulset-controller,daemonset-controller," +
 			"job-controller,garbage-collector-controller,pod-garbage-collector-controller,namespace-controller," +
-			"serviceaccount-controller,node-lifecycle-controller,disruption-controller,clusterrole-aggregation-controller",
+			"serviceaccount-controller,node-lifecycle-controller,disruption-controller,clusterrole-aggregation-controller," +
+			// Volumes: claims bind to PersistentVolumes, and their protection finalizers go
+			// when they are deleted. No attach-detach controller: nothing attaches here, and
+			// tests create the VolumeAttachments a CSI driver would leave behind.
+			"persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller," +
+			"ephemeral-volume-controller",
 		"--use-service-account-credentials=false",
 		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--kube-api-qps=" + controlPlaneQPS, "--kube-api-burst=" + controlPlaneQPS,

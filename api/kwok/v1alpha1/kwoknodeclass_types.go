@@ -38,6 +38,28 @@ type KWOKNodeClassSpec struct {
 	// +listType=set
 	// +optional
 	Zones []string `json:"zones,omitempty"`
+	// CSIDrivers are the CSI drivers the simulated kubelet registers on each node, with how
+	// many volumes of each the node can attach: the provider creates the node's CSINode with
+	// them, as a kubelet's CSI node plugins would, and kube-scheduler and the solver cap
+	// the volumes they place on the node by them.
+	// +kubebuilder:validation:MaxItems:=10
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	CSIDrivers []CSIDriver `json:"csiDrivers,omitempty"`
+}
+
+// CSIDriver is a CSI driver a simulated node registers.
+type CSIDriver struct {
+	// Name is the driver's name, e.g. ebs.csi.aws.com.
+	// +kubebuilder:validation:MinLength:=1
+	// +kubebuilder:validation:MaxLength:=63
+	// +required
+	Name string `json:"name"`
+	// AllocatableCount is how many of the driver's volumes a node attaches at most.
+	// +kubebuilder:validation:Minimum:=0
+	// +required
+	AllocatableCount int32 `json:"allocatableCount"`
 }
 
 // InsufficientCapacityInjection makes launches fail as a cloud does when an offering runs out.

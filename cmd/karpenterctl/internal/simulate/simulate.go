@@ -14,6 +14,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -21,6 +23,7 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/scheduling"
 	"github.com/karpenter-policy/karpenter/scheduling/planner"
 	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
@@ -29,13 +32,48 @@ import (
 // Input are the decoded objects of a simulation.
 type Input struct {
 	// NodePools are v1: the CLI converts v1beta1 ones at its edge (webhooks/conversion).
-	NodePools     []*karpv1.NodePool
-	Workloads     []runtime.Object // Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets
-	Nodes         []*corev1.Node
-	BoundPods     []*corev1.Pod // pods with spec.nodeName, from the nodes' files
+	NodePools []*karpv1.NodePool
+	Workloads []runtime.Object // Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets
+	Nodes     []*corev1.Node
+	BoundPods []*corev1.Pod // pods with spec.nodeName, from the nodes' files
+	// LimitRanges and RuntimeClasses, from the workloads' files, add to what pods request as
+	// the API server would admit them (scheduling.Admission).
+	LimitRanges    []*corev1.LimitRange
+	RuntimeClasses []*nodev1.RuntimeClass
+	// Storage are the PersistentVolumes, PersistentVolumeClaims, StorageClasses and CSINodes
+	// read from any input file: where pods' volumes can be reached, how many a node attaches.
+	Storage       Storage
 	InstanceTypes []*cloudprovider.InstanceType
 	// Planner, when set, applies CapacityBudgets and CapacityPolicies around the solver.
 	Planner *planner.Planner
+}
+
+// Storage are the objects that say where volumes can go.
+type Storage struct {
+	PersistentVolumes      []*corev1.PersistentVolume
+	PersistentVolumeClaims []*corev1.PersistentVolumeClaim
+	StorageClasses         []*storagev1.StorageClass
+	CSINodes               []*storagev1.CSINode
+}
+
+// Add takes a storage object; it reports false for any other kind.
+func (s *Storage) Add(o runtime.Object) bool {
+	switch v := o.(type) {
+	case *corev1.PersistentVolume:
+		s.PersistentVolumes = append(s.PersistentVolumes, v)
+	case *corev1.PersistentVolumeClaim:
+		if v.Namespace == "" {
+			v.Namespace = corev1.NamespaceDefault
+		}
+		s.PersistentVolumeClaims = append(s.PersistentVolumeClaims, v)
+	case *storagev1.StorageClass:
+		s.StorageClasses = append(s.StorageClasses, v)
+	case *storagev1.CSINode:
+		s.CSINodes = append(s.CSINodes, v)
+	default:
+		return false
+	}
+	return true
 }
 
 // Report is the simulation's outcome; its JSON shape is documented in docs/simulate.md.
@@ -107,19 +145,20 @@ func Run(ctx context.Context, in *Input) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	solverIn := in.snapshot(objs, time.Time{}).SolverInput()
+	snap := in.snapshot(objs, time.Time{})
+	solverIn := snap.SolverInput()
 	if in.Planner == nil {
 		res, err := solver.Solve(solverIn)
 		if err != nil {
 			return nil, err
 		}
-		return report(res), nil
+		return withUnresolved(report(res), snap), nil
 	}
 	out, err := in.Planner.Solve(ctx, solverIn)
 	if err != nil {
 		return nil, err
 	}
-	r := report(out.Result)
+	r := withUnresolved(report(out.Result), snap)
 	r.Namespaces = map[string]*NamespaceReport{}
 	for name, ns := range out.Namespaces {
 		nr := &NamespaceReport{PricePerHour: round(ns.PricePerHour()), SpotPercent: round(SpotPercent(ns)), BlockedPods: []Pending{}}
@@ -147,6 +186,17 @@ func Run(ctx context.Context, in *Input) (*Report, error) {
 	return r, nil
 }
 
+// withUnresolved adds to the report's unschedulable pods those whose claim or StorageClass
+// does not exist: the controller launches nothing for them either.
+func withUnresolved(r *Report, snap *snapshot.Snapshot) *Report {
+	for _, u := range snap.Unresolved {
+		r.Unschedulable = append(r.Unschedulable, Pending{Pod: solver.PodKey(u.Pod), Reason: u.Reason})
+	}
+	r.Unschedulable = sortedPending(r.Unschedulable)
+	r.Totals.Unschedulable = len(r.Unschedulable)
+	return r
+}
+
 // SpotPercent is a namespace's Spot share once the new NodeClaims launch, under its budget's
 // bounds in force (policies.SpotBounds.Share), or with no on-demand base when it has none.
 func SpotPercent(ns *planner.Namespace) float64 {
@@ -165,7 +215,10 @@ func (in *Input) objects(pending bool) (*snapshot.Objects, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs := &snapshot.Objects{Nodes: in.Nodes, NodePools: pools}
+	objs := &snapshot.Objects{Nodes: in.Nodes, NodePools: pools, LimitRanges: in.LimitRanges, RuntimeClasses: in.RuntimeClasses,
+		PersistentVolumes: in.Storage.PersistentVolumes, PersistentVolumeClaims: in.Storage.PersistentVolumeClaims,
+		StorageClasses: in.Storage.StorageClasses, CSINodes: in.Storage.CSINodes}
+	adm := scheduling.Admission{LimitRanges: in.LimitRanges, RuntimeClasses: in.RuntimeClasses}
 	for _, w := range in.Workloads {
 		switch o := w.(type) {
 		case *appsv1.DaemonSet:
@@ -174,7 +227,7 @@ func (in *Input) objects(pending bool) (*snapshot.Objects, error) {
 			if !pending {
 				continue
 			}
-			ps, err := Expand(w)
+			ps, err := Expand(w, adm)
 			if err != nil {
 				return nil, err
 			}
@@ -205,8 +258,9 @@ func nodePools(in *Input) ([]*karpv1.NodePool, error) {
 	return out, nil
 }
 
-// Expand turns a workload into its pods, named <namespace>/<controller>-<index> from 0.
-func Expand(o runtime.Object) ([]*corev1.Pod, error) {
+// Expand turns a workload into its pods, named <namespace>/<controller>-<index> from 0, with
+// their requests as the API server would admit them.
+func Expand(o runtime.Object, adm scheduling.Admission) ([]*corev1.Pod, error) {
 	var (
 		meta     metav1.ObjectMeta
 		template corev1.PodTemplateSpec
@@ -214,11 +268,10 @@ func Expand(o runtime.Object) ([]*corev1.Pod, error) {
 	)
 	switch w := o.(type) {
 	case *corev1.Pod:
-		p := w.DeepCopy()
+		p := adm.Admit(w)
 		if p.Namespace == "" {
 			p.Namespace = corev1.NamespaceDefault
 		}
-		defaultRequests(&p.Spec)
 		return []*corev1.Pod{p}, nil
 	case *appsv1.Deployment:
 		meta, template, replicas = w.ObjectMeta, w.Spec.Template, ptr.Deref(w.Spec.Replicas, 1)
@@ -245,32 +298,12 @@ func Expand(o runtime.Object) ([]*corev1.Pod, error) {
 	}
 	pods := make([]*corev1.Pod, 0, replicas)
 	for i := range replicas {
-		p := &corev1.Pod{ObjectMeta: *template.ObjectMeta.DeepCopy(), Spec: *template.Spec.DeepCopy()}
+		p := &corev1.Pod{ObjectMeta: template.ObjectMeta, Spec: template.Spec}
 		p.Name = fmt.Sprintf("%s-%d", meta.Name, i)
 		p.Namespace = ns
-		defaultRequests(&p.Spec)
-		pods = append(pods, p)
+		pods = append(pods, adm.Admit(p))
 	}
 	return pods, nil
-}
-
-// defaultRequests sets a container's request to its limit where only the limit is given, as
-// the API server's defaulting does: a GPU asked for in limits alone is requested.
-func defaultRequests(spec *corev1.PodSpec) {
-	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for i := range cs {
-			r := &cs[i].Resources
-			for name, q := range r.Limits {
-				if _, ok := r.Requests[name]; ok {
-					continue
-				}
-				if r.Requests == nil {
-					r.Requests = corev1.ResourceList{}
-				}
-				r.Requests[name] = q.DeepCopy()
-			}
-		}
-	}
 }
 
 func report(res *solver.Result) *Report {
