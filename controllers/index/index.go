@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
@@ -27,6 +28,8 @@ const (
 	// NodeClaimInstanceID indexes NodeClaims by the instance ID of their provider ID (the part
 	// after its last "/", as a cloud's interruption notices name instances).
 	NodeClaimInstanceID = "status.providerID.instance"
+	// VolumeAttachmentNodeName indexes VolumeAttachments by spec.nodeName.
+	VolumeAttachmentNodeName = "spec.nodeName"
 )
 
 // Index is one field index: objects of Object's kind by Field, the values Extract gives.
@@ -44,6 +47,7 @@ var Indexes = []Index{
 	{&karpv1.NodeClaim{}, NodeClaimInstanceID, func(o client.Object) []string { return nonEmpty(InstanceID(o.(*karpv1.NodeClaim).Status.ProviderID)) }},
 	{&corev1.Node{}, NodeProviderID, func(o client.Object) []string { return nonEmpty(o.(*corev1.Node).Spec.ProviderID) }},
 	{&corev1.Pod{}, PodNodeName, func(o client.Object) []string { return nonEmpty(o.(*corev1.Pod).Spec.NodeName) }},
+	{&storagev1.VolumeAttachment{}, VolumeAttachmentNodeName, func(o client.Object) []string { return nonEmpty(o.(*storagev1.VolumeAttachment).Spec.NodeName) }},
 }
 
 // Register adds the indexes to the manager's cache; call it once, before the manager starts.

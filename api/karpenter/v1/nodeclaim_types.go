@@ -152,6 +152,9 @@ const (
 	ConditionTypeDrifted        = "Drifted"
 	ConditionTypeConsolidatable = "Consolidatable"
 	ConditionTypeDrained        = "Drained"
+	// ConditionTypeVolumesDetached is True once the drained node's VolumeAttachments of
+	// drainable pods are gone (False when terminationGracePeriod ran out first).
+	ConditionTypeVolumesDetached = "VolumesDetached"
 	// ConditionTypeInstanceTerminating is True once termination asked the cloud provider to
 	// terminate the instance, after the drain.
 	ConditionTypeInstanceTerminating = "InstanceTerminating"

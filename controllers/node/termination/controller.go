@@ -5,8 +5,9 @@
 // NodeClaim's terminationGracePeriod, then asks the cloud provider to terminate the instance
 // and removes the karpenter.sh/termination finalizer once it is gone. A node that is not Ready
 // and whose instance the cloud provider no longer has is let go at once: nothing is left to
-// drain. It writes the Node (taint, finalizer), the NodeClaim's Drained and InstanceTerminating
-// conditions, and pods (evictions, deletions for the deadline), nothing else
+// drain. Between the drain and the instance's termination it waits for the VolumeAttachments
+// of the drained pods' volumes to go (volumes.go). It writes the Node (taint, finalizer), the
+// NodeClaim's Drained, VolumesDetached and InstanceTerminating conditions, and pods (evictions, deletions for the deadline), nothing else
 // (docs/architecture.md, "Data flow": termination).
 package termination
 
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,6 +96,12 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*corev1.Pod).Spec.NodeName}}}
 		}), builder.WithPredicates(leaving)).
+		// A volume detached brings its node back (awaitVolumeDetachment).
+		Watches(&storagev1.VolumeAttachment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*storagev1.VolumeAttachment).Spec.NodeName}}}
+		}), builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false }, UpdateFunc: func(event.UpdateEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false }})).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
 }
 
@@ -129,6 +137,9 @@ func (c *Controller) Reconcile(ctx context.Context, node *corev1.Node) (reconcil
 	}
 	deadline := c.deadline(node, nc)
 	result, err := c.drain(ctx, node, nc, deadline)
+	if err == nil && result.IsZero() {
+		result, err = c.awaitVolumeDetachment(ctx, node, nc, deadline)
+	}
 	if err == nil && result.IsZero() {
 		result, err = c.terminateInstance(ctx, nc)
 	}
