@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/scheduling"
 	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
@@ -129,6 +130,23 @@ func StaticDrift(labels map[string]string, nc *karpv1.NodeClaim, np *karpv1.Node
 		return "RequirementsDrifted"
 	}
 	return ""
+}
+
+// InstanceTypeNotFound reports whether the node's instance type (its label) is no longer in
+// the catalog its NodePool's node class offers, as upstream's InstanceTypeNotFound drift: a
+// node whose type is gone cannot be launched again as it is, and is replaced. A node without
+// the label (not launched by Karpenter) has no type to lose.
+func InstanceTypeNotFound(labels map[string]string, its []*cloudprovider.InstanceType) bool {
+	name := labels[karpv1.LabelInstanceType]
+	if name == "" {
+		return false
+	}
+	for _, it := range its {
+		if it.Name == name {
+			return false
+		}
+	}
+	return true
 }
 
 // blocked says why voluntary, graceful disruption of the node must wait: the node's or a

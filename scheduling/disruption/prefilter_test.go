@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
 )
 
 // Single-node consolidation skips, without simulating, a candidate whose largest pod fits in
@@ -117,5 +118,21 @@ func TestCheaperTypesOfPoolsThePodsCannotUseDoNotCount(t *testing.T) {
 				t.Errorf("commands %v, want some = %v", commandNames(cmds), !tc.hopeless)
 			}
 		})
+	}
+}
+
+func TestInstanceTypeNotFound(t *testing.T) {
+	its := []*cloudprovider.InstanceType{{Name: "m5.large"}, {Name: "c6g.xlarge"}}
+	for _, tc := range []struct {
+		labels map[string]string
+		gone   bool
+	}{
+		{map[string]string{karpv1.LabelInstanceType: "m5.large"}, false},
+		{map[string]string{karpv1.LabelInstanceType: "m4.large"}, true},
+		{map[string]string{}, false}, // a node not launched by Karpenter
+	} {
+		if got := InstanceTypeNotFound(tc.labels, its); got != tc.gone {
+			t.Errorf("%v: InstanceTypeNotFound %v, want %v", tc.labels, got, tc.gone)
+		}
 	}
 }

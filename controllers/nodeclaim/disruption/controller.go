@@ -1,7 +1,7 @@
 // Package disruption keeps the NodeClaim conditions disruption reads: Consolidatable (its
 // NodePool's consolidateAfter has passed since a pod last came to its node or left it) and
 // Drifted (the cloud provider, its NodePool's template hash or its requirements say the node no
-// longer matches), and status.lastPodEventTime, from the pod events the cluster model saw. It
+// longer matches, or its instance type is no longer in the provider's catalog), and status.lastPodEventTime, from the pod events the cluster model saw. It
 // writes NodeClaim status only, and only when a condition changes, so that a
 // scale-out's pod bindings cost no writes.
 package disruption
@@ -176,6 +176,12 @@ func (c *Controller) drifted(ctx context.Context, nc *karpv1.NodeClaim, np *karp
 			labels = node.Labels
 		}
 		why = methods.StaticDrift(labels, nc, np)
+		if why == "" {
+			// An error (a node class not ready) is no verdict either.
+			if its, err := c.cloud.GetInstanceTypes(ctx, np); err == nil && methods.InstanceTypeNotFound(labels, its) {
+				why = "InstanceTypeNotFound"
+			}
+		}
 	}
 	if why == "" {
 		meta.RemoveStatusCondition(&nc.Status.Conditions, karpv1.ConditionTypeDrifted)
