@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 )
 
 func readyNode(status corev1.ConditionStatus, at time.Time) *corev1.Node {
@@ -61,6 +63,38 @@ func TestNodeChangedIgnoresHeartbeats(t *testing.T) {
 		mutate(changed)
 		if !NodeChanged(old, changed) {
 			t.Errorf("%s does not count as a change", name)
+		}
+	}
+}
+
+func TestDoNotDisrupt(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	pod := func(v string, created, started time.Duration) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(now.Add(-created))}}
+		if v != "" {
+			p.Annotations = map[string]string{karpv1.DoNotDisruptAnnotationKey: v}
+		}
+		if started > 0 {
+			p.Status.StartTime = &metav1.Time{Time: now.Add(-started)}
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name  string
+		pod   *corev1.Pod
+		holds bool
+		until time.Time
+	}{
+		{"no annotation", pod("", time.Hour, time.Hour), false, time.Time{}},
+		{"true holds for as long as it is set", pod("true", time.Hour, time.Hour), true, time.Time{}},
+		{"a duration counts from the start", pod("1h", 3*time.Hour, 30*time.Minute), true, now.Add(30 * time.Minute)},
+		{"a duration run out", pod("1h", 3*time.Hour, 2*time.Hour), false, now.Add(-time.Hour)},
+		{"not started: from creation", pod("1h", 30*time.Minute, 0), true, now.Add(30 * time.Minute)},
+		{"not a duration", pod("forever", time.Hour, time.Hour), false, time.Time{}},
+	} {
+		holds, until := DoNotDisrupt(tc.pod, now)
+		if holds != tc.holds || !until.Equal(tc.until) {
+			t.Errorf("%s: %v until %s, want %v until %s", tc.name, holds, until, tc.holds, tc.until)
 		}
 	}
 }

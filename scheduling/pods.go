@@ -73,6 +73,30 @@ func ToleratesDisrupted(p *corev1.Pod) bool {
 	return ToleratesTaint(p, &karpv1.DisruptedNoScheduleTaint)
 }
 
+// DoNotDisrupt reports whether the pod's karpenter.sh/do-not-disrupt annotation holds at now,
+// and until when: "true" holds for as long as it is set (a zero time); a duration ("1h") holds
+// for that long from the pod's start (status.startTime; its creation while it has not
+// started), as upstream Karpenter counts it. Any other value does not hold.
+func DoNotDisrupt(p *corev1.Pod, now time.Time) (bool, time.Time) {
+	v, ok := p.Annotations[karpv1.DoNotDisruptAnnotationKey]
+	if !ok {
+		return false, time.Time{}
+	}
+	if v == "true" {
+		return true, time.Time{}
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return false, time.Time{}
+	}
+	start := p.CreationTimestamp.Time
+	if p.Status.StartTime != nil {
+		start = p.Status.StartTime.Time
+	}
+	until := start.Add(d)
+	return now.Before(until), until
+}
+
 // IsStuckTerminating reports whether the pod has been terminating longer than its grace
 // period: its deletionTimestamp (the deletion request plus the grace period) has passed, so
 // whatever holds it (a finalizer, a kubelet that is gone) is not the pod shutting down.

@@ -286,7 +286,14 @@ func (c *Controller) noteUnconsolidatable(snap *methods.Cluster) {
 		c.noted[key] = now
 		for _, cand := range snap.Candidates {
 			if cand.Name() == u.Node && cand.NodeClaim != nil {
-				c.recorder.Eventf(cand.NodeClaim, nil, corev1.EventTypeNormal, "Unconsolidatable", "Disruption", "%s", u.Reason)
+				// A node that graceful disruption must leave alone (do-not-disrupt on it or on
+				// a pod, named; a PDB; nominated pods) is DisruptionBlocked, as upstream;
+				// one no method would act on is Unconsolidatable.
+				reason := "Unconsolidatable"
+				if cand.Blocked != "" && cand.Blocked == u.Reason {
+					reason = "DisruptionBlocked"
+				}
+				c.recorder.Eventf(cand.NodeClaim, nil, corev1.EventTypeNormal, reason, "Disruption", "%s", u.Reason)
 			}
 		}
 	}

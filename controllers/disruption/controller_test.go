@@ -412,3 +412,19 @@ func TestAdoptOrRollBackWhatIsInFlight(t *testing.T) {
 		t.Fatalf("only the deleted candidates stay tainted: %d", tainted)
 	}
 }
+
+// A blocked node's event is DisruptionBlocked and names what blocks it (a pod's
+// do-not-disrupt names the pod); a node no method acts on is Unconsolidatable.
+func TestBlockedNodesAreDisruptionBlocked(t *testing.T) {
+	rec := events.NewFakeRecorder(10)
+	ctl := NewController(nil, nil, nil, rec, clocktesting.NewFakeClock(now), nil, methods.Options{})
+	blocked := "pod default/db-0 has karpenter.sh/do-not-disrupt"
+	ctl.noteUnconsolidatable(&methods.Cluster{Candidates: []*methods.Candidate{
+		{Node: &scheduling.Node{Name: "a"}, NodeClaim: &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, Blocked: blocked},
+		{Node: &scheduling.Node{Name: "b"}, NodeClaim: &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "b"}}}},
+		Unconsolidatable: []methods.Unconsolidatable{{Node: "a", Reason: blocked}, {Node: "b", Reason: "no cheaper replacement"}}})
+	got := []string{<-rec.Events, <-rec.Events}
+	if got[0] != "Normal DisruptionBlocked "+blocked || got[1] != "Normal Unconsolidatable no cheaper replacement" {
+		t.Fatalf("events %q", got)
+	}
+}

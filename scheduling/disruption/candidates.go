@@ -170,17 +170,8 @@ func blocked(n *corev1.Node, cand *Candidate, pdbs *pdbLimits, now time.Time) st
 // doNotDisrupt reports whether a pod's karpenter.sh/do-not-disrupt holds now: "true" always,
 // a duration ("30m") for that long after the pod was created.
 func doNotDisrupt(p *corev1.Pod, now time.Time) bool {
-	v, ok := p.Annotations[karpv1.DoNotDisruptAnnotationKey]
-	if !ok {
-		return false
-	}
-	if v == "true" {
-		return true
-	}
-	if d, err := time.ParseDuration(v); err == nil {
-		return now.Before(p.CreationTimestamp.Add(d))
-	}
-	return false
+	holds, _ := scheduling.DoNotDisrupt(p, now)
+	return holds
 }
 
 // disruptionCost is what disrupting the node costs its pods: their eviction costs

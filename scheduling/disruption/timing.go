@@ -5,7 +5,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
-	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
 // NextChange is the first moment after c.Now when time alone can change what a pass decides:
@@ -28,10 +28,8 @@ func (c *Cluster) NextChange() time.Time {
 			consider(cand.CreatedAt.Add(*d))
 		}
 		for _, p := range cand.Pods {
-			if v := p.Annotations[karpv1.DoNotDisruptAnnotationKey]; v != "" && v != "true" {
-				if d, err := time.ParseDuration(v); err == nil {
-					consider(p.CreationTimestamp.Add(d))
-				}
+			if holds, until := scheduling.DoNotDisrupt(p, c.Now); holds && !until.IsZero() {
+				consider(until)
 			}
 		}
 	}

@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 	"github.com/karpenter-policy/karpenter/scheduling"
@@ -143,8 +142,12 @@ func (q *EvictionQueue) Reconcile(ctx context.Context, p *corev1.Pod) (reconcile
 		q.done(p)
 		return reconcile.Result{}, nil
 	}
-	if p.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
-		// Waits for the pod to finish or for the deadline, backing off.
+	if holds, until := scheduling.DoNotDisrupt(p, now); holds {
+		// Waits for the pod to finish, for its do-not-disrupt duration to run out, or for the
+		// deadline, backing off.
+		if !until.IsZero() && until.Sub(now) < Backoff.Max {
+			return reconcile.Result{RequeueAfter: until.Sub(now)}, nil
+		}
 		return ratelimit.Again(), nil
 	}
 	return q.evict(ctx, p)

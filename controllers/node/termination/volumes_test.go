@@ -86,3 +86,30 @@ func TestVolumeDetachmentWaitEndsAtTheDeadline(t *testing.T) {
 		t.Fatal("past the deadline the instance is terminated")
 	}
 }
+
+// A do-not-disrupt duration holds a pod's eviction until it runs out, counted from the pod's
+// start; the queue comes back when it does, and then evicts.
+func TestDoNotDisruptDurationHoldsTheEviction(t *testing.T) {
+	ctx := context.Background()
+	p := pod("batch", func(p *corev1.Pod) {
+		p.Annotations = map[string]string{karpv1.DoNotDisruptAnnotationKey: "10m"}
+		p.Status.StartTime = &metav1.Time{Time: now.Add(-5 * time.Minute)}
+	})
+	w := newWorld(t, interceptor.Funcs{}, p)
+	q := w.ctl.queue
+	q.Add(nil, p)
+	res, err := q.Reconcile(ctx, p)
+	if err != nil || res.IsZero() {
+		t.Fatalf("held for 5 more minutes: %v %v", res, err)
+	}
+	if err := w.client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}); err != nil {
+		t.Fatal("not evicted while its duration runs")
+	}
+	w.clock.SetTime(now.Add(5*time.Minute + time.Second))
+	if res, err := q.Reconcile(ctx, p); err != nil || !res.IsZero() {
+		t.Fatalf("evicted once the duration ran out: %v %v", res, err)
+	}
+	if err := w.client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}); err == nil {
+		t.Fatal("the pod is evicted once its duration ran out")
+	}
+}
