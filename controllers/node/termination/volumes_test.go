@@ -75,7 +75,9 @@ func TestTerminationAwaitsVolumeDetachment(t *testing.T) {
 // With terminationGracePeriod elapsed, the wait ends: the instance goes with the volume still
 // attached, and VolumesDetached says so.
 func TestVolumeDetachmentWaitEndsAtTheDeadline(t *testing.T) {
-	nc := claim(func(nc *karpv1.NodeClaim) { nc.Spec.TerminationGracePeriod = &metav1.Duration{Duration: 30 * time.Second} })
+	nc := claim(func(nc *karpv1.NodeClaim) {
+		nc.Spec.TerminationGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
+	})
 	w := newWorld(t, interceptor.Funcs{}, deletingNode(true), nc, attachment("va-db", "pv-db"))
 	w.cloud.Add(providerID)
 	w.reconcile(t)
