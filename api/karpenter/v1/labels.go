@@ -24,6 +24,9 @@ const (
 
 	// DoNotDisruptAnnotationKey on a pod or node blocks voluntary disruption.
 	DoNotDisruptAnnotationKey = Group + "/do-not-disrupt"
+	// DoNotSyncTaintsLabelKey on a Node keeps registration from copying its NodeClaim's taints
+	// and startup taints to it (the node's bootstrap sets them itself).
+	DoNotSyncTaintsLabelKey = Group + "/do-not-sync-taints"
 	// NodePoolHashAnnotationKey holds the hash of the NodePool template, for drift detection.
 	NodePoolHashAnnotationKey = Group + "/nodepool-hash"
 	// NodePoolHashVersionAnnotationKey holds the version of the hashing scheme.

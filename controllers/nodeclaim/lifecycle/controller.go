@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -385,20 +387,27 @@ func (c *Controller) registerNode(ctx context.Context, nc *karpv1.NodeClaim) (*c
 	if node.Labels == nil {
 		node.Labels = map[string]string{}
 	}
+	firstTime := node.Labels[karpv1.NodeRegisteredLabelKey] != "true"
 	for k, v := range nc.Labels {
 		node.Labels[k] = v
 	}
+	if len(nc.Annotations) > 0 && node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	for k, v := range nc.Annotations {
+		node.Annotations[k] = v
+	}
 	node.Labels[karpv1.NodeRegisteredLabelKey] = "true"
 	controllerutil.AddFinalizer(node, karpv1.TerminationFinalizer)
-	var taints []corev1.Taint
-	for _, t := range node.Spec.Taints {
-		if t.Key != karpv1.UnregisteredTaintKey {
-			taints = append(taints, t)
-		}
+	if firstTime && !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&karpv1.UnregisteredNoExecuteTaint) }) {
+		// The taint keeps pods off a node until it carries its NodeClaim's labels and taints;
+		// a bootstrap that leaves it out lets pods land on a node that is not ready for them.
+		c.recorder.Eventf(nc, nil, corev1.EventTypeWarning, "UnregisteredTaintMissing", "Registration",
+			"Node %s registered without the %s taint: pods may have scheduled before its labels and taints were set", node.Name, karpv1.UnregisteredTaintKey)
 	}
-	node.Spec.Taints = taints
-	if !equality.Semantic.DeepEqual(original.Labels, node.Labels) || !equality.Semantic.DeepEqual(original.Finalizers, node.Finalizers) ||
-		len(original.Spec.Taints) != len(node.Spec.Taints) {
+	node.Spec.Taints = syncTaints(node, nc)
+	if !equality.Semantic.DeepEqual(original.Labels, node.Labels) || !equality.Semantic.DeepEqual(original.Annotations, node.Annotations) ||
+		!equality.Semantic.DeepEqual(original.Finalizers, node.Finalizers) || !equality.Semantic.DeepEqual(original.Spec.Taints, node.Spec.Taints) {
 		if err := c.client.Patch(ctx, node, patch); err != nil {
 			return nil, fmt.Errorf("registering node %s: %w", node.Name, err)
 		}
@@ -406,7 +415,65 @@ func (c *Controller) registerNode(ctx context.Context, nc *karpv1.NodeClaim) (*c
 	return node, nil
 }
 
-// initialize waits for the Node to be Ready with its startup taints gone.
+// syncTaints are the Node's taints at registration: without the unregistered taint, and, unless
+// the Node has karpenter.sh/do-not-sync-taints, with each of its NodeClaim's taints and startup
+// taints it lacks (as upstream: a provider or bootstrap that did not register them does not
+// leave the node open to pods the NodePool keeps off it).
+func syncTaints(node *corev1.Node, nc *karpv1.NodeClaim) []corev1.Taint {
+	var out []corev1.Taint
+	for _, t := range node.Spec.Taints {
+		if t.Key != karpv1.UnregisteredTaintKey {
+			out = append(out, t)
+		}
+	}
+	if node.Labels[karpv1.DoNotSyncTaintsLabelKey] == "true" {
+		return out
+	}
+	for _, t := range slices.Concat(nc.Spec.Taints, nc.Spec.StartupTaints) {
+		if !slices.ContainsFunc(out, func(o corev1.Taint) bool { return o.MatchTaint(&t) }) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// KnownEphemeralTaints go by themselves as a node comes up (the node lifecycle controller's
+// not-ready and unreachable taints, the cloud controller's uninitialized one): as upstream,
+// a node is not initialized while one remains, and registration does not count them as the
+// NodeClaim's.
+var KnownEphemeralTaints = []corev1.Taint{
+	{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule},
+	{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule},
+}
+
+// unregisteredResource names an extended resource (nvidia.com/gpu, ...) the NodeClaim's instance
+// type promises that the Node does not offer yet: its device plugin has not registered it,
+// and pods that need it cannot schedule there.
+func unregisteredResource(node *corev1.Node, nc *karpv1.NodeClaim) (corev1.ResourceName, bool) {
+	for name, q := range nc.Status.Allocatable {
+		if q.IsZero() || !isExtended(name) {
+			continue
+		}
+		if got, ok := node.Status.Allocatable[name]; !ok || got.IsZero() {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// isExtended reports whether a resource is an extended one (a device plugin's), not one the
+// kubelet always reports.
+func isExtended(name corev1.ResourceName) bool {
+	switch name {
+	case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage, corev1.ResourceStorage:
+		return false
+	}
+	return !strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) && !strings.HasPrefix(string(name), corev1.ResourceAttachableVolumesPrefix)
+}
+
+// initialize waits for the Node to be Ready with its startup and known ephemeral taints gone
+// and the extended resources its instance type promises registered.
 func (c *Controller) initialize(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
 	if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
 		return reconcile.Result{}, nil
@@ -429,8 +496,23 @@ func (c *Controller) initialize(ctx context.Context, nc *karpv1.NodeClaim) (reco
 			}
 		}
 	}
+	for _, et := range KnownEphemeralTaints {
+		for _, t := range node.Spec.Taints {
+			if t.MatchTaint(&et) {
+				c.setCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, "KnownEphemeralTaintsPresent", "taint "+t.Key+" is still on the node")
+				return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
+			}
+		}
+	}
+	if name, missing := unregisteredResource(node, nc); missing {
+		c.setCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, "ResourceNotRegistered", "resource "+string(name)+" is not registered on the node")
+		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
+	}
 	if node.Labels[karpv1.NodeInitializedLabelKey] != "true" {
 		patch := client.MergeFrom(node.DeepCopy())
+		if node.Labels == nil {
+			node.Labels = map[string]string{}
+		}
 		node.Labels[karpv1.NodeInitializedLabelKey] = "true"
 		if err := c.client.Patch(ctx, node, patch); err != nil {
 			return reconcile.Result{}, err
