@@ -34,6 +34,9 @@ type CloudProvider interface {
 	GetInstanceTypes(ctx context.Context, nodePool *karpv1.NodePool) ([]*InstanceType, error)
 	// IsDrifted returns why the NodeClaim's instance no longer matches its node class, or "".
 	IsDrifted(ctx context.Context, nodeClaim *karpv1.NodeClaim) (DriftReason, error)
+	// RepairPolicies are the node conditions that make the NodePool's nodes unhealthy, each
+	// once it has held for its toleration: node repair replaces such a node.
+	RepairPolicies(ctx context.Context, nodePool *karpv1.NodePool) ([]RepairPolicy, error)
 	// Name is the provider's name, e.g. "kwok" or "aws".
 	Name() string
 	// GetSupportedNodeClasses returns an empty object of each node class kind it serves.
@@ -176,4 +179,12 @@ type NoticeQueue interface {
 	Receive(ctx context.Context) ([]Notice, error)
 	// Done removes a notice from the queue once acted on (or found unreadable).
 	Done(ctx context.Context, n Notice) error
+}
+
+// RepairPolicy is a node condition that makes a node unhealthy: node repair replaces a node
+// whose condition of that type has had that status for TolerationDuration.
+type RepairPolicy struct {
+	ConditionType      corev1.NodeConditionType
+	ConditionStatus    corev1.ConditionStatus
+	TolerationDuration time.Duration
 }

@@ -32,5 +32,24 @@ func NodeChanged(a, b *corev1.Node) bool {
 	return readyA != readyB || a.Spec.Unschedulable != b.Spec.Unschedulable || a.Spec.ProviderID != b.Spec.ProviderID ||
 		!equality.Semantic.DeepEqual(a.DeletionTimestamp, b.DeletionTimestamp) || !equality.Semantic.DeepEqual(a.Labels, b.Labels) ||
 		!equality.Semantic.DeepEqual(a.Annotations, b.Annotations) || !equality.Semantic.DeepEqual(a.Spec.Taints, b.Spec.Taints) ||
-		!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable) || !equality.Semantic.DeepEqual(a.Finalizers, b.Finalizers)
+		!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable) || !equality.Semantic.DeepEqual(a.Finalizers, b.Finalizers) ||
+		conditionsChanged(a.Status.Conditions, b.Status.Conditions)
+}
+
+// conditionsChanged reports whether a condition came, went or changed its status (what node
+// repair reads); a heartbeat changes none.
+func conditionsChanged(a, b []corev1.NodeCondition) bool {
+	if len(a) != len(b) {
+		return true
+	}
+	status := make(map[corev1.NodeConditionType]corev1.ConditionStatus, len(a))
+	for _, c := range a {
+		status[c.Type] = c.Status
+	}
+	for _, c := range b {
+		if s, ok := status[c.Type]; !ok || s != c.Status {
+			return true
+		}
+	}
+	return false
 }

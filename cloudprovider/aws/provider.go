@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -55,6 +56,24 @@ func NewProvider(c client.Reader, s Settings, clients *Clients, types *InstanceT
 
 // Name is "aws".
 func (p *Provider) Name() string { return "aws" }
+
+// RepairPolicies are upstream's AWS provider's: a node NotReady (False or Unknown) for 30
+// minutes; the node monitoring agent's AcceleratedHardwareReady False for 10 minutes, and its
+// StorageReady, NetworkingReady, KernelReady and ContainerRuntimeReady False for 30.
+func (p *Provider) RepairPolicies(context.Context, *karpv1.NodePool) ([]cloudprovider.RepairPolicy, error) {
+	policy := func(t string, s corev1.ConditionStatus, d time.Duration) cloudprovider.RepairPolicy {
+		return cloudprovider.RepairPolicy{ConditionType: corev1.NodeConditionType(t), ConditionStatus: s, TolerationDuration: d}
+	}
+	return []cloudprovider.RepairPolicy{
+		policy("Ready", corev1.ConditionFalse, 30*time.Minute),
+		policy("Ready", corev1.ConditionUnknown, 30*time.Minute),
+		policy("AcceleratedHardwareReady", corev1.ConditionFalse, 10*time.Minute),
+		policy("StorageReady", corev1.ConditionFalse, 30*time.Minute),
+		policy("NetworkingReady", corev1.ConditionFalse, 30*time.Minute),
+		policy("KernelReady", corev1.ConditionFalse, 30*time.Minute),
+		policy("ContainerRuntimeReady", corev1.ConditionFalse, 30*time.Minute),
+	}, nil
+}
 
 // GetSupportedNodeClasses is EC2NodeClass.
 func (p *Provider) GetSupportedNodeClasses() []cloudprovider.NodeClass {

@@ -19,6 +19,8 @@ type Provider struct {
 	deletes   map[string]int
 	// DeleteCalls is how many Delete calls an instance takes to be gone (0 and 1: the first).
 	DeleteCalls int
+	// Repair are what RepairPolicies returns for every NodePool.
+	Repair []cloudprovider.RepairPolicy
 	// InstanceTypes are what GetInstanceTypes returns for every NodePool.
 	InstanceTypes []*cloudprovider.InstanceType
 	// GetErr, when set, is what Get returns.
@@ -107,6 +109,11 @@ func (p *Provider) IsDrifted(context.Context, *karpv1.NodeClaim) (cloudprovider.
 
 // Name is "fake".
 func (p *Provider) Name() string { return "fake" }
+
+// RepairPolicies returns Repair.
+func (p *Provider) RepairPolicies(context.Context, *karpv1.NodePool) ([]cloudprovider.RepairPolicy, error) {
+	return p.Repair, nil
+}
 
 // GetSupportedNodeClasses returns none.
 func (p *Provider) GetSupportedNodeClasses() []cloudprovider.NodeClass { return nil }

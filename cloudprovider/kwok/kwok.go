@@ -80,6 +80,24 @@ func (p *Provider) MarkUnavailable(instanceType, zone, capacityType string) {
 	p.gen++
 }
 
+// RepairPolicies are upstream kwok's (a node Ready False or Unknown for 10 minutes) and the
+// node class's repairPolicies.
+func (p *Provider) RepairPolicies(ctx context.Context, np *karpv1.NodePool) ([]cloudprovider.RepairPolicy, error) {
+	out := []cloudprovider.RepairPolicy{
+		{ConditionType: corev1.NodeReady, ConditionStatus: corev1.ConditionFalse, TolerationDuration: 10 * time.Minute},
+		{ConditionType: corev1.NodeReady, ConditionStatus: corev1.ConditionUnknown, TolerationDuration: 10 * time.Minute},
+	}
+	nc, err := p.nodeClass(ctx, np.Spec.Template.Spec.NodeClassRef)
+	if err != nil {
+		return out, err
+	}
+	for _, rp := range nc.Spec.RepairPolicies {
+		out = append(out, cloudprovider.RepairPolicy{ConditionType: corev1.NodeConditionType(rp.ConditionType),
+			ConditionStatus: corev1.ConditionStatus(rp.ConditionStatus), TolerationDuration: rp.Toleration.Duration})
+	}
+	return out, nil
+}
+
 // Name is "kwok".
 func (p *Provider) Name() string { return Name }
 

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/state"
@@ -180,6 +181,7 @@ func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
 		}
 	}
 	c.noteUnconsolidatable(snap)
+	c.noteRepair(snap)
 	if err != nil {
 		return false, err
 	}
@@ -235,7 +237,18 @@ func (c *Controller) Snapshot(ctx context.Context) (*methods.Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	mc := methods.NewCluster(snap, c.opts)
+	opts := c.opts
+	if opts.NodeRepair {
+		opts.RepairPolicies = func(np *karpv1.NodePool) []cloudprovider.RepairPolicy {
+			ps, err := c.cloud.RepairPolicies(ctx, np)
+			if err != nil {
+				// The provider's own policies still hold (a node class not ready adds none).
+				log.FromContext(ctx).V(1).Info("repair policies", "NodePool", np.Name, "error", err.Error())
+			}
+			return ps
+		}
+	}
+	mc := methods.NewCluster(snap, opts)
 	mc.InFlight(c.Orchestrator.InFlight())
 	if c.engine != nil {
 		mc.Gate = methods.NewPolicyGate(planner.New(c.engine, snap.Objects.Namespaces, snap.Objects.CapacityBudgets, snap.Now), mc)
@@ -296,6 +309,23 @@ func (c *Controller) noteUnconsolidatable(snap *methods.Cluster) {
 				c.recorder.Eventf(cand.NodeClaim, nil, corev1.EventTypeNormal, reason, "Disruption", "%s", u.Reason)
 			}
 		}
+	}
+}
+
+// noteRepair emits, for each unhealthy node repair left alone, NodeRepairBlocked (the pool's
+// breaker) or DisruptionBlocked on its NodeClaim, at most once per UnconsolidatableEvery
+// for the same message.
+func (c *Controller) noteRepair(snap *methods.Cluster) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	for _, n := range snap.RepairNotes {
+		key := n.Node + "\x00" + n.Message
+		if _, ok := c.noted[key]; ok || n.NodeClaim == nil {
+			continue
+		}
+		c.noted[key] = now
+		c.recorder.Eventf(n.NodeClaim, nil, corev1.EventTypeWarning, n.Event, "Repair", "%s", n.Message)
 	}
 }
 

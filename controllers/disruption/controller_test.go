@@ -428,3 +428,29 @@ func TestBlockedNodesAreDisruptionBlocked(t *testing.T) {
 		t.Fatalf("events %q", got)
 	}
 }
+
+// A repair command terminates its node forcefully: the NodeClaim's termination deadline is set
+// to now before it is deleted, so that the drain deletes its pods at once.
+func TestRepairIsForceful(t *testing.T) {
+	f := newFleet(t, 3, "1")
+	mc, err := f.ctl.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cand *methods.Candidate
+	for _, c := range mc.Candidates {
+		if c.Name() == "node-0" {
+			cand = c
+		}
+	}
+	f.ctl.Orchestrator.Add(mc, &methods.Command{Reason: methods.ReasonUnhealthy, Decision: methods.DecisionDelete, Candidates: []*methods.Candidate{cand},
+		Forceful: true, Condition: "ExampleUnhealthy"})
+	f.reconcileAll(t)
+	nc := &karpv1.NodeClaim{}
+	if err := f.client.Get(context.Background(), client.ObjectKey{Name: "node-0"}, nc); err != nil {
+		t.Fatal(err)
+	}
+	if nc.DeletionTimestamp == nil || nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey] != now.UTC().Format(time.RFC3339) {
+		t.Fatalf("deleted with the deadline now: deletion %v, annotations %v", nc.DeletionTimestamp, nc.Annotations)
+	}
+}

@@ -95,9 +95,14 @@ type command struct {
 	pools   map[string]*karpv1.NodePool
 	started time.Time
 	marked  bool
+	// condition is the node condition repair acts on ("" for other reasons, and for a repair
+	// adopted after a restart).
+	condition string
 }
 
-type candidateRef struct{ node, nodeClaim string }
+// candidateRef names a candidate's node and NodeClaim, with its NodePool and capacity type
+// for metrics.
+type candidateRef struct{ node, nodeClaim, nodePool, capacityType string }
 
 // NewOrchestrator returns the orchestrator; Register it with the manager.
 func NewOrchestrator(c client.Client, cluster *state.Cluster, recorder events.EventRecorder, clk clock.Clock) *Orchestrator {
@@ -152,9 +157,9 @@ func (o *Orchestrator) Len() int {
 func (o *Orchestrator) Add(c *methods.Cluster, cmd *methods.Command) string {
 	in := &command{id: "d-" + utilrand.String(8), reason: cmd.Reason, decision: cmd.Decision, consolidationType: cmd.ConsolidationType,
 		savings: cmd.Savings(), planned: cmd.Replacements, want: len(cmd.Replacements), moves: cmd.Moves, pools: map[string]*karpv1.NodePool{},
-		started: o.clock.Now()}
+		started: o.clock.Now(), condition: cmd.Condition}
 	for _, cand := range cmd.Candidates {
-		ref := candidateRef{node: cand.Name()}
+		ref := candidateRef{node: cand.Name(), nodePool: cand.NodePool.Name, capacityType: cand.CapacityType}
 		if cand.NodeClaim != nil {
 			ref.nodeClaim = cand.NodeClaim.Name
 		}
@@ -224,6 +229,14 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 		return ratelimit.Again(), nil
 	}
 	for _, c := range cmd.candidates {
+		if cmd.reason == methods.ReasonUnhealthy {
+			// Repair is forceful: the node is unhealthy, and its pods are deleted at once
+			// rather than waiting on PDBs or do-not-disrupt (the termination deadline is now).
+			if err := o.forceTermination(ctx, c); err != nil {
+				return ratelimit.Retry(err)
+			}
+			metrics.NodeClaimsUnhealthyDisrupted.WithLabelValues(cmd.condition, c.nodePool, c.capacityType).Inc()
+		}
 		if err := o.remove(ctx, c); err != nil {
 			return ratelimit.Retry(err)
 		}
@@ -348,6 +361,30 @@ func (o *Orchestrator) remove(ctx context.Context, c candidateRef) error {
 	}
 	if err := o.client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting %s: %w", obj.GetName(), err)
+	}
+	return nil
+}
+
+// forceTermination sets the candidate's NodeClaim's termination deadline to now (unless an
+// earlier one is set), so that its drain deletes the pods at once.
+func (o *Orchestrator) forceTermination(ctx context.Context, c candidateRef) error {
+	if c.nodeClaim == "" {
+		return nil
+	}
+	nc := &karpv1.NodeClaim{}
+	if err := o.client.Get(ctx, client.ObjectKey{Name: c.nodeClaim}, nc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if _, ok := nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey]; ok {
+		return nil
+	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	if nc.Annotations == nil {
+		nc.Annotations = map[string]string{}
+	}
+	nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey] = o.clock.Now().UTC().Format(time.RFC3339)
+	if err := o.client.Patch(ctx, nc, patch); err != nil {
+		return client.IgnoreNotFound(err)
 	}
 	return nil
 }

@@ -23,6 +23,11 @@ var (
 		Name: "karpenter_provisioner_scheduling_duration_seconds", Help: "Duration of a provisioning solve.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 	})
+	// NodeClaimsUnhealthyDisrupted counts the NodeClaims node repair replaced, by the
+	// condition that made them unhealthy, as upstream.
+	NodeClaimsUnhealthyDisrupted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_nodeclaims_unhealthy_disrupted_total", Help: "Number of unhealthy NodeClaims disrupted by node repair, by condition, NodePool and capacity type.",
+	}, []string{"condition", "nodepool", "capacity_type"})
 	// LaunchBackoffs counts the pods whose workload the provisioner backs off from launching
 	// for: its node could not hold the pod beside its DaemonSet and higher-priority pods.
 	LaunchBackoffs = prometheus.NewCounter(prometheus.CounterOpts{
@@ -129,7 +134,7 @@ func init() {
 	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, PodsStartupDuration, NodesAllocatable, NodePoolUsage,
 		PolicyEvaluations, PolicyEvaluationDuration, PolicyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
 		DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
-		EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs)
+		EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted)
 }
 
 // PolicyObserver records the policy engine's evaluations.

@@ -24,14 +24,19 @@ type budgetKey struct {
 
 // BudgetReasons are the reasons a NodePool budget can name; Expired is not subject to
 // budgets (expiration is forceful).
-var BudgetReasons = []Reason{ReasonEmpty, ReasonDrifted, ReasonUnderutilized}
+var BudgetReasons = []Reason{ReasonEmpty, ReasonDrifted, ReasonUnderutilized, ReasonUnhealthy}
 
 // NewBudgets computes every NodePool's allowance per reason at c.Now.
 func NewBudgets(c *Cluster) *Budgets {
 	b := &Budgets{allowed: map[budgetKey]int{}}
 	for name, np := range c.NodePools {
 		for _, r := range BudgetReasons {
-			b.allowed[budgetKey{name, r}] = AllowedDisruptions(np.NodePool, r, c.Now, c.PoolSizes[name], c.Disrupting[name])
+			disrupting := c.Disrupting[name]
+			if r == ReasonUnhealthy {
+				// Nodes merely NotReady are what repair is for, not disruptions in flight.
+				disrupting -= c.NotReady[name]
+			}
+			b.allowed[budgetKey{name, r}] = AllowedDisruptions(np.NodePool, r, c.Now, c.PoolSizes[name], disrupting)
 		}
 	}
 	return b

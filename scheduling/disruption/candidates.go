@@ -29,11 +29,15 @@ const PodDeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
 // pods and the pods of deleting nodes are placed first in every simulation, so that no command
 // takes the room they need.
 func NewCluster(snap *snapshot.Snapshot, opts Options) *Cluster {
-	c := &Cluster{NodePools: map[string]*NodePoolState{}, Disrupting: map[string]int{}, PoolSizes: map[string]int{},
+	c := &Cluster{NodePools: map[string]*NodePoolState{}, Disrupting: map[string]int{}, PoolSizes: map[string]int{}, NotReady: map[string]int{},
 		Now: snap.Now, Options: opts, Requests: snap.Requests, snap: snap, Nodes: snap.Nodes}
 	for _, np := range snap.NodePools {
-		c.NodePools[np.NodePool.Name] = &NodePoolState{NodePool: np.NodePool, InstanceTypes: np.InstanceTypes,
+		state := &NodePoolState{NodePool: np.NodePool, InstanceTypes: np.InstanceTypes,
 			DaemonSetOverhead: solver.DaemonSetOverhead(np.NodePool, snap.DaemonSets)}
+		if opts.NodeRepair && opts.RepairPolicies != nil {
+			state.RepairPolicies = opts.RepairPolicies(np.NodePool)
+		}
+		c.NodePools[np.NodePool.Name] = state
 	}
 	var pods []*corev1.Pod
 	for _, n := range snap.StateNodes {
@@ -50,6 +54,9 @@ func NewCluster(snap *snapshot.Snapshot, opts Options) *Cluster {
 			c.PoolSizes[pool]++
 			if disrupting {
 				c.Disrupting[pool]++
+			}
+			if !n.Ready && !n.Deleting && !n.Disrupted {
+				c.NotReady[pool]++
 			}
 		}
 		if pool == "" || disrupting || n.Sched == nil {
@@ -75,6 +82,9 @@ func NewCluster(snap *snapshot.Snapshot, opts Options) *Cluster {
 			c.Unconsolidatable = append(c.Unconsolidatable, Unconsolidatable{Node: n.Name(), Reason: reason})
 		}
 		c.Candidates = append(c.Candidates, cand)
+	}
+	if opts.NodeRepair {
+		c.collectUnhealthy(snap)
 	}
 	c.pdbs = pdbs
 	c.blockedNotes = append([]Unconsolidatable(nil), c.Unconsolidatable...)

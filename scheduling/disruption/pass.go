@@ -11,10 +11,10 @@ import (
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
 
-// Methods are the methods in the order a pass tries them: emptiness, drift, expiration,
-// multi-node then single-node consolidation.
+// Methods are the methods in the order a pass tries them: repair (with the NodeRepair gate),
+// emptiness, drift, expiration, multi-node then single-node consolidation.
 func Methods() []Method {
-	return []Method{Emptiness{}, Drift{}, Expiration{}, &MultiNode{}, &SingleNode{}}
+	return []Method{Repair{}, Emptiness{}, Drift{}, Expiration{}, &MultiNode{}, &SingleNode{}}
 }
 
 // Pass runs the methods in order on the cluster and returns the commands of the first that
@@ -29,7 +29,7 @@ func Pass(ctx context.Context, c *Cluster, methods []Method) ([]*Command, Method
 				cands = append(cands, cand)
 			}
 		}
-		if len(cands) == 0 {
+		if len(cands) == 0 && (m.Reason() != ReasonUnhealthy || len(c.Unhealthy) == 0) {
 			continue
 		}
 		cmds, err := m.Commands(ctx, c, cands, budgets)

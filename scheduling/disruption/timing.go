@@ -33,6 +33,10 @@ func (c *Cluster) NextChange() time.Time {
 			}
 		}
 	}
+	for _, u := range c.Unhealthy {
+		// A repair policy's toleration running out.
+		consider(u.EligibleAt)
+	}
 	for _, np := range c.NodePools {
 		for _, b := range np.NodePool.Spec.Disruption.Budgets {
 			if b.Schedule == nil || b.Duration == nil {

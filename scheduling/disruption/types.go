@@ -22,6 +22,8 @@ const (
 	ReasonDrifted       Reason = "Drifted"
 	ReasonExpired       Reason = "Expired"
 	ReasonUnderutilized Reason = "Underutilized"
+	// ReasonUnhealthy is node repair's (Repair).
+	ReasonUnhealthy Reason = "Unhealthy"
 )
 
 // Decision is what a command does with its candidates.
@@ -98,6 +100,10 @@ type Command struct {
 	Moves []Move
 	// ConsolidationType is "empty", "single" or "multi" for consolidation, "" otherwise.
 	ConsolidationType string
+	// Forceful commands terminate their candidates without waiting for PDBs or
+	// do-not-disrupt (repair); Condition names the node condition repair acts on.
+	Forceful  bool
+	Condition string
 }
 
 // Move is where a candidate's pod goes.
@@ -140,6 +146,8 @@ type NodePoolState struct {
 	InstanceTypes []*cloudprovider.InstanceType
 	// DaemonSetOverhead is what the DaemonSets on its nodes request, for replacements.
 	DaemonSetOverhead corev1.ResourceList
+	// RepairPolicies are the conditions that make its nodes unhealthy (node repair).
+	RepairPolicies []cloudprovider.RepairPolicy
 }
 
 // Cluster is the snapshot methods decide from.
@@ -156,6 +164,13 @@ type Cluster struct {
 	Disrupting map[string]int
 	// PoolSizes counts each NodePool's nodes, for percentage budgets.
 	PoolSizes map[string]int
+	// NotReady counts, by NodePool, the nodes NotReady and not otherwise disrupting: they
+	// count against every budget but Unhealthy's (repair is what they wait for).
+	NotReady map[string]int
+	// Unhealthy are the nodes that match a repair policy; RepairNotes say why repair left
+	// some alone in the last pass.
+	Unhealthy   []*Unhealthy
+	RepairNotes []RepairNote
 	Now       time.Time
 	Options   Options
 	// Requests caches the pods' requests for every simulation of the pass.
@@ -201,6 +216,12 @@ type Options struct {
 	MinSavingsFraction float64
 	// MultiNodeTimeout and SingleNodeTimeout bound the consolidation searches; 0 is a minute.
 	MultiNodeTimeout, SingleNodeTimeout time.Duration
+	// NodeRepair turns node repair on (feature gate NodeRepair); TerminateFirstRepair makes it
+	// terminate an unhealthy node before its replacement launches (feature gate
+	// TerminateFirstRepair).
+	NodeRepair, TerminateFirstRepair bool
+	// RepairPolicies give a NodePool's repair policies (the cloud provider's); nil: none.
+	RepairPolicies func(*karpv1.NodePool) []cloudprovider.RepairPolicy
 }
 
 // NodePoolOf is the state of a candidate's NodePool.

@@ -24,6 +24,8 @@ const (
 
 	// DoNotDisruptAnnotationKey on a pod or node blocks voluntary disruption.
 	DoNotDisruptAnnotationKey = Group + "/do-not-disrupt"
+	// DoNotRepairAnnotationKey on a node or NodeClaim keeps node repair from replacing it.
+	DoNotRepairAnnotationKey = Group + "/do-not-repair"
 	// DoNotSyncTaintsLabelKey on a Node keeps registration from copying its NodeClaim's taints
 	// and startup taints to it (the node's bootstrap sets them itself).
 	DoNotSyncTaintsLabelKey = Group + "/do-not-sync-taints"

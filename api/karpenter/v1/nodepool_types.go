@@ -97,7 +97,7 @@ type Budget struct {
 }
 
 // DisruptionReason is a disruption method a budget can be limited to.
-// +kubebuilder:validation:Enum:={Underutilized,Empty,Drifted}
+// +kubebuilder:validation:Enum:={Underutilized,Empty,Drifted,Unhealthy}
 type DisruptionReason string
 
 // Disruption reasons.
@@ -105,6 +105,8 @@ const (
 	DisruptionReasonUnderutilized DisruptionReason = "Underutilized"
 	DisruptionReasonEmpty         DisruptionReason = "Empty"
 	DisruptionReasonDrifted       DisruptionReason = "Drifted"
+	// DisruptionReasonUnhealthy is node repair's (the NodeRepair feature gate).
+	DisruptionReasonUnhealthy DisruptionReason = "Unhealthy"
 )
 
 // ConsolidationPolicy says which nodes consolidation may remove.

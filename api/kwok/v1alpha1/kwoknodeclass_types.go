@@ -47,6 +47,31 @@ type KWOKNodeClassSpec struct {
 	// +listMapKey=name
 	// +optional
 	CSIDrivers []CSIDriver `json:"csiDrivers,omitempty"`
+	// RepairPolicies add to the provider's own (Ready False or Unknown for 10 minutes) the
+	// node conditions that node repair (the NodeRepair feature gate) replaces a node for, and
+	// for how long each is tolerated: for local tests of repair, like the other fault knobs.
+	// +kubebuilder:validation:MaxItems:=10
+	// +optional
+	RepairPolicies []RepairPolicy `json:"repairPolicies,omitempty"`
+}
+
+// RepairPolicy is a node condition that makes a node unhealthy once it has held for the
+// toleration.
+type RepairPolicy struct {
+	// ConditionType is the node condition's type, e.g. ExampleUnhealthy.
+	// +kubebuilder:validation:MinLength:=1
+	// +kubebuilder:validation:MaxLength:=316
+	// +required
+	ConditionType string `json:"conditionType"`
+	// ConditionStatus is the status that is unhealthy.
+	// +kubebuilder:validation:Enum:={True,False,Unknown}
+	// +required
+	ConditionStatus string `json:"conditionStatus"`
+	// Toleration is how long the condition may hold before the node is repaired.
+	// +kubebuilder:validation:Pattern=`^([0-9]+(ms|s|m|h))+$`
+	// +kubebuilder:validation:Type="string"
+	// +required
+	Toleration metav1.Duration `json:"toleration"`
 }
 
 // CSIDriver is a CSI driver a simulated node registers.

@@ -1,0 +1,176 @@
+package disruption
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
+)
+
+// RepairUnhealthyThreshold is the share of a NodePool's nodes that may be unhealthy at once
+// before repair stops for the pool, rounded up: a correlated failure (a bad image, a zone's
+// network) is not fixed by replacing every node, as upstream.
+const RepairUnhealthyThreshold = 0.20
+
+// Unhealthy is a node that matches one of its NodePool's repair policies.
+type Unhealthy struct {
+	*Candidate
+	// Object is the node itself (its annotations, conditions).
+	Object *corev1.Node
+	// Condition is the matching condition, and EligibleAt when its toleration runs out.
+	Condition  corev1.NodeCondition
+	EligibleAt time.Time
+}
+
+// RepairNote is why repair left an unhealthy node alone: Event is NodeRepairBlocked (the
+// pool's breaker) or DisruptionBlocked (do-not-repair, a budget, pods that cannot move).
+type RepairNote struct {
+	Node, NodePool string
+	NodeClaim      *karpv1.NodeClaim
+	Event, Message string
+}
+
+// unhealthy matches a node's conditions against its NodePool's repair policies: the first
+// condition some policy names with its status, with when its toleration ends.
+func unhealthy(n *corev1.Node, policies []cloudprovider.RepairPolicy) (corev1.NodeCondition, time.Time, bool) {
+	for _, c := range n.Status.Conditions {
+		for _, p := range policies {
+			if c.Type == p.ConditionType && c.Status == p.ConditionStatus {
+				return c, c.LastTransitionTime.Add(p.TolerationDuration), true
+			}
+		}
+	}
+	return corev1.NodeCondition{}, time.Time{}, false
+}
+
+// collectUnhealthy finds the unhealthy nodes among the snapshot's managed, initialized nodes
+// not being deleted or disrupted (Ready or not: NotReady is what repair is for).
+func (c *Cluster) collectUnhealthy(snap *snapshot.Snapshot) {
+	for _, n := range snap.StateNodes {
+		np := c.NodePools[n.NodePool]
+		if n.InFlight || n.Node == nil || np == nil || len(np.RepairPolicies) == 0 || n.Deleting || n.Disrupted || !n.Initialized || n.Sched == nil {
+			continue
+		}
+		cond, at, ok := unhealthy(n.Node, np.RepairPolicies)
+		if !ok {
+			continue
+		}
+		c.Unhealthy = append(c.Unhealthy, &Unhealthy{Candidate: newCandidate(c, n, np), Object: n.Node, Condition: cond, EligibleAt: at})
+	}
+}
+
+// Repair replaces unhealthy nodes (the NodeRepair feature gate): a node whose condition has
+// matched one of its NodePool's repair policies for the policy's toleration. As upstream it
+// is a disruption method with the reason Unhealthy: the NodePool's budgets for that reason
+// apply (nodes that are merely NotReady do not count against them), the replacement joins
+// before the node goes (TerminateFirstRepair: the other way round), karpenter.sh/do-not-disrupt
+// does not hold it but karpenter.sh/do-not-repair does, and the node is then terminated
+// forcefully (its pods deleted at once, PDBs or not). While more than
+// RepairUnhealthyThreshold of a NodePool's nodes are unhealthy, repair leaves the pool alone.
+// One command per pass, the node unhealthy longest first.
+type Repair struct{}
+
+// Reason implements Method.
+func (Repair) Reason() Reason { return ReasonUnhealthy }
+
+// Consolidation implements Method.
+func (Repair) Consolidation() string { return "" }
+
+// Qualifies implements Method: repair's candidates are Cluster.Unhealthy, not Candidates.
+func (Repair) Qualifies(*Cluster, *Candidate) bool { return false }
+
+// Commands implements Method.
+func (Repair) Commands(ctx context.Context, c *Cluster, _ []*Candidate, budgets *Budgets) ([]*Command, error) {
+	if !c.Options.NodeRepair {
+		return nil, nil
+	}
+	var eligible []*Unhealthy
+	for _, u := range c.Unhealthy {
+		if !c.Now.Before(u.EligibleAt) && !c.removed[u.Name()] {
+			eligible = append(eligible, u)
+		}
+	}
+	sort.SliceStable(eligible, func(i, j int) bool {
+		if !eligible[i].EligibleAt.Equal(eligible[j].EligibleAt) {
+			return eligible[i].EligibleAt.Before(eligible[j].EligibleAt)
+		}
+		return eligible[i].Name() < eligible[j].Name()
+	})
+	tripped := c.repairBreakers()
+	for _, u := range eligible {
+		pool := u.NodePool.Name
+		note := func(event, msg string) {
+			c.RepairNotes = append(c.RepairNotes, RepairNote{Node: u.Name(), NodeClaim: u.NodeClaim, NodePool: pool, Event: event, Message: msg})
+		}
+		if msg, ok := tripped[pool]; ok {
+			note("NodeRepairBlocked", msg)
+			continue
+		}
+		if doNotRepair(u) {
+			note("DisruptionBlocked", fmt.Sprintf("repair is blocked through the %q annotation", karpv1.DoNotRepairAnnotationKey))
+			continue
+		}
+		if budgets.Allowed(pool, ReasonUnhealthy) == 0 {
+			note("DisruptionBlocked", "the NodePool's budget for Unhealthy allows no more disruptions now")
+			continue
+		}
+		cands := []*Candidate{u.Candidate}
+		var cmd *Command
+		if c.Options.TerminateFirstRepair || u.NodePool.IsStatic() {
+			// A static NodePool's controller keeps its size: it replaces the node once it goes.
+			// The node goes first; the provisioner launches for its pods once they are pending.
+			cmd = &Command{Reason: ReasonUnhealthy, Decision: DecisionDelete, Candidates: cands}
+		} else {
+			sim, err := c.simulate(cands, replacementRule{})
+			if err != nil {
+				return nil, err
+			}
+			if sim.unschedulable != "" {
+				note("DisruptionBlocked", sim.unschedulable)
+				continue
+			}
+			cmd = c.command(ReasonUnhealthy, cands, sim)
+		}
+		cmd.Forceful = true
+		cmd.Condition = string(u.Condition.Type)
+		if !c.admit(ctx, cmd) {
+			continue
+		}
+		budgets.Take(pool, 1)
+		return []*Command{cmd}, nil
+	}
+	return nil, nil
+}
+
+// repairBreakers are the NodePools with more than RepairUnhealthyThreshold of their nodes
+// unhealthy (toleration or not), with what to say.
+func (c *Cluster) repairBreakers() map[string]string {
+	count := map[string]int{}
+	for _, u := range c.Unhealthy {
+		count[u.NodePool.Name]++
+	}
+	out := map[string]string{}
+	for pool, n := range count {
+		total := c.PoolSizes[pool]
+		if limit := int(math.Ceil(RepairUnhealthyThreshold * float64(total))); n > limit {
+			out[pool] = fmt.Sprintf("more than %.0f%% of nodes in NodePool %s are unhealthy (%d of %d): repair is paused for the pool",
+				RepairUnhealthyThreshold*100, pool, n, total)
+		}
+	}
+	return out
+}
+
+// doNotRepair reports whether the node or its NodeClaim vetoes repair.
+func doNotRepair(u *Unhealthy) bool {
+	if u.NodeClaim != nil && u.NodeClaim.Annotations[karpv1.DoNotRepairAnnotationKey] == "true" {
+		return true
+	}
+	return u.Object.Annotations[karpv1.DoNotRepairAnnotationKey] == "true"
+}
