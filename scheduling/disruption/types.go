@@ -171,8 +171,8 @@ type Cluster struct {
 	// some alone in the last pass.
 	Unhealthy   []*Unhealthy
 	RepairNotes []RepairNote
-	Now       time.Time
-	Options   Options
+	Now         time.Time
+	Options     Options
 	// Requests caches the pods' requests for every simulation of the pass.
 	Requests *scheduling.PodRequestCache
 	// Gate, when set, is consulted for every command before it is returned (gate.go).

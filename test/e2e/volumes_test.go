@@ -27,10 +27,10 @@ const e2eDriver = "e2e.csi.example.com"
 // volume is a CSI PersistentVolume reserved for one claim, in a zone when zone is set.
 func volume(name, claim, class, zone string) *corev1.PersistentVolume {
 	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeSpec{
-		Capacity:         corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-		AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		StorageClassName: class,
-		ClaimRef:         &corev1.ObjectReference{Namespace: "default", Name: claim},
+		Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+		AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		StorageClassName:       class,
+		ClaimRef:               &corev1.ObjectReference{Namespace: "default", Name: claim},
 		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: e2eDriver, VolumeHandle: name}},
 	}}
 	if zone != "" {
@@ -149,7 +149,7 @@ func TestVolumeAttachLimits(t *testing.T) {
 		PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 			WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType, WhenScaled: appsv1.DeletePersistentVolumeClaimRetentionPolicyType},
 		VolumeClaimTemplates: []corev1.PersistentVolumeClaim{*claim("data", "", "")},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podWithClaim("attach", np.Name, "data").Spec},
+		Template:             corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podWithClaim("attach", np.Name, "data").Spec},
 	}}
 	sts.Spec.Template.Spec.Volumes = nil // the claim template provides "data"
 	sts.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
