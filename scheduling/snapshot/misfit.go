@@ -4,7 +4,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-policy/karpenter/scheduling"
 )
@@ -26,9 +25,9 @@ func (s *Snapshot) misfits(p *corev1.Pod, node *corev1.Node, bound []*corev1.Pod
 		return false
 	}
 	free := node.Status.Allocatable
-	prio := ptr.Deref(p.Spec.Priority, 0)
+	prio := priority(p)
 	for _, q := range bound {
-		if scheduling.IsNodeBound(q) || ptr.Deref(q.Spec.Priority, 0) > prio {
+		if scheduling.IsNodeBound(q) || priority(q) > prio {
 			free = scheduling.Subtract(free, s.Requests.Of(q))
 		}
 	}
@@ -65,4 +64,12 @@ func (s *Snapshot) Preempted(p *corev1.Pod, nodeName string) bool {
 		return s.misfits(p, n, bound)
 	}
 	return false
+}
+
+// priority is the pod's priority (0 when unset).
+func priority(p *corev1.Pod) int32 {
+	if p.Spec.Priority == nil {
+		return 0
+	}
+	return *p.Spec.Priority
 }
