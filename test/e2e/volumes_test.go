@@ -54,11 +54,22 @@ func podWithClaim(name, pool, claimName string) *corev1.Pod {
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName}}}}}}
 }
 
-// provisionFor plays a CSI external provisioner for a StorageClass until ctx ends: a claim of
-// the class that kube-scheduler gave a node (the selected-node annotation) gets a volume in
-// that node's zone.
-func provisionFor(t *testing.T, ctx context.Context, class string) {
+// provisionFor plays a CSI external provisioner for a StorageClass until the test ends: a
+// claim of the class that kube-scheduler gave a node (the selected-node annotation) gets a
+// volume in that node's zone. The volumes it made are deleted when the test ends.
+func provisionFor(t *testing.T, class string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var made []*corev1.PersistentVolume
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		for _, pv := range made {
+			_ = kube.Delete(context.Background(), pv)
+		}
+	})
 	go func() {
+		defer close(done)
 		for ctx.Err() == nil {
 			var claims corev1.PersistentVolumeClaimList
 			if err := kube.List(ctx, &claims, client.InNamespace("default")); err == nil {
@@ -73,11 +84,14 @@ func provisionFor(t *testing.T, ctx context.Context, class string) {
 					}
 					pv := volume("pvc-"+string(c.UID), c.Name, class, n.Labels[karpv1.LabelTopologyZone])
 					if err := kube.Create(ctx, pv); err == nil {
-						t.Cleanup(func() { _ = kube.Delete(context.Background(), pv) })
+						made = append(made, pv)
 					}
 				}
 			}
-			time.Sleep(500 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
 		}
 	}()
 }
@@ -94,7 +108,7 @@ func TestVolumeTopology(t *testing.T) {
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
 		AllowedTopologies: []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{
 			{Key: karpv1.LabelTopologyZone, Values: []string{"us-east-1b"}}}}}})
-	provisionFor(t, ctx, "e2e-one-zone")
+	provisionFor(t, "e2e-one-zone")
 	want := map[string]string{}
 	for i, zone := range []string{"us-east-1c", "us-east-1b", "us-east-1c"} {
 		name := fmt.Sprintf("pinned-%d", i)
