@@ -341,6 +341,18 @@ func Describe(info *ec2types.InstanceTypeInfo, kubelet *kubeletconfigv1beta1.Kub
 			capacity["amd.com/gpu"] = *resource.NewQuantity(count, resource.DecimalSI)
 		}
 	}
+	if n := info.NeuronInfo; n != nil && len(n.NeuronDevices) > 0 {
+		// AWS Inferentia and Trainium, as upstream labels them: the Neuron device plugin
+		// registers aws.amazon.com/neuron, one per device.
+		count := int64(0)
+		for _, d := range n.NeuronDevices {
+			count += int64(aws.ToInt32(d.Count))
+		}
+		labels[karpv1.LabelInstanceAcceleratorName] = strings.ToLower(aws.ToString(n.NeuronDevices[0].Name))
+		labels[karpv1.LabelInstanceAcceleratorManufacturer] = "aws"
+		labels[karpv1.LabelInstanceAcceleratorCount] = strconv.FormatInt(count, 10)
+		capacity["aws.amazon.com/neuron"] = *resource.NewQuantity(count, resource.DecimalSI)
+	}
 	pods := maxPods(info, vcpu, kubelet)
 	capacity[corev1.ResourcePods] = *resource.NewQuantity(pods, resource.DecimalSI)
 	return &cloudprovider.InstanceType{Name: name, Labels: labels, Capacity: capacity, Overhead: overhead(vcpu, pods, capacity, kubelet)}

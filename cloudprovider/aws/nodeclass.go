@@ -149,13 +149,21 @@ func archOf(ec2Arch string) string {
 // newest image is used (docs/aws.md, "AMI selection").
 func (r *Resolver) AMIs(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.AMI, error) {
 	var images []ec2types.Image
+	// variants are the alias variants of the images an alias resolved to, by image id.
+	variants := map[string][]Variant{}
 	for _, t := range nc.Spec.AMISelectorTerms {
 		switch {
 		case t.Alias != "":
-			ids, err := r.aliasImageIDs(ctx, t.Alias)
+			byID, err := r.aliasImageIDs(ctx, t.Alias)
 			if err != nil {
 				return nil, err
 			}
+			ids := make([]string, 0, len(byID))
+			for id, vs := range byID {
+				ids = append(ids, id)
+				variants[id] = append(variants[id], vs...)
+			}
+			sort.Strings(ids)
 			found, err := r.describeImages(ctx, &ec2.DescribeImagesInput{ImageIds: ids})
 			if err != nil {
 				return nil, err
@@ -186,12 +194,25 @@ func (r *Resolver) AMIs(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.AM
 			images = append(images, found...)
 		}
 	}
-	newest := map[string]ec2types.Image{}
+	// The newest image per architecture and alias variant (a selector by id, name or tags has
+	// no variant: its image serves every instance type of its architecture).
+	type key struct {
+		arch    string
+		variant Variant
+	}
+	newest := map[key]ec2types.Image{}
 	for _, img := range images {
 		arch := archOf(string(img.Architecture))
-		if cur, ok := newest[arch]; !ok || aws.ToString(img.CreationDate) > aws.ToString(cur.CreationDate) ||
-			(aws.ToString(img.CreationDate) == aws.ToString(cur.CreationDate) && aws.ToString(img.ImageId) < aws.ToString(cur.ImageId)) {
-			newest[arch] = img
+		vs := variants[aws.ToString(img.ImageId)]
+		if len(vs) == 0 {
+			vs = []Variant{""}
+		}
+		for _, v := range vs {
+			k := key{arch, v}
+			if cur, ok := newest[k]; !ok || aws.ToString(img.CreationDate) > aws.ToString(cur.CreationDate) ||
+				(aws.ToString(img.CreationDate) == aws.ToString(cur.CreationDate) && aws.ToString(img.ImageId) < aws.ToString(cur.ImageId)) {
+				newest[k] = img
+			}
 		}
 	}
 	if len(newest) == 0 {
@@ -206,17 +227,23 @@ func (r *Resolver) AMIs(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.AM
 		return nil, fmt.Errorf("AMI selector matched no image: %s", strings.Join(terms, "; "))
 	}
 	out := make([]awsv1.AMI, 0, len(newest))
-	for arch, img := range newest {
+	for k, img := range newest {
 		deprecated := false
 		if d := aws.ToString(img.DeprecationTime); d != "" {
 			if t, err := time.Parse(time.RFC3339, d); err == nil && t.Before(time.Now()) {
 				deprecated = true
 			}
 		}
-		out = append(out, awsv1.AMI{ID: aws.ToString(img.ImageId), Name: aws.ToString(img.Name), Deprecated: deprecated,
-			Requirements: []corev1.NodeSelectorRequirement{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{arch}}}})
+		reqs := append([]corev1.NodeSelectorRequirement{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{k.arch}}},
+			k.variant.Requirements()...)
+		out = append(out, awsv1.AMI{ID: aws.ToString(img.ImageId), Name: aws.ToString(img.Name), Deprecated: deprecated, Requirements: reqs})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].ID != out[j].ID {
+			return out[i].ID < out[j].ID
+		}
+		return fmt.Sprint(out[i].Requirements) < fmt.Sprint(out[j].Requirements)
+	})
 	return out, nil
 }
 
@@ -237,26 +264,31 @@ func (r *Resolver) describeImages(ctx context.Context, in *ec2.DescribeImagesInp
 	return out, nil
 }
 
-// aliasImageIDs reads the image ids of an alias (family@version) for every architecture the
-// family publishes, from EKS's public SSM parameters for the cluster's Kubernetes version.
-func (r *Resolver) aliasImageIDs(ctx context.Context, alias string) ([]string, error) {
+// aliasImageIDs reads the image ids of an alias (family@version) for every architecture and
+// variant the family publishes, from the public SSM parameters for the cluster's Kubernetes
+// version, with the variants each id serves. A variant not published for a version is left
+// out; an alias none of whose parameters exist is an error naming them.
+func (r *Resolver) aliasImageIDs(ctx context.Context, alias string) (map[string][]Variant, error) {
 	params, err := AliasParameters(alias, r.Settings.KubernetesVersion)
 	if err != nil {
 		return nil, err
 	}
-	var ids []string
+	ids := map[string][]Variant{}
 	var missing []string
-	for _, name := range params {
-		out, err := r.Clients.SSM.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)})
+	for _, p := range params {
+		out, err := r.Clients.SSM.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(p.Name)})
 		if err != nil {
 			var nf interface{ ErrorCode() string }
 			if errors.As(err, &nf) && nf.ErrorCode() == "ParameterNotFound" {
-				missing = append(missing, name)
+				if p.Variant == VariantStandard {
+					missing = append(missing, p.Name)
+				}
 				continue
 			}
-			return nil, fmt.Errorf("resolving alias %s through SSM parameter %s: %w", alias, name, err)
+			return nil, fmt.Errorf("resolving alias %s through SSM parameter %s: %w", alias, p.Name, err)
 		}
-		ids = append(ids, aws.ToString(out.Parameter.Value))
+		id := aws.ToString(out.Parameter.Value)
+		ids[id] = append(ids[id], p.Variant)
 	}
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("alias %s resolves to no AMI for Kubernetes %s: no SSM parameter %s", alias, r.Settings.KubernetesVersion, strings.Join(missing, ", "))
@@ -264,9 +296,44 @@ func (r *Resolver) aliasImageIDs(ctx context.Context, alias string) ([]string, e
 	return ids, nil
 }
 
+// Variant is an AMI alias's build for a kind of instance type, as upstream resolves them:
+// the standard build for instance types without accelerators, the NVIDIA build (drivers and
+// container toolkit) for NVIDIA GPUs, the Neuron build for AWS Inferentia and Trainium.
+type Variant string
+
+// The variants.
+const (
+	VariantStandard Variant = "standard"
+	VariantNvidia   Variant = "nvidia"
+	VariantNeuron   Variant = "neuron"
+)
+
+// Requirements are the instance type labels the variant's image serves.
+func (v Variant) Requirements() []corev1.NodeSelectorRequirement {
+	switch v {
+	case VariantStandard:
+		return []corev1.NodeSelectorRequirement{{Key: karpv1.LabelInstanceGPUCount, Operator: corev1.NodeSelectorOpDoesNotExist},
+			{Key: karpv1.LabelInstanceAcceleratorCount, Operator: corev1.NodeSelectorOpDoesNotExist}}
+	case VariantNvidia:
+		return []corev1.NodeSelectorRequirement{{Key: karpv1.LabelInstanceGPUManufacturer, Operator: corev1.NodeSelectorOpIn, Values: []string{"nvidia"}}}
+	case VariantNeuron:
+		return []corev1.NodeSelectorRequirement{{Key: karpv1.LabelInstanceAcceleratorManufacturer, Operator: corev1.NodeSelectorOpIn, Values: []string{"aws"}}}
+	}
+	return nil
+}
+
+// AliasParameter is a public SSM parameter an alias reads, with the variant it names.
+type AliasParameter struct {
+	Name    string
+	Variant Variant
+}
+
 // AliasParameters are the public SSM parameters an AMI alias (family@version) reads, one per
-// architecture, as EKS and Bottlerocket publish them for Kubernetes version k8s.
-func AliasParameters(alias, k8s string) ([]string, error) {
+// architecture and variant, as EKS and Bottlerocket publish them for Kubernetes version k8s:
+// al2023 standard, nvidia (x86_64, arm64) and neuron (x86_64); al2 standard and its
+// accelerated build (amazon-linux-2-gpu: NVIDIA and Neuron, x86_64); bottlerocket standard
+// (which runs Neuron too) and nvidia.
+func AliasParameters(alias, k8s string) ([]AliasParameter, error) {
 	family, version, ok := strings.Cut(alias, "@")
 	if !ok || family == "" || version == "" {
 		return nil, fmt.Errorf("alias %q is not family@version", alias)
@@ -274,31 +341,45 @@ func AliasParameters(alias, k8s string) ([]string, error) {
 	if k8s == "" {
 		return nil, fmt.Errorf("the cluster's Kubernetes version is unknown; AMI aliases need it")
 	}
-	var out []string
+	var out []AliasParameter
+	add := func(name string, vs ...Variant) {
+		for _, v := range vs {
+			out = append(out, AliasParameter{Name: name, Variant: v})
+		}
+	}
 	switch family {
 	case "al2023":
-		for _, arch := range []string{"x86_64", "arm64"} {
-			base := fmt.Sprintf("/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard", k8s, arch)
+		for _, b := range []struct {
+			arch    string
+			variant Variant
+		}{{"x86_64", VariantStandard}, {"arm64", VariantStandard}, {"x86_64", VariantNvidia}, {"arm64", VariantNvidia}, {"x86_64", VariantNeuron}} {
+			base := fmt.Sprintf("/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/%s", k8s, b.arch, b.variant)
 			if version == "latest" {
-				out = append(out, base+"/recommended/image_id")
+				add(base+"/recommended/image_id", b.variant)
 			} else {
-				out = append(out, fmt.Sprintf("%s/amazon-eks-node-al2023-%s-standard-%s-%s/image_id", base, arch, k8s, version))
+				add(fmt.Sprintf("%s/amazon-eks-node-al2023-%s-%s-%s-%s/image_id", base, b.arch, b.variant, k8s, version), b.variant)
 			}
 		}
 	case "al2":
-		for flavour, name := range map[string]string{"amazon-linux-2": "amazon-eks-node", "amazon-linux-2-arm64": "amazon-eks-arm64-node"} {
-			base := fmt.Sprintf("/aws/service/eks/optimized-ami/%s/%s", k8s, flavour)
+		for _, b := range []struct {
+			flavour, name string
+			variants      []Variant
+		}{{"amazon-linux-2", "amazon-eks-node", []Variant{VariantStandard}}, {"amazon-linux-2-arm64", "amazon-eks-arm64-node", []Variant{VariantStandard}},
+			{"amazon-linux-2-gpu", "amazon-eks-gpu-node", []Variant{VariantNvidia, VariantNeuron}}} {
+			base := fmt.Sprintf("/aws/service/eks/optimized-ami/%s/%s", k8s, b.flavour)
 			if version == "latest" {
-				out = append(out, base+"/recommended/image_id")
+				add(base+"/recommended/image_id", b.variants...)
 			} else {
-				out = append(out, fmt.Sprintf("%s/%s-%s-%s/image_id", base, name, k8s, version))
+				add(fmt.Sprintf("%s/%s-%s-%s/image_id", base, b.name, k8s, version), b.variants...)
 			}
 		}
-		sort.Strings(out)
 	case "bottlerocket":
 		v := strings.TrimPrefix(version, "v")
 		for _, arch := range []string{"x86_64", "arm64"} {
-			out = append(out, fmt.Sprintf("/aws/service/bottlerocket/aws-k8s-%s/%s/%s/image_id", k8s, arch, v))
+			add(fmt.Sprintf("/aws/service/bottlerocket/aws-k8s-%s/%s/%s/image_id", k8s, arch, v), VariantStandard, VariantNeuron)
+		}
+		for _, arch := range []string{"x86_64", "arm64"} {
+			add(fmt.Sprintf("/aws/service/bottlerocket/aws-k8s-%s-nvidia/%s/%s/image_id", k8s, arch, v), VariantNvidia)
 		}
 	default:
 		return nil, fmt.Errorf("alias family %q has no public SSM parameters this provider reads (al2023, al2, bottlerocket)", family)

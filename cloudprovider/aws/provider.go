@@ -140,7 +140,7 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1
 	byCT := map[string][]candidate{}
 	at := map[string]map[string]int{}
 	for _, l := range scheduling.Offerings(types, scheduling.NewRequirements(claim.Spec.Requirements...), claim.Spec.Resources.Requests, scheduling.Available) {
-		image := imageFor(nc, l.InstanceType.Labels[karpv1.LabelArch])
+		image := imageFor(nc, l.InstanceType.Labels)
 		if image == "" {
 			continue
 		}
@@ -195,17 +195,18 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1
 	return out, nil
 }
 
-// imageFor is the node class's AMI for an architecture, "" if it has none.
-func imageFor(nc *awsv1.EC2NodeClass, arch string) string {
+// imageFor is the node class's AMI for an instance type (by its labels): the first whose
+// requirements the type meets (its architecture, and for an alias's variants, whether it has
+// NVIDIA GPUs or Neuron accelerators), "" if none.
+func imageFor(nc *awsv1.EC2NodeClass, labels map[string]string) string {
+	have := scheduling.LabelRequirements(labels)
 	for _, a := range nc.Status.AMIs {
+		want := scheduling.Requirements{}
 		for _, r := range a.Requirements {
-			if r.Key == corev1.LabelArchStable {
-				for _, v := range r.Values {
-					if v == arch {
-						return a.ID
-					}
-				}
-			}
+			want.Add(scheduling.NewRequirement(r.Key, r.Operator, r.Values...))
+		}
+		if have.Compatible(want) == nil {
+			return a.ID
 		}
 	}
 	return ""

@@ -102,9 +102,9 @@ func TestCreateGetListDriftDelete(t *testing.T) {
 			t.Errorf("instance tag %s = %q, want %q (tags %v)", k, tags[k], v, tags)
 		}
 	}
-	amd64 := ""
+	amd64 := "" // the standard build: the instance type has no accelerator
 	for _, a := range nc.Status.AMIs {
-		if a.Requirements[0].Values[0] == "amd64" {
+		if a.Requirements[0].Values[0] == "amd64" && variantOf(a) == "standard" {
 			amd64 = a.ID
 		}
 	}

@@ -2,6 +2,7 @@ package aws_test
 
 import (
 	"context"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider/aws"
 	"github.com/karpenter-policy/karpenter/test"
 	"github.com/karpenter-policy/karpenter/test/awsemu"
@@ -76,20 +78,25 @@ func TestResolveADiscoveredNodeClass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One AMI per architecture and variant; the image for a type follows from its labels.
 	got := map[string]string{}
 	for _, a := range amis {
-		got[a.Requirements[0].Values[0]] = a.Name
+		got[a.Requirements[0].Values[0]+"/"+variantOf(a)] = a.Name
 		if e.AMIs[a.Name] != a.ID {
 			t.Errorf("AMI %s is %s, the emulator published %s", a.Name, a.ID, e.AMIs[a.Name])
 		}
 	}
-	if got["amd64"] != "amazon-eks-node-al2023-x86_64-standard-1.37-v20261101" || got["arm64"] != "amazon-eks-node-al2023-arm64-standard-1.37-v20261101" {
-		t.Errorf("al2023@latest resolved to %v", got)
+	wantAMIs := map[string]string{
+		"amd64/standard": "amazon-eks-node-al2023-x86_64-standard-1.37-v20261101", "arm64/standard": "amazon-eks-node-al2023-arm64-standard-1.37-v20261101",
+		"amd64/nvidia": "amazon-eks-node-al2023-x86_64-nvidia-1.37-v20261101", "arm64/nvidia": "amazon-eks-node-al2023-arm64-nvidia-1.37-v20261101",
+		"amd64/neuron": "amazon-eks-node-al2023-x86_64-neuron-1.37-v20261101"}
+	if !reflect.DeepEqual(got, wantAMIs) {
+		t.Errorf("al2023@latest resolved to %v, want %v", got, wantAMIs)
 	}
-	for _, alias := range []string{"al2@latest", "bottlerocket@latest", "al2023@v20261101"} {
+	for alias, variants := range map[string]int{"al2@latest": 4, "bottlerocket@latest": 6, "al2023@v20261101": 5} {
 		amis, err := r.AMIs(ctx, discovered("local", func(nc *awsv1.EC2NodeClass) { nc.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: alias}} }))
-		if err != nil || len(amis) != 2 {
-			t.Errorf("%s: %v (%v); want one AMI per architecture", alias, amis, err)
+		if err != nil || len(amis) != variants {
+			t.Errorf("%s: %v (%v); want %d (architecture, variant) AMIs", alias, amis, err, variants)
 		}
 	}
 	byID, err := r.AMIs(ctx, discovered("local", func(nc *awsv1.EC2NodeClass) {
@@ -165,4 +172,20 @@ func TestResolverErrorsNameWhatMatchedNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// variantOf names an AMI's variant by its requirements.
+func variantOf(a awsv1.AMI) string {
+	for _, r := range a.Requirements {
+		switch {
+		case r.Key == karpv1.LabelInstanceGPUManufacturer:
+			return "nvidia"
+		case r.Key == karpv1.LabelInstanceAcceleratorManufacturer:
+			return "neuron"
+		}
+	}
+	if len(a.Requirements) > 1 {
+		return "standard"
+	}
+	return ""
 }

@@ -89,20 +89,26 @@ SpotInstances.describe_spot_price_history = describe_spot_price_history
 
 
 def alias_parameters(k8s, arch, release):
-    """The SSM parameters an AMI alias resolves through, as EKS publishes them, with the
-    name EKS gives the AMI; (parameter, ami name) pairs."""
+    """The SSM parameters an AMI alias resolves through, as EKS and Bottlerocket publish
+    them, with the name each gives the AMI: the standard builds, and the accelerated ones
+    (AL2023 nvidia for both architectures and neuron for x86_64, AL2's gpu build for x86_64,
+    Bottlerocket's nvidia variant); (parameter, ami name) pairs."""
     out = []
-    al2023 = f"amazon-eks-node-al2023-{arch}-standard-{k8s}-{release}"
-    base = f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/standard"
-    out.append((f"{base}/recommended/image_id", al2023))
-    out.append((f"{base}/{al2023}/image_id", al2023))
-    al2_flavour = "amazon-linux-2" if arch == "x86_64" else "amazon-linux-2-arm64"
-    al2 = f"amazon-eks-{'node' if arch == 'x86_64' else 'arm64-node'}-{k8s}-{release}"
-    out.append((f"/aws/service/eks/optimized-ami/{k8s}/{al2_flavour}/recommended/image_id", al2))
-    out.append((f"/aws/service/eks/optimized-ami/{k8s}/{al2_flavour}/{al2}/image_id", al2))
-    br = f"bottlerocket-aws-k8s-{k8s}-{arch}-v1.30.0"
-    out.append((f"/aws/service/bottlerocket/aws-k8s-{k8s}/{arch}/latest/image_id", br))
-    out.append((f"/aws/service/bottlerocket/aws-k8s-{k8s}/{arch}/1.30.0/image_id", br))
+    variants = ["standard", "nvidia"] + (["neuron"] if arch == "x86_64" else [])
+    for variant in variants:
+        al2023 = f"amazon-eks-node-al2023-{arch}-{variant}-{k8s}-{release}"
+        base = f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/{variant}"
+        out.append((f"{base}/recommended/image_id", al2023))
+        out.append((f"{base}/{al2023}/image_id", al2023))
+    al2_flavours = [("amazon-linux-2", "node"), ("amazon-linux-2-gpu", "gpu-node")] if arch == "x86_64" else [("amazon-linux-2-arm64", "arm64-node")]
+    for flavour, kind in al2_flavours:
+        al2 = f"amazon-eks-{kind}-{k8s}-{release}"
+        out.append((f"/aws/service/eks/optimized-ami/{k8s}/{flavour}/recommended/image_id", al2))
+        out.append((f"/aws/service/eks/optimized-ami/{k8s}/{flavour}/{al2}/image_id", al2))
+    for suffix in ["", "-nvidia"]:
+        br = f"bottlerocket-aws-k8s-{k8s}{suffix}-{arch}-v1.30.0"
+        out.append((f"/aws/service/bottlerocket/aws-k8s-{k8s}{suffix}/{arch}/latest/image_id", br))
+        out.append((f"/aws/service/bottlerocket/aws-k8s-{k8s}{suffix}/{arch}/1.30.0/image_id", br))
     return out
 
 

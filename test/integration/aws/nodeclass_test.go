@@ -66,7 +66,8 @@ func TestEC2NodeClassStatus(t *testing.T) {
 			t.Errorf("condition %s: %+v", c, cond)
 		}
 	}
-	if len(got.Status.Subnets) != 3 || len(got.Status.SecurityGroups) != 1 || len(got.Status.AMIs) != 2 || got.Status.InstanceProfile == "" {
+	// al2023@latest: standard and nvidia for both architectures, neuron for x86_64.
+	if len(got.Status.Subnets) != 3 || len(got.Status.SecurityGroups) != 1 || len(got.Status.AMIs) != 5 || got.Status.InstanceProfile == "" {
 		t.Errorf("status %+v", got.Status)
 	}
 	if got.Status.ObservedGeneration != got.Generation || len(got.Finalizers) != 1 || got.Finalizers[0] != nodeclass.EC2Finalizer {
