@@ -215,3 +215,36 @@ func TestSimulateDaemonSetsAsAdmitted(t *testing.T) {
 		t.Fatalf("want one node for 1 cpu/1Gi of app, 1 cpu/1Gi of log-shipper (LimitRange) and 500m/256Mi of node-agent (limits): %+v", r.NodeClaims)
 	}
 }
+
+// Every pod whose claim is bound to a zonal volume is placed in the volume's zone, the
+// WaitForFirstConsumer claim in its class's one allowed zone, and a pod whose claim does not
+// exist is unschedulable with the claim named.
+func TestSimulateZonalVolumes(t *testing.T) {
+	code, out, errOut := karpenterctl(t, "", "simulate", "--nodepools", filepath.Join(workloads, "nodepools.yaml"),
+		"--workload", filepath.Join(workloads, "zonal-volumes.yaml"), "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	r := &simulate.Report{}
+	if err := json.Unmarshal([]byte(out), r); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"shop/db-0": "us-east-1b", "shop/db-1": "us-east-1c", "shop/db-2": "us-east-1b", "shop/cache-0": "us-east-1c"}
+	placed := 0
+	for _, c := range r.NodeClaims {
+		for _, p := range c.Pods {
+			if zone, ok := want[p]; ok {
+				placed++
+				if c.Zone != zone {
+					t.Errorf("%s's volume is in %s; simulate put it in %s", p, zone, c.Zone)
+				}
+			}
+		}
+	}
+	if placed != len(want) {
+		t.Errorf("%d of %d pods with volumes placed: %+v", placed, len(want), r.NodeClaims)
+	}
+	if len(r.Unschedulable) != 1 || r.Unschedulable[0].Pod != "shop/orphan" || !strings.Contains(r.Unschedulable[0].Reason, "persistentvolumeclaim shop/not-created-yet not found") {
+		t.Errorf("unschedulable %+v", r.Unschedulable)
+	}
+}
