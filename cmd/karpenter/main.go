@@ -256,7 +256,11 @@ func run() error {
 		if opts.CloudProvider == "aws" {
 			conv.DefaultNodeClass = conversion.EC2NodeClass
 		}
-		review := admission.NewPolicyReview(mgr.GetClient(), d.engine, d.cloud, d.usage, clock.RealClock{})
+		var gates methods.Options
+		if err := methods.ParseFeatureGates(opts.FeatureGates, &gates); err != nil {
+			return fmt.Errorf("--feature-gates: %w", err)
+		}
+		review := admission.NewPolicyReview(mgr.GetClient(), d.engine, d.cloud, d.usage, clock.RealClock{}).WithNodeRepair(opts.Disruption && gates.NodeRepair)
 		if err := webhooks.Register(mgr, conv, validation.New(), review); err != nil {
 			return fmt.Errorf("registering webhooks: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -35,6 +36,14 @@ type PolicyReview struct {
 	cloud  cloudprovider.CloudProvider
 	usage  *policycontrollers.Usage
 	clock  clock.Clock
+	// nodeRepair says whether node repair runs: a budget for Unhealthy limits nothing without it.
+	nodeRepair bool
+}
+
+// WithNodeRepair tells the review whether node repair runs (the NodeRepair feature gate).
+func (a *PolicyReview) WithNodeRepair(on bool) *PolicyReview {
+	a.nodeRepair = on
+	return a
 }
 
 // NewPolicyReview returns the review.
@@ -51,6 +60,7 @@ func (a *PolicyReview) Review(ctx context.Context, operation string, obj, old cl
 	case *karpv1.NodePool:
 		in.Kind = "NodePool"
 		impact = a.nodePoolImpact(ctx, o, old)
+		impact = append(impact, a.unhealthyBudgets(o)...)
 	case *policyv1.CapacityBudget:
 		in.Kind, in.Budget = "CapacityBudget", o
 		ns := a.namespace(ctx, o.Namespace)
@@ -141,6 +151,20 @@ func (a *PolicyReview) nodePoolImpact(ctx context.Context, np *karpv1.NodePool, 
 		}
 	}
 	return []string{msg}
+}
+
+// unhealthyBudgets warns of budgets that name Unhealthy while node repair is off: accepted (a
+// gate may be turned on later) but acting on nothing until then.
+func (a *PolicyReview) unhealthyBudgets(np *karpv1.NodePool) []string {
+	if a.nodeRepair {
+		return nil
+	}
+	for _, b := range np.Spec.Disruption.Budgets {
+		if slices.Contains(b.Reasons, karpv1.DisruptionReasonUnhealthy) {
+			return []string{fmt.Sprintf("NodePool %s: a disruption budget names Unhealthy, but node repair is off (--feature-gates NodeRepair=true): it limits nothing", np.Name)}
+		}
+	}
+	return nil
 }
 
 // budgetImpact says what the budget allows against what the namespace runs at now.

@@ -1,0 +1,26 @@
+package admission
+
+import (
+	"strings"
+	"testing"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+)
+
+// A budget for Unhealthy is warned about while node repair is off, and not once it is on.
+func TestUnhealthyBudgetWarning(t *testing.T) {
+	np := &karpv1.NodePool{}
+	np.Name = "general"
+	np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "1", Reasons: []karpv1.DisruptionReason{karpv1.DisruptionReasonUnhealthy}}}
+	off := (&PolicyReview{}).unhealthyBudgets(np)
+	if len(off) != 1 || !strings.Contains(off[0], "node repair is off") {
+		t.Fatalf("warnings %v", off)
+	}
+	if on := (&PolicyReview{}).WithNodeRepair(true).unhealthyBudgets(np); len(on) != 0 {
+		t.Fatalf("with repair on: %v", on)
+	}
+	np.Spec.Disruption.Budgets[0].Reasons = []karpv1.DisruptionReason{karpv1.DisruptionReasonDrifted}
+	if w := (&PolicyReview{}).unhealthyBudgets(np); len(w) != 0 {
+		t.Fatalf("a Drifted budget: %v", w)
+	}
+}
