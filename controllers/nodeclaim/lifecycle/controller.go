@@ -361,7 +361,9 @@ func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 	}
 	if node == nil {
 		c.setCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, "AwaitingNode", "the node has not registered")
-		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+		// The Node's creation brings us back, unless it came before the cache had this
+		// NodeClaim's provider ID to map it by: look again soon, as initialize does.
+		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
 	}
 	nc.Status.NodeName = node.Name
 	for k, q := range node.Status.Allocatable {
