@@ -271,6 +271,32 @@ func (o *Orchestrator) mark(ctx context.Context, cmd *command, c candidateRef) e
 	if node.DeletionTimestamp != nil {
 		return apierrors.NewNotFound(corev1.Resource("nodes"), c.node)
 	}
+	// The command goes on the NodeClaim before the taint goes on the node: a tainted node is
+	// always one a command accounts for (a manager that stops between the two leaves a marked
+	// NodeClaim, which the next one adopts or rolls back; never an orphaned taint).
+	if c.nodeClaim != "" {
+		nc := &karpv1.NodeClaim{}
+		if err := o.client.Get(ctx, client.ObjectKey{Name: c.nodeClaim}, nc); err != nil {
+			return err
+		}
+		if nc.DeletionTimestamp != nil {
+			return apierrors.NewNotFound(karpv1.SchemeGroupVersion.WithResource("nodeclaims").GroupResource(), c.nodeClaim)
+		}
+		claimBase := nc.DeepCopy()
+		setCommand(nc, cmd)
+		if !equality.Semantic.DeepEqual(claimBase, nc) {
+			if err := o.client.Patch(ctx, nc, client.MergeFrom(claimBase)); err != nil {
+				return fmt.Errorf("recording the command on nodeclaim %s: %w", nc.Name, err)
+			}
+		}
+		claimBase = nc.DeepCopy()
+		meta.SetStatusCondition(&nc.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeDisruptionReason, Status: metav1.ConditionTrue,
+			Reason: string(cmd.reason), Message: fmt.Sprintf("disrupted by command %s (%s)", cmd.id, cmd.decision), ObservedGeneration: nc.Generation})
+		// With the resourceVersion read: the condition list is replaced whole.
+		if err := o.client.Status().Patch(ctx, nc, client.MergeFromWithOptions(claimBase, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("setting the disruption reason of nodeclaim %s: %w", nc.Name, err)
+		}
+	}
 	base := node.DeepCopy()
 	if !hasTaint(node, karpv1.DisruptedTaintKey) {
 		node.Spec.Taints = append(node.Spec.Taints, karpv1.DisruptedNoScheduleTaint)
@@ -283,30 +309,6 @@ func (o *Orchestrator) mark(ctx context.Context, cmd *command, c candidateRef) e
 		if err := o.client.Patch(ctx, node, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			return fmt.Errorf("tainting node %s: %w", node.Name, err)
 		}
-	}
-	if c.nodeClaim == "" {
-		return nil
-	}
-	nc := &karpv1.NodeClaim{}
-	if err := o.client.Get(ctx, client.ObjectKey{Name: c.nodeClaim}, nc); err != nil {
-		return err
-	}
-	if nc.DeletionTimestamp != nil {
-		return apierrors.NewNotFound(karpv1.SchemeGroupVersion.WithResource("nodeclaims").GroupResource(), c.nodeClaim)
-	}
-	claimBase := nc.DeepCopy()
-	setCommand(nc, cmd)
-	if !equality.Semantic.DeepEqual(claimBase, nc) {
-		if err := o.client.Patch(ctx, nc, client.MergeFrom(claimBase)); err != nil {
-			return fmt.Errorf("recording the command on nodeclaim %s: %w", nc.Name, err)
-		}
-	}
-	claimBase = nc.DeepCopy()
-	meta.SetStatusCondition(&nc.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeDisruptionReason, Status: metav1.ConditionTrue,
-		Reason: string(cmd.reason), Message: fmt.Sprintf("disrupted by command %s (%s)", cmd.id, cmd.decision), ObservedGeneration: nc.Generation})
-	// With the resourceVersion read: the condition list is replaced whole.
-	if err := o.client.Status().Patch(ctx, nc, client.MergeFromWithOptions(claimBase, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("setting the disruption reason of nodeclaim %s: %w", nc.Name, err)
 	}
 	return nil
 }

@@ -198,6 +198,9 @@ func TestTerminationWaitsForVolumeDetachment(t *testing.T) {
 	va := &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: "e2e-detach"}, Spec: storagev1.VolumeAttachmentSpec{
 		Attacher: e2eDriver, NodeName: p.Spec.NodeName, Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: ptr.To("e2e-detach")}}}
 	create(t, ctx, va)
+	// The manager's cache sees the attachment a moment later; the drain of a pod with no grace
+	// period can be quicker than that.
+	time.Sleep(2 * time.Second)
 	var claims karpv1.NodeClaimList
 	if err := kube.List(ctx, &claims, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}); err != nil || len(claims.Items) != 1 {
 		t.Fatalf("want the pod's one NodeClaim: %v %d", err, len(claims.Items))
@@ -219,7 +222,7 @@ func TestTerminationWaitsForVolumeDetachment(t *testing.T) {
 		}
 		return false, nil
 	}); err != nil {
-		t.Fatalf("the NodeClaim never said it awaits the volume's detachment: %v\n%s", err, local.LogTail("karpenter", 20))
+		t.Fatalf("the NodeClaim never said it awaits the volume's detachment: %v\n%s", err, linesAbout(local.LogTail("karpenter", 2000), p.Spec.NodeName))
 	}
 	time.Sleep(10 * time.Second)
 	node := &corev1.Node{}
@@ -238,4 +241,15 @@ func TestTerminationWaitsForVolumeDetachment(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the node did not go once the volume detached: %v", err)
 	}
+}
+
+// linesAbout are the log's lines that mention s.
+func linesAbout(log, s string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -66,7 +66,8 @@ func (c *Controller) awaitVolumeDetachment(ctx context.Context, node *corev1.Nod
 	return ratelimit.Again(), nil
 }
 
-// stayingVolumes are the PersistentVolumes of the node's pods that the drain leaves there.
+// stayingVolumes are the PersistentVolumes of the node's pods that the drain leaves running
+// there (DaemonSet pods that tolerate the disrupted taint, mirror pods).
 func (c *Controller) stayingVolumes(ctx context.Context, node *corev1.Node) (sets.Set[string], error) {
 	var pods corev1.PodList
 	if err := c.client.List(ctx, &pods, client.MatchingFields{index.PodNodeName: node.Name}); err != nil {
@@ -76,7 +77,9 @@ func (c *Controller) stayingVolumes(ctx context.Context, node *corev1.Node) (set
 	now := c.clock.Now()
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if scheduling.IsTerminal(p) || scheduling.IsDrainable(p, now) {
+		// A pod going away (evicted, terminating, even past its grace period) gives its
+		// volumes up: only those of pods the drain leaves running stay.
+		if scheduling.IsTerminal(p) || scheduling.IsTerminating(p) || scheduling.IsDrainable(p, now) {
 			continue
 		}
 		for j := range p.Spec.Volumes {

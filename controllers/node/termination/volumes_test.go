@@ -115,3 +115,22 @@ func TestDoNotDisruptDurationHoldsTheEviction(t *testing.T) {
 		t.Fatal("the pod is evicted once its duration ran out")
 	}
 }
+
+// The volume of a pod evicted and still terminating (here past its grace period, as a pod of
+// grace 0 is at once) is going away: its attachment holds the node like any other.
+func TestTerminatingPodsVolumesAreAwaited(t *testing.T) {
+	db := pod("db", func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+		p.Finalizers = []string{"example.com/hold"}
+		p.DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Second)}
+	})
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-db"}}
+	w := newWorld(t, interceptor.Funcs{}, deletingNode(true), claim(), db, pvc, attachment("va-db", "pv-db"))
+	w.cloud.Add(providerID)
+	if res := w.reconcile(t); res.IsZero() {
+		t.Fatal("the node waits for the terminating pod's volume to detach")
+	}
+	if c := volumesDetached(t, w); c == nil || c.Reason != "AwaitingVolumeDetachment" {
+		t.Fatalf("VolumesDetached: %+v", c)
+	}
+}
