@@ -49,6 +49,7 @@ func (c *Cluster) Misfit(p *corev1.Pod, node string) (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key, now := WorkloadKey(p), c.clock.Now()
+	c.forgetOldMisfits(now)
 	m := c.misfits[key]
 	if m != nil && m.node == node {
 		return m.until, false
@@ -97,6 +98,13 @@ func (c *Cluster) notePreemption(p *corev1.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
+	c.forgetOldMisfits(now)
+	c.preempted[WorkloadKey(p)] = preemption{node: p.Spec.NodeName, at: now}
+}
+
+// forgetOldMisfits drops the records past their reach, so that the maps do not grow with
+// workloads long gone (called with c.mu held).
+func (c *Cluster) forgetOldMisfits(now time.Time) {
 	for k, pr := range c.preempted {
 		if now.Sub(pr.at) > MaxMisfitBackoff {
 			delete(c.preempted, k)
@@ -107,5 +115,4 @@ func (c *Cluster) notePreemption(p *corev1.Pod) {
 			delete(c.misfits, k)
 		}
 	}
-	c.preempted[WorkloadKey(p)] = preemption{node: p.Spec.NodeName, at: now}
 }
