@@ -177,10 +177,10 @@ func TestResolverErrorsNameWhatMatchedNothing(t *testing.T) {
 // variantOf names an AMI's variant by its requirements.
 func variantOf(a awsv1.AMI) string {
 	for _, r := range a.Requirements {
-		switch {
-		case r.Key == karpv1.LabelInstanceGPUManufacturer:
+		switch r.Key {
+		case karpv1.LabelInstanceGPUManufacturer:
 			return "nvidia"
-		case r.Key == karpv1.LabelInstanceAcceleratorManufacturer:
+		case karpv1.LabelInstanceAcceleratorManufacturer:
 			return "neuron"
 		}
 	}
