@@ -134,3 +134,15 @@ func IsProvisionable(p *corev1.Pod) bool {
 	return len(p.Spec.SchedulingGates) == 0 && p.Status.NominatedNodeName == "" &&
 		(p.Spec.SchedulerName == "" || p.Spec.SchedulerName == corev1.DefaultSchedulerName)
 }
+
+// ClaimName is the PersistentVolumeClaim a pod volume uses, if any: its own, or the one a
+// generic ephemeral volume gets (<pod>-<volume>).
+func ClaimName(p *corev1.Pod, vol *corev1.Volume) string {
+	switch {
+	case vol.PersistentVolumeClaim != nil:
+		return vol.PersistentVolumeClaim.ClaimName
+	case vol.Ephemeral != nil:
+		return p.Name + "-" + vol.Name
+	}
+	return ""
+}

@@ -50,25 +50,13 @@ func namespaced(namespace, name string) string {
 	return namespace + "/" + name
 }
 
-// ClaimName is the PersistentVolumeClaim a pod volume uses, if any: its own, or the one a
-// generic ephemeral volume gets (<pod>-<volume>).
-func ClaimName(p *corev1.Pod, vol *corev1.Volume) string {
-	switch {
-	case vol.PersistentVolumeClaim != nil:
-		return vol.PersistentVolumeClaim.ClaimName
-	case vol.Ephemeral != nil:
-		return p.Name + "-" + vol.Name
-	}
-	return ""
-}
-
 // requirements are the node requirements of the pod's volumes; an error names the claim or
 // class that is missing, for a pod that cannot be placed until it exists.
 func (v volumes) requirements(p *corev1.Pod) ([]corev1.NodeSelectorRequirement, error) {
 	var out []corev1.NodeSelectorRequirement
 	for i := range p.Spec.Volumes {
 		vol := &p.Spec.Volumes[i]
-		name := ClaimName(p, vol)
+		name := scheduling.ClaimName(p, vol)
 		if name == "" {
 			continue
 		}
@@ -130,7 +118,7 @@ type Unresolved struct {
 // hasClaims reports whether any of the pod's volumes is a claim.
 func hasClaims(p *corev1.Pod) bool {
 	for i := range p.Spec.Volumes {
-		if ClaimName(p, &p.Spec.Volumes[i]) != "" {
+		if scheduling.ClaimName(p, &p.Spec.Volumes[i]) != "" {
 			return true
 		}
 	}
@@ -187,7 +175,7 @@ func (v volumes) attached(p *corev1.Pod) scheduling.Volumes {
 	var out scheduling.Volumes
 	for i := range p.Spec.Volumes {
 		vol := &p.Spec.Volumes[i]
-		name := ClaimName(p, vol)
+		name := scheduling.ClaimName(p, vol)
 		if name == "" {
 			continue
 		}

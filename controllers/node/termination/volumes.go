@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,7 +60,7 @@ func (c *Controller) awaitVolumeDetachment(ctx context.Context, node *corev1.Nod
 	}
 	slices.Sort(waiting)
 	msg := fmt.Sprintf("Awaiting deletion of bound volumeattachments (%s)", strings.Join(waiting, ", "))
-	if cond := conditionMessage(nc, karpv1.ConditionTypeVolumesDetached); cond != msg {
+	if nc == nil || !hasConditionMessage(nc, karpv1.ConditionTypeVolumesDetached, msg) {
 		c.recorder.Eventf(node, nil, corev1.EventTypeNormal, "AwaitingVolumeDetachment", "Terminate", "%s", msg)
 	}
 	setCondition(nc, karpv1.ConditionTypeVolumesDetached, metav1.ConditionUnknown, "AwaitingVolumeDetachment", msg)
@@ -83,7 +84,7 @@ func (c *Controller) stayingVolumes(ctx context.Context, node *corev1.Node) (set
 			continue
 		}
 		for j := range p.Spec.Volumes {
-			claimName := claimOf(p, &p.Spec.Volumes[j])
+			claimName := scheduling.ClaimName(p, &p.Spec.Volumes[j])
 			if claimName == "" {
 				continue
 			}
@@ -102,25 +103,8 @@ func (c *Controller) stayingVolumes(ctx context.Context, node *corev1.Node) (set
 	return out, nil
 }
 
-// claimOf is the claim a pod volume uses: its own, or its generic ephemeral volume's.
-func claimOf(p *corev1.Pod, v *corev1.Volume) string {
-	switch {
-	case v.PersistentVolumeClaim != nil:
-		return v.PersistentVolumeClaim.ClaimName
-	case v.Ephemeral != nil:
-		return p.Name + "-" + v.Name
-	}
-	return ""
-}
-
-func conditionMessage(nc *karpv1.NodeClaim, t string) string {
-	if nc == nil {
-		return ""
-	}
-	for _, c := range nc.Status.Conditions {
-		if c.Type == t {
-			return c.Message
-		}
-	}
-	return ""
+// hasConditionMessage reports whether the NodeClaim's condition already says msg.
+func hasConditionMessage(nc *karpv1.NodeClaim, t, msg string) bool {
+	c := meta.FindStatusCondition(nc.Status.Conditions, t)
+	return c != nil && c.Message == msg
 }
