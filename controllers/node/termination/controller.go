@@ -1,6 +1,6 @@
 // Package termination drains a Node that is being deleted, and lets it go once its instance is
 // terminating: it taints the node karpenter.sh/disrupted:NoSchedule, evicts its drainable pods
-// through the eviction queue (per-pod backoff, upstream Karpenter's tier order, PDBs and
+// through package eviction's queue (per-pod backoff, upstream Karpenter's tier order, PDBs and
 // karpenter.sh/do-not-disrupt respected), deleting early the pods that would outlast the
 // NodeClaim's terminationGracePeriod, then asks the cloud provider to terminate the instance
 // and removes the karpenter.sh/termination finalizer once it is gone. A node that is not Ready
@@ -37,6 +37,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/eviction"
 	"github.com/karpenter-policy/karpenter/controllers/index"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
@@ -56,18 +57,18 @@ type Controller struct {
 	cloud    cloudprovider.CloudProvider
 	recorder events.EventRecorder
 	clock    clock.Clock
-	queue    *EvictionQueue
+	queue    *eviction.Queue
 	// told are the nodes whose terminationGracePeriod this process announced, by UID.
 	told sync.Map
 }
 
 // NewController builds the node termination controller and its eviction queue.
 func NewController(c client.Client, cloud cloudprovider.CloudProvider, recorder events.EventRecorder, clk clock.Clock) *Controller {
-	return &Controller{client: c, cloud: cloud, recorder: recorder, clock: clk, queue: NewEvictionQueue(c, recorder, clk)}
+	return &Controller{client: c, cloud: cloud, recorder: recorder, clock: clk, queue: eviction.NewQueue(c, recorder, clk)}
 }
 
 // Queue is the controller's eviction queue.
-func (c *Controller) Queue() *EvictionQueue { return c.queue }
+func (c *Controller) Queue() *eviction.Queue { return c.queue }
 
 // Register watches Nodes, and pods leaving a node, and registers the eviction queue (the
 // manager must have the indexes of package index).
@@ -256,7 +257,7 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, nc *karpv1.No
 	for i := range list.Items {
 		pods = append(pods, &list.Items[i])
 	}
-	plan := PlanDrain(pods, c.clock.Now(), deadline)
+	plan := eviction.Plan(pods, c.clock.Now(), deadline)
 	if plan.Waiting == 0 {
 		setCondition(nc, karpv1.ConditionTypeDrained, metav1.ConditionTrue, "Drained", "")
 		return reconcile.Result{}, nil

@@ -1,4 +1,4 @@
-package termination
+package eviction
 
 import (
 	"context"
@@ -29,22 +29,22 @@ import (
 	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
-// EvictionBackoff is the eviction queue's retry schedule per pod: a pod a
+// Backoff is the eviction queue's retry schedule per pod: a pod a
 // PodDisruptionBudget keeps (429) or do-not-disrupt holds is tried again after 100 ms, then
 // 200 ms, ... at most every 10 s; over all pods, 100 evictions a second in bursts of 1000.
 // Upstream Karpenter's eviction queue uses the same per-pod schedule.
-var EvictionBackoff = ratelimit.Settings{Base: 100 * time.Millisecond, Max: 10 * time.Second, QPS: 100, Burst: 1000}
+var Backoff = ratelimit.Settings{Base: 100 * time.Millisecond, Max: 10 * time.Second, QPS: 100, Burst: 1000}
 
-// EvictionConcurrency is how many evictions are in flight at once.
-const EvictionConcurrency = 50
+// Concurrency is how many evictions are in flight at once.
+const Concurrency = 50
 
-// EvictionQueue evicts pods, each with its own exponential backoff, so that draining nodes
+// Queue evicts pods, each with its own exponential backoff, so that draining nodes
 // whose pods a PodDisruptionBudget holds ask the API server ever less often instead of every
 // second. A pod is queued once however often its node's drain asks; it leaves the queue when
 // the eviction is accepted, when it is gone or replaced by a pod of the same name, or when it
 // is terminating. A pod past its node's deadline (see MustDelete) is deleted instead, with the
 // grace that is left.
-type EvictionQueue struct {
+type Queue struct {
 	client   client.Client
 	recorder events.EventRecorder
 	clock    clock.Clock
@@ -60,16 +60,16 @@ type queued struct {
 	deadline *time.Time
 }
 
-// NewEvictionQueue returns the queue; Register it with the manager.
-func NewEvictionQueue(c client.Client, recorder events.EventRecorder, clk clock.Clock) *EvictionQueue {
-	return &EvictionQueue{client: c, recorder: recorder, clock: clk, items: map[types.NamespacedName]queued{},
+// NewQueue returns the queue; Register it with the manager.
+func NewQueue(c client.Client, recorder events.EventRecorder, clk clock.Clock) *Queue {
+	return &Queue{client: c, recorder: recorder, clock: clk, items: map[types.NamespacedName]queued{},
 		source: make(chan event.TypedGenericEvent[*corev1.Pod], 10000)}
 }
 
 // Register adds the queue's controller to the manager.
-func (q *EvictionQueue) Register(mgr ctrl.Manager) error {
+func (q *Queue) Register(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("node.termination.eviction").
-		WithOptions(ratelimit.OptionsWith(EvictionConcurrency, EvictionBackoff)).
+		WithOptions(ratelimit.OptionsWith(Concurrency, Backoff)).
 		WatchesRawSource(source.Channel(q.source, handler.TypedFuncs[*corev1.Pod, reconcile.Request]{
 			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[*corev1.Pod], w workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				w.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
@@ -80,7 +80,7 @@ func (q *EvictionQueue) Register(mgr ctrl.Manager) error {
 
 // Add queues pods for eviction by the deadline (nil: none); a pod queued already keeps its
 // place and gets the earlier deadline.
-func (q *EvictionQueue) Add(deadline *time.Time, pods ...*corev1.Pod) {
+func (q *Queue) Add(deadline *time.Time, pods ...*corev1.Pod) {
 	var fresh []*corev1.Pod
 	q.mu.Lock()
 	for _, p := range pods {
@@ -99,8 +99,16 @@ func (q *EvictionQueue) Add(deadline *time.Time, pods ...*corev1.Pod) {
 	}
 }
 
+// Forget takes pods off the queue (a drain that ended without them, as a reboot's whose bound
+// ran out: they stay where they are).
+func (q *Queue) Forget(pods ...*corev1.Pod) {
+	for _, p := range pods {
+		q.done(p)
+	}
+}
+
 // Len is how many pods are queued.
-func (q *EvictionQueue) Len() int {
+func (q *Queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.items)
@@ -116,14 +124,14 @@ func earlier(a, b *time.Time) *time.Time {
 	return b
 }
 
-func (q *EvictionQueue) done(p *corev1.Pod) {
+func (q *Queue) done(p *corev1.Pod) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.items, client.ObjectKeyFromObject(p))
 }
 
 // Reconcile evicts or deletes one queued pod.
-func (q *EvictionQueue) Reconcile(ctx context.Context, p *corev1.Pod) (reconcile.Result, error) {
+func (q *Queue) Reconcile(ctx context.Context, p *corev1.Pod) (reconcile.Result, error) {
 	q.mu.Lock()
 	item, ok := q.items[client.ObjectKeyFromObject(p)]
 	q.mu.Unlock()
@@ -154,7 +162,7 @@ func (q *EvictionQueue) Reconcile(ctx context.Context, p *corev1.Pod) (reconcile
 }
 
 // evict asks the Eviction API, for this very pod (its UID as precondition).
-func (q *EvictionQueue) evict(ctx context.Context, p *corev1.Pod) (reconcile.Result, error) {
+func (q *Queue) evict(ctx context.Context, p *corev1.Pod) (reconcile.Result, error) {
 	uid := p.UID
 	err := q.client.SubResource("eviction").Create(ctx, p, &k8spolicyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
@@ -185,7 +193,7 @@ func (q *EvictionQueue) evict(ctx context.Context, p *corev1.Pod) (reconcile.Res
 }
 
 // delete deletes a pod that must be gone by its node's deadline, granting it what is left.
-func (q *EvictionQueue) delete(ctx context.Context, p *corev1.Pod, now, deadline time.Time) (reconcile.Result, error) {
+func (q *Queue) delete(ctx context.Context, p *corev1.Pod, now, deadline time.Time) (reconcile.Result, error) {
 	if scheduling.IsTerminating(p) && !p.DeletionTimestamp.After(deadline) {
 		q.done(p)
 		return reconcile.Result{}, nil

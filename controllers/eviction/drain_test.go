@@ -1,4 +1,4 @@
-package termination
+package eviction
 
 import (
 	"slices"
@@ -73,7 +73,7 @@ func TestDrainableRules(t *testing.T) {
 		"a pod with no grace, a second later": {pod("p", grace(0), terminatingSince(time.Second)), false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			d := PlanDrain([]*corev1.Pod{tc.pod}, now, nil)
+			d := Plan([]*corev1.Pod{tc.pod}, now, nil)
 			if got := d.Waiting == 1; got != tc.drainable {
 				t.Errorf("drainable = %v, want %v", got, tc.drainable)
 			}
@@ -90,7 +90,7 @@ func TestDrainEvictsTiersInOrder(t *testing.T) {
 	steps := [][]string{{"a", "b"}, {"ds"}, {"crit"}, {"crit-ds"}}
 	pods := all
 	for i, want := range steps {
-		d := PlanDrain(pods, now, nil)
+		d := Plan(pods, now, nil)
 		if got := names(d.Evict); !slices.Equal(got, want) {
 			t.Fatalf("step %d evicts %v, want %v", i, got, want)
 		}
@@ -108,12 +108,12 @@ func TestDrainEvictsTiersInOrder(t *testing.T) {
 				next = append(next, p)
 			}
 		}
-		if d := PlanDrain(next, now, nil); len(d.Evict) != 0 {
+		if d := Plan(next, now, nil); len(d.Evict) != 0 {
 			t.Fatalf("step %d: while its pods terminate, the next tier must wait, evicts %v", i, names(d.Evict))
 		}
 		pods = slices.DeleteFunc(next, func(p *corev1.Pod) bool { return slices.Contains(want, p.Name) })
 	}
-	if d := PlanDrain(pods, now, nil); d.Waiting != 0 {
+	if d := Plan(pods, now, nil); d.Waiting != 0 {
 		t.Fatalf("drained, yet %d waiting", d.Waiting)
 	}
 }
@@ -123,7 +123,7 @@ func TestDrainDeletesWhatWouldOutlastTheDeadline(t *testing.T) {
 	short := pod("short", grace(30))
 	long := pod("long", grace(120))
 	longDS := pod("long-ds", grace(90), daemon, critical)
-	d := PlanDrain([]*corev1.Pod{short, long, longDS}, now, &deadline)
+	d := Plan([]*corev1.Pod{short, long, longDS}, now, &deadline)
 	if got := names(d.Delete); !slices.Equal(got, []string{"long", "long-ds"}) {
 		t.Errorf("pods whose grace outlasts the deadline are deleted now, whatever their tier: %v", got)
 	}
@@ -160,7 +160,7 @@ func TestDrainDeletesWhatWouldOutlastTheDeadline(t *testing.T) {
 	}
 	// Past the deadline every drainable pod is deleted.
 	late := now.Add(-time.Second)
-	if d := PlanDrain([]*corev1.Pod{short, long}, now, &late); len(d.Delete) != 2 || len(d.Evict) != 0 {
+	if d := Plan([]*corev1.Pod{short, long}, now, &late); len(d.Delete) != 2 || len(d.Evict) != 0 {
 		t.Errorf("past the deadline: delete %v, evict %v", names(d.Delete), names(d.Evict))
 	}
 }

@@ -1,4 +1,4 @@
-package termination
+package eviction
 
 import (
 	"time"
@@ -45,13 +45,13 @@ func Tier(p *corev1.Pod) int {
 	return t
 }
 
-// PlanDrain decides the next step of draining a node with these pods. Only drainable pods
+// Plan decides the next step of draining a node with these pods. Only drainable pods
 // count (scheduling.IsDrainable: not mirror pods, not pods that tolerate the disrupted taint,
 // not pods terminating past their grace period). Pods already terminating are waited for and
 // not evicted again. Tiers go in order, but a pod that must be deleted for the deadline is
 // deleted whatever its tier: at the deadline, a PodDisruptionBudget on an earlier tier must
 // not hold a later one past it.
-func PlanDrain(pods []*corev1.Pod, now time.Time, deadline *time.Time) Drain {
+func Plan(pods []*corev1.Pod, now time.Time, deadline *time.Time) Drain {
 	var d Drain
 	// byTier holds the drainable pods not to be deleted, terminating or not: a tier waits
 	// for the earlier ones to be gone, not merely terminating, since pods of a later tier
