@@ -7,6 +7,7 @@ package cloudprovider
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -181,10 +182,54 @@ type NoticeQueue interface {
 	Done(ctx context.Context, n Notice) error
 }
 
-// RepairPolicy is a node condition that makes a node unhealthy: node repair replaces a node
-// whose condition of that type has had that status for TolerationDuration.
+// RepairPolicy is a node condition that makes a node unhealthy: node repair acts on a node
+// whose condition of that type has had that status for TolerationDuration, by Action.
 type RepairPolicy struct {
 	ConditionType      corev1.NodeConditionType
 	ConditionStatus    corev1.ConditionStatus
 	TolerationDuration time.Duration
+	// Action is what repair does; "" is RepairReplace. RepairReboot needs a provider that is a
+	// Rebooter; of another, it replaces.
+	Action RepairAction
+	// RebootDrain bounds the drain before a reboot (0: reboot without draining); nil: the
+	// NodeClaim's terminationGracePeriod, else DefaultRebootDrain.
+	RebootDrain *time.Duration
+}
+
+// RepairAction is what node repair does to an unhealthy node.
+type RepairAction string
+
+const (
+	// RepairReplace replaces the node (the replacement first, unless TerminateFirstRepair).
+	RepairReplace RepairAction = "Replace"
+	// RepairReboot reboots the node in place, and replaces it when rebooting did not help
+	// (RebootsBeforeReplacement reboots within a day, or a reboot that failed).
+	RepairReboot RepairAction = "Reboot"
+)
+
+// DefaultRebootDrain bounds the drain before a reboot when neither the repair policy nor the
+// NodeClaim does: an unhealthy node is not left waiting on a PodDisruptionBudget for ever; the
+// pods still there when it runs out stay on the node through the reboot.
+const DefaultRebootDrain = 10 * time.Minute
+
+// Rebooter is a CloudProvider that can restart a NodeClaim's instance in place. Reboot
+// returns once the provider accepted the request (operationID is the same for every retry of
+// one reboot, for providers that can make it idempotent); the new boot is seen on the Node's
+// status.nodeInfo.bootID. A reboot that retrying cannot make succeed returns an error that
+// IsRebootRefused recognises.
+type Rebooter interface {
+	Reboot(ctx context.Context, nodeClaim *karpv1.NodeClaim, operationID string) error
+}
+
+// RebootRefusedError is a reboot the provider refused for good (no such instance, no
+// permission): the reboot fails at once and repair replaces the node.
+type RebootRefusedError struct{ Err error }
+
+func (e *RebootRefusedError) Error() string { return "reboot refused: " + e.Err.Error() }
+func (e *RebootRefusedError) Unwrap() error { return e.Err }
+
+// IsRebootRefused reports whether err is, or wraps, a RebootRefusedError.
+func IsRebootRefused(err error) bool {
+	var r *RebootRefusedError
+	return errors.As(err, &r)
 }

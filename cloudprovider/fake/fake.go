@@ -25,9 +25,24 @@ type Provider struct {
 	InstanceTypes []*cloudprovider.InstanceType
 	// GetErr, when set, is what Get returns.
 	GetErr error
+	// Reboots are the operation IDs of the Reboot calls; RebootErr, when set, is what Reboot
+	// returns.
+	Reboots   []string
+	RebootErr error
 }
 
-var _ cloudprovider.CloudProvider = (*Provider)(nil)
+var (
+	_ cloudprovider.CloudProvider = (*Provider)(nil)
+	_ cloudprovider.Rebooter      = (*Provider)(nil)
+)
+
+// Reboot records the call and returns RebootErr.
+func (p *Provider) Reboot(_ context.Context, _ *karpv1.NodeClaim, operationID string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.Reboots = append(p.Reboots, operationID)
+	return p.RebootErr
+}
 
 // New returns an empty fake cloud.
 func New() *Provider {

@@ -12,7 +12,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
 )
 
 // An instance of the simulated cloud is its Node object while kwok plays its kubelet. When the
@@ -86,6 +88,34 @@ func (p *Provider) registerCSIDrivers(ctx context.Context, node *corev1.Node, nc
 	}
 	if err := p.client.Create(ctx, cn); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the CSINode of node %s: %w", node.Name, err)
+	}
+	return nil
+}
+
+// Reboot simulates restarting the NodeClaim's instance in place: kwok has no machine to
+// restart, so the Node gets a new boot ID (derived from operationID, so that a retry of the
+// same reboot does not reboot twice), which is how a reboot is seen. The simulated kubelet
+// stays Ready through it; conditions set on the node by hand stay until cleared, as a fault a
+// reboot does not fix would.
+func (p *Provider) Reboot(ctx context.Context, claim *karpv1.NodeClaim, operationID string) error {
+	name, err := nodeName(claim.Status.ProviderID)
+	if err != nil {
+		return &cloudprovider.RebootRefusedError{Err: err}
+	}
+	node := &corev1.Node{}
+	if err := p.client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return &cloudprovider.RebootRefusedError{Err: fmt.Errorf("node %s is gone", name)}
+		}
+		return err
+	}
+	if terminated(node) {
+		return &cloudprovider.RebootRefusedError{Err: fmt.Errorf("the instance of node %s is terminated", name)}
+	}
+	base := node.DeepCopy()
+	node.Status.NodeInfo.BootID = "kwok-" + operationID
+	if err := p.client.Status().Patch(ctx, node, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("rebooting node %s: %w", name, err)
 	}
 	return nil
 }

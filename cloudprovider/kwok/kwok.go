@@ -80,8 +80,8 @@ func (p *Provider) MarkUnavailable(instanceType, zone, capacityType string) {
 	p.gen++
 }
 
-// RepairPolicies are upstream kwok's (a node Ready False or Unknown for 10 minutes) and the
-// node class's repairPolicies.
+// RepairPolicies are upstream kwok's (a node Ready False or Unknown for 10 minutes: replace)
+// and the node class's repairPolicies.
 func (p *Provider) RepairPolicies(ctx context.Context, np *karpv1.NodePool) ([]cloudprovider.RepairPolicy, error) {
 	out := []cloudprovider.RepairPolicy{
 		{ConditionType: corev1.NodeReady, ConditionStatus: corev1.ConditionFalse, TolerationDuration: 10 * time.Minute},
@@ -92,8 +92,16 @@ func (p *Provider) RepairPolicies(ctx context.Context, np *karpv1.NodePool) ([]c
 		return out, err
 	}
 	for _, rp := range nc.Spec.RepairPolicies {
-		out = append(out, cloudprovider.RepairPolicy{ConditionType: corev1.NodeConditionType(rp.ConditionType),
-			ConditionStatus: corev1.ConditionStatus(rp.ConditionStatus), TolerationDuration: rp.Toleration.Duration})
+		policy := cloudprovider.RepairPolicy{ConditionType: corev1.NodeConditionType(rp.ConditionType),
+			ConditionStatus: corev1.ConditionStatus(rp.ConditionStatus), TolerationDuration: rp.Toleration.Duration,
+			Action: cloudprovider.RepairReplace}
+		if rp.Action == string(cloudprovider.RepairReboot) {
+			policy.Action = cloudprovider.RepairReboot
+		}
+		if rp.RebootDrain != nil {
+			policy.RebootDrain = &rp.RebootDrain.Duration
+		}
+		out = append(out, policy)
 	}
 	return out, nil
 }
@@ -293,6 +301,8 @@ func (p *Provider) launch(ctx context.Context, claim *karpv1.NodeClaim, nc *kwok
 	base.Status = corev1.NodeStatus{}
 	node.Status.Capacity = c.InstanceType.Capacity.DeepCopy()
 	node.Status.Allocatable = allocatable
+	// A boot ID as a kubelet reports it, so that a reboot (Reboot) can be told by a new one.
+	node.Status.NodeInfo.BootID = "kwok-" + string(claim.UID)
 	if err := p.client.Status().Patch(ctx, node, client.MergeFrom(base)); err != nil {
 		return nil, fmt.Errorf("setting the capacity of node %s: %w", node.Name, err)
 	}

@@ -35,11 +35,21 @@ const (
 	NodePoolHashVersionAnnotationKey = Group + "/nodepool-hash-version"
 	// NodeClaimTerminationTimestampAnnotationKey is when a draining NodeClaim is forcibly removed.
 	NodeClaimTerminationTimestampAnnotationKey = Group + "/nodeclaim-termination-timestamp"
+	// RebootPreBootIDAnnotationKey holds, on a NodeClaim whose node repair is rebooting, the
+	// node's boot ID before the reboot was issued: a changed boot ID is the proof it happened,
+	// so a reboot is never issued twice. Removed when the reboot ends.
+	RebootPreBootIDAnnotationKey = Group + "/reboot-pre-boot-id"
+	// RebootTerminationGracePeriodAnnotationKey bounds, on a rebooting NodeClaim, the drain
+	// before the reboot (a Go duration; 0 reboots without draining).
+	RebootTerminationGracePeriodAnnotationKey = Group + "/reboot-termination-grace-period"
 
 	// DisruptedTaintKey is put on nodes that are being disrupted, so no new pods land there.
 	DisruptedTaintKey = Group + "/disrupted"
 	// UnregisteredTaintKey keeps pods off a node until it registers with its NodeClaim.
 	UnregisteredTaintKey = Group + "/unregistered"
+	// RebootingTaintKey fences new pods off a node that node repair reboots, until the new
+	// boot is seen.
+	RebootingTaintKey = Group + "/rebooting"
 
 	// TerminationFinalizer is on Nodes and NodeClaims that Karpenter drains before deletion.
 	TerminationFinalizer = Group + "/termination"
@@ -111,6 +121,8 @@ var (
 	DisruptedNoScheduleTaint = corev1.Taint{Key: DisruptedTaintKey, Effect: corev1.TaintEffectNoSchedule}
 	// UnregisteredNoExecuteTaint is applied at launch and removed at registration.
 	UnregisteredNoExecuteTaint = corev1.Taint{Key: UnregisteredTaintKey, Effect: corev1.TaintEffectNoExecute}
+	// RebootingNoScheduleTaint is on a node while node repair reboots it.
+	RebootingNoScheduleTaint = corev1.Taint{Key: RebootingTaintKey, Effect: corev1.TaintEffectNoSchedule}
 )
 
 // RestrictedLabelDomains are label domains that a NodePool may not set or require, except for

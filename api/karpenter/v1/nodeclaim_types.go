@@ -162,6 +162,20 @@ const (
 	ConditionTypeDisrupting          = "Disrupting"
 	ConditionTypeNodeClassReady      = "NodeClassReady"
 	ConditionTypeValidationSucceeded = "ValidationSucceeded"
+	// ConditionTypeRebooting is True while node repair reboots the node in place, its reason
+	// the phase (RebootRequested, RebootIssued); False with RebootSucceeded or RebootFailed
+	// once the reboot ended.
+	ConditionTypeRebooting = "Rebooting"
+)
+
+// Phases of a reboot, the reasons of the Rebooting condition, as upstream.
+const (
+	RebootReasonRequested = "RebootRequested"
+	RebootReasonIssued    = "RebootIssued"
+	RebootReasonSucceeded = "RebootSucceeded"
+	RebootReasonFailed    = "RebootFailed"
+	// RebootReasonRebooting is the Initialized condition's reason while the node reboots.
+	RebootReasonRebooting = "Rebooting"
 )
 
 // NodeClaim is the API for a node that Karpenter launches; it records the request and, in

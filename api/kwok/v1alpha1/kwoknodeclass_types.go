@@ -48,8 +48,10 @@ type KWOKNodeClassSpec struct {
 	// +optional
 	CSIDrivers []CSIDriver `json:"csiDrivers,omitempty"`
 	// RepairPolicies add to the provider's own (Ready False or Unknown for 10 minutes) the
-	// node conditions that node repair (the NodeRepair feature gate) replaces a node for, and
-	// for how long each is tolerated: for local tests of repair, like the other fault knobs.
+	// node conditions that node repair (the NodeRepair feature gate) acts on, how long each is
+	// tolerated and what repair does (replace the node, or reboot it in place: the provider
+	// simulates a reboot by giving the node a new boot ID): for local tests of repair, like
+	// the other fault knobs.
 	// +kubebuilder:validation:MaxItems:=10
 	// +optional
 	RepairPolicies []RepairPolicy `json:"repairPolicies,omitempty"`
@@ -57,6 +59,7 @@ type KWOKNodeClassSpec struct {
 
 // RepairPolicy is a node condition that makes a node unhealthy once it has held for the
 // toleration.
+// +kubebuilder:validation:XValidation:rule="!has(self.rebootDrain) || (has(self.action) && self.action == 'Reboot')",message="rebootDrain applies only to action Reboot"
 type RepairPolicy struct {
 	// ConditionType is the node condition's type, e.g. ExampleUnhealthy.
 	// +kubebuilder:validation:MinLength:=1
@@ -72,6 +75,19 @@ type RepairPolicy struct {
 	// +kubebuilder:validation:Type="string"
 	// +required
 	Toleration metav1.Duration `json:"toleration"`
+	// Action is what repair does: Replace (the default) or Reboot in place first (replacing
+	// the node when two reboots within a day did not help, or a reboot failed).
+	// +kubebuilder:validation:Enum:={Replace,Reboot}
+	// +kubebuilder:default:=Replace
+	// +optional
+	Action string `json:"action,omitempty"`
+	// RebootDrain bounds the drain before a reboot (0s: reboot without draining); pods
+	// still on the node then stay through the reboot. Unset: the NodeClaim's
+	// terminationGracePeriod, else 10 minutes. Only for the Reboot action.
+	// +kubebuilder:validation:Pattern=`^([0-9]+(ms|s|m|h))+$`
+	// +kubebuilder:validation:Type="string"
+	// +optional
+	RebootDrain *metav1.Duration `json:"rebootDrain,omitempty"`
 }
 
 // CSIDriver is a CSI driver a simulated node registers.
