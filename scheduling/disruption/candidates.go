@@ -25,7 +25,7 @@ const PodDeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
 // NewCluster is disruption's view of a snapshot: every node and in-flight NodeClaim that offers
 // room (the snapshot's Nodes, where a command's pods may go), and the candidates among the
 // managed nodes (of a known NodePool that is not static, initialized, not being deleted,
-// disrupted or NotReady), priced from their NodePool's instance types. The snapshot's pending
+// disrupted, rebooting or NotReady), priced from their NodePool's instance types. The snapshot's pending
 // pods and the pods of deleting nodes are placed first in every simulation, so that no command
 // takes the room they need.
 func NewCluster(snap *snapshot.Snapshot, opts Options) *Cluster {
@@ -49,13 +49,13 @@ func NewCluster(snap *snapshot.Snapshot, opts Options) *Cluster {
 			continue
 		}
 		pool := n.NodePool
-		disrupting := n.Deleting || n.Disrupted || !n.Ready
+		disrupting := n.Deleting || n.Disrupted || n.Rebooting || !n.Ready
 		if pool != "" {
 			c.PoolSizes[pool]++
 			if disrupting {
 				c.Disrupting[pool]++
 			}
-			if !n.Ready && !n.Deleting && !n.Disrupted {
+			if !n.Ready && !n.Deleting && !n.Disrupted && !n.Rebooting {
 				c.NotReady[pool]++
 			}
 		}

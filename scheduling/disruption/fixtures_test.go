@@ -10,6 +10,7 @@ import (
 	k8spolicyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apitypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
@@ -99,6 +100,19 @@ type world struct {
 	opts  Options
 	// nominated names a node the provisioner nominated pending pods to.
 	nominated string
+	// claims are NodeClaims of the nodes (by node name, see claim).
+	claims []*karpv1.NodeClaim
+}
+
+// claim is an initialized NodeClaim of the named node.
+func claim(nodeName string, mut ...func(*karpv1.NodeClaim)) *karpv1.NodeClaim {
+	nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: nodeName, UID: apitypes.UID("uid-" + nodeName), Labels: map[string]string{karpv1.NodePoolLabelKey: "default"},
+		CreationTimestamp: metav1.NewTime(now.Add(-48 * time.Hour))},
+		Status: karpv1.NodeClaimStatus{NodeName: nodeName, Conditions: []metav1.Condition{{Type: karpv1.ConditionTypeInitialized, Status: metav1.ConditionTrue}}}}
+	for _, m := range mut {
+		m(nc)
+	}
+	return nc
 }
 
 func (w world) cluster() *Cluster {
@@ -106,7 +120,7 @@ func (w world) cluster() *Cluster {
 	if len(pools) == 0 {
 		pools = []*karpv1.NodePool{nodePool("default")}
 	}
-	objs := &snapshot.Objects{Nodes: w.nodes, Pods: w.pods, NodePools: pools, PDBs: w.pdbs}
+	objs := &snapshot.Objects{Nodes: w.nodes, Pods: w.pods, NodePools: pools, PDBs: w.pdbs, NodeClaims: w.claims}
 	env := snapshot.Env{Now: now, InstanceTypes: func(*karpv1.NodePool) ([]*cloudprovider.InstanceType, error) { return types(), nil }}
 	if w.nominated != "" {
 		// A pending pod the provisioner nominated to the node.

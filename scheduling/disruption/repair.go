@@ -8,6 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
@@ -19,14 +21,23 @@ import (
 // network) is not fixed by replacing every node, as upstream.
 const RepairUnhealthyThreshold = 0.20
 
+// A Reboot repair policy reboots a node at most RebootsBeforeReplacement times within
+// RebootHistoryWindow; unhealthy again after that, the node is replaced, as upstream.
+const (
+	RebootsBeforeReplacement = 2
+	RebootHistoryWindow      = 24 * time.Hour
+)
+
 // Unhealthy is a node that matches one of its NodePool's repair policies.
 type Unhealthy struct {
 	*Candidate
 	// Object is the node itself (its annotations, conditions).
 	Object *corev1.Node
-	// Condition is the matching condition, and EligibleAt when its toleration runs out.
+	// Condition is the matching condition, and EligibleAt when its toleration runs out;
+	// Policy the repair policy it matched.
 	Condition  corev1.NodeCondition
 	EligibleAt time.Time
+	Policy     cloudprovider.RepairPolicy
 }
 
 // RepairNote is why repair left an unhealthy node alone: Event is NodeRepairBlocked (the
@@ -38,16 +49,28 @@ type RepairNote struct {
 }
 
 // unhealthy matches a node's conditions against its NodePool's repair policies: the first
-// condition some policy names with its status, with when its toleration ends.
-func unhealthy(n *corev1.Node, policies []cloudprovider.RepairPolicy) (corev1.NodeCondition, time.Time, bool) {
+// condition some policy names with its status, with the policy and when its toleration ends.
+// The toleration counts from the condition's transition, or from the end of the node's last
+// reboot if later: a condition that a reboot did not clear gets its toleration again.
+func unhealthy(n *corev1.Node, nc *karpv1.NodeClaim, policies []cloudprovider.RepairPolicy) (corev1.NodeCondition, cloudprovider.RepairPolicy, time.Time, bool) {
+	var rebooted time.Time
+	if nc != nil {
+		if cond := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeRebooting); cond != nil && cond.Status == metav1.ConditionFalse {
+			rebooted = cond.LastTransitionTime.Time
+		}
+	}
 	for _, c := range n.Status.Conditions {
 		for _, p := range policies {
 			if c.Type == p.ConditionType && c.Status == p.ConditionStatus {
-				return c, c.LastTransitionTime.Add(p.TolerationDuration), true
+				since := c.LastTransitionTime.Time
+				if rebooted.After(since) {
+					since = rebooted
+				}
+				return c, p, since.Add(p.TolerationDuration), true
 			}
 		}
 	}
-	return corev1.NodeCondition{}, time.Time{}, false
+	return corev1.NodeCondition{}, cloudprovider.RepairPolicy{}, time.Time{}, false
 }
 
 // collectUnhealthy finds the unhealthy nodes among the snapshot's managed, initialized nodes
@@ -55,14 +78,14 @@ func unhealthy(n *corev1.Node, policies []cloudprovider.RepairPolicy) (corev1.No
 func (c *Cluster) collectUnhealthy(snap *snapshot.Snapshot) {
 	for _, n := range snap.StateNodes {
 		np := c.NodePools[n.NodePool]
-		if n.InFlight || n.Node == nil || np == nil || len(np.RepairPolicies) == 0 || n.Deleting || n.Disrupted || !n.Initialized || n.Sched == nil {
+		if n.InFlight || n.Node == nil || np == nil || len(np.RepairPolicies) == 0 || n.Deleting || n.Disrupted || n.Rebooting || !n.Initialized || n.Sched == nil {
 			continue
 		}
-		cond, at, ok := unhealthy(n.Node, np.RepairPolicies)
+		cond, policy, at, ok := unhealthy(n.Node, n.NodeClaim, np.RepairPolicies)
 		if !ok {
 			continue
 		}
-		c.Unhealthy = append(c.Unhealthy, &Unhealthy{Candidate: newCandidate(c, n, np), Object: n.Node, Condition: cond, EligibleAt: at})
+		c.Unhealthy = append(c.Unhealthy, &Unhealthy{Candidate: newCandidate(c, n, np), Object: n.Node, Condition: cond, Policy: policy, EligibleAt: at})
 	}
 }
 
@@ -72,9 +95,11 @@ func (c *Cluster) collectUnhealthy(snap *snapshot.Snapshot) {
 // apply (nodes that are merely NotReady do not count against them), the replacement joins
 // before the node goes (TerminateFirstRepair: the other way round), karpenter.sh/do-not-disrupt
 // does not hold it but karpenter.sh/do-not-repair does, and the node is then terminated
-// forcefully (its pods deleted at once, PDBs or not). While more than
-// RepairUnhealthyThreshold of a NodePool's nodes are unhealthy, repair leaves the pool alone.
-// One command per pass, the node unhealthy longest first.
+// forcefully (its pods deleted at once, PDBs or not). A policy whose action is Reboot, on a
+// provider that reboots in place, reboots the node instead (DecisionReboot, within the same
+// budgets): up to RebootsBeforeReplacement times within RebootHistoryWindow, then it is
+// replaced. While more than RepairUnhealthyThreshold of a NodePool's nodes are unhealthy,
+// repair leaves the pool alone. One command per pass, the node unhealthy longest first.
 type Repair struct{}
 
 // Reason implements Method.
@@ -123,6 +148,12 @@ func (Repair) Commands(ctx context.Context, c *Cluster, _ []*Candidate, budgets 
 		}
 		cands := []*Candidate{u.Candidate}
 		var cmd *Command
+		if c.reboots(u) {
+			cmd = &Command{Reason: ReasonUnhealthy, Decision: DecisionReboot, Candidates: cands, Condition: string(u.Condition.Type),
+				RebootDrain: u.Policy.RebootDrain}
+			budgets.Take(pool, 1)
+			return []*Command{cmd}, nil
+		}
 		if c.Options.TerminateFirstRepair || u.NodePool.IsStatic() {
 			// A static NodePool's controller keeps its size: it replaces the node once it goes.
 			// The node goes first; the provisioner launches for its pods once they are pending.
@@ -147,6 +178,16 @@ func (Repair) Commands(ctx context.Context, c *Cluster, _ []*Candidate, budgets 
 		return []*Command{cmd}, nil
 	}
 	return nil, nil
+}
+
+// reboots reports whether repair reboots the node rather than replacing it: its policy says
+// Reboot, the provider can, and it has not been rebooted RebootsBeforeReplacement times within
+// RebootHistoryWindow.
+func (c *Cluster) reboots(u *Unhealthy) bool {
+	if u.Policy.Action != cloudprovider.RepairReboot || !c.Options.CanReboot || u.NodeClaim == nil {
+		return false
+	}
+	return c.Options.Reboots == nil || c.Options.Reboots(u.NodeClaim) < RebootsBeforeReplacement
 }
 
 // repairBreakers are the NodePools with more than RepairUnhealthyThreshold of their nodes

@@ -144,3 +144,88 @@ func TestNotReadyNodesDoNotCountAgainstTheUnhealthyBudget(t *testing.T) {
 		t.Fatalf("Drifted %d (want 0: the NotReady node takes the one), Unhealthy %d (want 1)", b.Allowed("default", ReasonDrifted), b.Allowed("default", ReasonUnhealthy))
 	}
 }
+
+// A Reboot policy reboots in place (a reboot command: no replacement, not forceful, within the
+// budget) where the provider can, twice a day at most; otherwise the node is replaced. A
+// condition a reboot did not clear is tolerated again from the reboot's end.
+func TestRepairReboots(t *testing.T) {
+	reboot := cloudprovider.RepairPolicy{ConditionType: "ExampleUnhealthy", ConditionStatus: corev1.ConditionTrue, TolerationDuration: 5 * time.Minute,
+		Action: cloudprovider.RepairReboot}
+	rebootOpts := func(rebooted int) Options {
+		return repairOpts(func(o *Options) {
+			o.RepairPolicies = func(*karpv1.NodePool) []cloudprovider.RepairPolicy { return []cloudprovider.RepairPolicy{reboot} }
+			o.CanReboot = true
+			o.Reboots = func(*karpv1.NodeClaim) int { return rebooted }
+		})
+	}
+	rebootedAgo := func(ago time.Duration) func(*karpv1.NodeClaim) {
+		return func(nc *karpv1.NodeClaim) {
+			nc.Status.Conditions = append(nc.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeRebooting, Status: metav1.ConditionFalse,
+				Reason: karpv1.RebootReasonSucceeded, LastTransitionTime: metav1.NewTime(now.Add(-ago))})
+		}
+	}
+	healthy := func(name string) *corev1.Node { return node(name, "m5.xlarge", karpv1.CapacityTypeOnDemand, "z-a") }
+	nodes := func(since time.Duration) []*corev1.Node {
+		return []*corev1.Node{node("sick", "m5.large", karpv1.CapacityTypeOnDemand, "z-a", sick(since)), healthy("h1"), healthy("h2"), healthy("h3"), healthy("h4")}
+	}
+	for _, tc := range []struct {
+		name string
+		w    world
+		want string
+	}{
+		{name: "a Reboot policy reboots", w: world{nodes: nodes(time.Hour), claims: []*karpv1.NodeClaim{claim("sick")}, opts: rebootOpts(0)}, want: "reboot:sick"},
+		{name: "once rebooted, it reboots again", w: world{nodes: nodes(time.Hour), claims: []*karpv1.NodeClaim{claim("sick", rebootedAgo(time.Hour))}, opts: rebootOpts(1)},
+			want: "reboot:sick"},
+		{name: "twice rebooted within a day, it is replaced", w: world{nodes: nodes(time.Hour), claims: []*karpv1.NodeClaim{claim("sick", rebootedAgo(time.Hour))}, opts: rebootOpts(2)},
+			want: "delete:sick"},
+		{name: "a provider that cannot reboot replaces", w: world{nodes: nodes(time.Hour), claims: []*karpv1.NodeClaim{claim("sick")},
+			opts: func() Options { o := rebootOpts(0); o.CanReboot = false; return o }()}, want: "delete:sick"},
+		{name: "within its toleration since the last reboot ended", w: world{nodes: nodes(time.Hour), claims: []*karpv1.NodeClaim{claim("sick", rebootedAgo(4*time.Minute))}, opts: rebootOpts(1)},
+			want: ""},
+		{name: "a node rebooting now is left alone", w: world{nodes: nodes(time.Hour), claims: []*karpv1.NodeClaim{claim("sick", func(nc *karpv1.NodeClaim) {
+			nc.Status.Conditions = append(nc.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeRebooting, Status: metav1.ConditionTrue, Reason: karpv1.RebootReasonRequested})
+		})}, opts: rebootOpts(1)}, want: ""},
+		{name: "do-not-repair holds a reboot too", w: world{nodes: []*corev1.Node{node("sick", "m5.large", karpv1.CapacityTypeOnDemand, "z-a", sick(time.Hour), func(n *corev1.Node) {
+			n.Annotations = map[string]string{karpv1.DoNotRepairAnnotationKey: "true"}
+		}), healthy("h1"), healthy("h2"), healthy("h3"), healthy("h4")}, claims: []*karpv1.NodeClaim{claim("sick")}, opts: rebootOpts(0)}, want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.w.cluster()
+			cmds := repairCommands(t, c)
+			got := ""
+			if len(cmds) > 0 {
+				got = string(cmds[0].Decision) + ":" + cmds[0].Candidates[0].Name()
+				if cmds[0].Decision == DecisionReboot && (cmds[0].Forceful || len(cmds[0].Replacements) > 0 || cmds[0].Condition != "ExampleUnhealthy") {
+					t.Errorf("a reboot replaces nothing and is not forceful: %+v", cmds[0])
+				}
+			}
+			if got != tc.want {
+				t.Fatalf("command %q, want %q (notes %+v)", got, tc.want, c.RepairNotes)
+			}
+		})
+	}
+}
+
+// A node rebooting counts against every budget, Unhealthy's too, NotReady or not, and is no
+// candidate of any method.
+func TestRebootingNodesCountAgainstBudgets(t *testing.T) {
+	rebooting := func(nc *karpv1.NodeClaim) {
+		nc.Status.Conditions = append(nc.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeRebooting, Status: metav1.ConditionTrue, Reason: karpv1.RebootReasonIssued})
+	}
+	for _, ready := range []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionUnknown} {
+		c := world{pools: []*karpv1.NodePool{nodePool("default", func(np *karpv1.NodePool) { np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "1"}} })},
+			nodes: []*corev1.Node{node("boot", "m5.large", karpv1.CapacityTypeOnDemand, "z-a", func(n *corev1.Node) {
+				n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}
+			}), node("up", "m5.large", karpv1.CapacityTypeOnDemand, "z-a")},
+			claims: []*karpv1.NodeClaim{claim("boot", rebooting), claim("up")}}.cluster()
+		b := NewBudgets(c)
+		if b.Allowed("default", ReasonUnhealthy) != 0 || b.Allowed("default", ReasonDrifted) != 0 {
+			t.Errorf("Ready %s: Unhealthy %d, Drifted %d allowed; want 0 (the rebooting node takes the one)", ready, b.Allowed("default", ReasonUnhealthy), b.Allowed("default", ReasonDrifted))
+		}
+		for _, cand := range c.Candidates {
+			if cand.Name() == "boot" {
+				t.Errorf("Ready %s: the rebooting node is a candidate", ready)
+			}
+		}
+	}
+}

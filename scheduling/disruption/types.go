@@ -35,6 +35,9 @@ const (
 	DecisionDelete Decision = "delete"
 	// DecisionReplace launches the replacements first, then removes the candidates.
 	DecisionReplace Decision = "replace"
+	// DecisionReboot reboots the candidate in place (node repair, a Reboot repair policy):
+	// nothing is removed or launched; controllers/nodeclaim/reboot carries it out.
+	DecisionReboot Decision = "reboot"
 )
 
 // Method is one way of disrupting nodes (emptiness, drift, expiration, multi-node and
@@ -104,6 +107,9 @@ type Command struct {
 	// do-not-disrupt (repair); Condition names the node condition repair acts on.
 	Forceful  bool
 	Condition string
+	// RebootDrain bounds the drain of a reboot (DecisionReboot) when its repair policy does;
+	// nil: the NodeClaim's terminationGracePeriod, else cloudprovider.DefaultRebootDrain.
+	RebootDrain *time.Duration
 }
 
 // Move is where a candidate's pod goes.
@@ -222,6 +228,12 @@ type Options struct {
 	NodeRepair, TerminateFirstRepair bool
 	// RepairPolicies give a NodePool's repair policies (the cloud provider's); nil: none.
 	RepairPolicies func(*karpv1.NodePool) []cloudprovider.RepairPolicy
+	// CanReboot is set when the cloud provider reboots in place (cloudprovider.Rebooter):
+	// Reboot repair policies reboot rather than replace.
+	CanReboot bool
+	// Reboots is how many reboots repair committed for the NodeClaim within
+	// RebootHistoryWindow; nil: none.
+	Reboots func(*karpv1.NodeClaim) int
 }
 
 // NodePoolOf is the state of a candidate's NodePool.

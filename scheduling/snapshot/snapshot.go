@@ -122,6 +122,10 @@ type StateNode struct {
 	// tainted karpenter.sh/disrupted; Ready when its Ready condition is True; Initialized
 	// when its NodeClaim is Initialized (a node of no NodeClaim: when Ready).
 	InFlight, Deleting, Disrupted, Ready, Initialized bool
+	// Rebooting is set while node repair reboots it in place (its NodeClaim's Rebooting
+	// condition is True): its room is coming back, so the solver sees it without the
+	// rebooting fence, and no disruption method takes it.
+	Rebooting bool
 	// Nominated is set when pending pods are nominated to it: the provisioner counts on its
 	// room.
 	Nominated bool
@@ -474,6 +478,7 @@ func (s *Snapshot) stateNodes(objs *Objects, nodes nodeIndex, claims claimIndex,
 		sn.Initialized = sn.Ready
 		if nc != nil {
 			sn.Initialized = meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized)
+			sn.Rebooting = meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeRebooting)
 		}
 		sn.Nominated = len(a.nominatedOn[n.Name]) > 0
 		if nc != nil {
@@ -485,7 +490,7 @@ func (s *Snapshot) stateNodes(objs *Objects, nodes nodeIndex, claims claimIndex,
 		}
 		if _, usable := nodes.usable[n.Name]; usable {
 			initializing := nc
-			if sn.Initialized {
+			if sn.Initialized && !sn.Rebooting {
 				initializing = nil
 			}
 			sn.Sched = &scheduling.Node{Name: n.Name, Labels: sn.Labels, Taints: schedulableTaints(n, initializing),
@@ -574,15 +579,16 @@ func launchOffer(nc *karpv1.NodeClaim, its []*cloudprovider.InstanceType) (float
 }
 
 // schedulableTaints are the taints that decide what the solver may place on a node: not the
-// unregistered taint, and while its NodeClaim initializes, neither its startup taints nor the
-// node's not-ready taint, which go once it is Ready (pods placed there are bound then).
+// unregistered taint, and while its NodeClaim initializes or reboots, neither its startup
+// taints, the node's not-ready taint nor the rebooting fence, which go once it is Ready or
+// back from the reboot (pods placed there are bound then).
 func schedulableTaints(n *corev1.Node, initializing *karpv1.NodeClaim) []corev1.Taint {
 	var out []corev1.Taint
 	for _, t := range n.Spec.Taints {
 		if t.Key == karpv1.UnregisteredTaintKey {
 			continue
 		}
-		if initializing != nil && (t.Key == corev1.TaintNodeNotReady || slices.ContainsFunc(initializing.Spec.StartupTaints, func(st corev1.Taint) bool { return st.MatchTaint(&t) })) {
+		if initializing != nil && (t.Key == corev1.TaintNodeNotReady || t.Key == karpv1.RebootingTaintKey || slices.ContainsFunc(initializing.Spec.StartupTaints, func(st corev1.Taint) bool { return st.MatchTaint(&t) })) {
 			continue
 		}
 		out = append(out, t)
