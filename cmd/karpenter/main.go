@@ -36,6 +36,7 @@ import (
 	nodeclaimdisruption "github.com/karpenter-policy/karpenter/controllers/nodeclaim/disruption"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/garbagecollection"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/lifecycle"
+	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/reboot"
 	nodeclaimtermination "github.com/karpenter-policy/karpenter/controllers/nodeclaim/termination"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclass"
 	"github.com/karpenter-policy/karpenter/controllers/nodepool"
@@ -152,8 +153,14 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := nodeclaimtermination.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim termination controller: %w", err)
 	}
-	if err := nodetermination.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(mgr); err != nil {
+	nodeTermination := nodetermination.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{})
+	if err := nodeTermination.Register(mgr); err != nil {
 		return fmt.Errorf("registering the node termination controller: %w", err)
+	}
+	// It runs whatever the feature gates: a reboot committed before a restart with node
+	// repair turned off still ends, with its fence removed.
+	if err := reboot.NewController(mgr.GetClient(), cloud, nodeTermination.Queue(), recorder, clock.RealClock{}).Register(mgr); err != nil {
+		return fmt.Errorf("registering the nodeclaim reboot controller: %w", err)
 	}
 	if err := mgr.Add(garbagecollection.NewController(mgr.GetClient(), cluster, mgr.GetAPIReader(), cloud, clock.RealClock{})); err != nil {
 		return fmt.Errorf("registering the garbage collector: %w", err)

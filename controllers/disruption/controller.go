@@ -69,6 +69,11 @@ func NewController(c client.Client, cloud cloudprovider.CloudProvider, cluster *
 	ctl := &Controller{cloud: cloud, cluster: cluster, recorder: recorder, clock: clk, engine: engine, opts: opts,
 		methods: methods.Methods(), noted: map[string]time.Time{}, interval: MinPassInterval,
 		Orchestrator: NewOrchestrator(c, cluster, recorder, clk)}
+	if _, ok := cloud.(cloudprovider.Rebooter); ok {
+		ctl.opts.CanReboot = true
+		ctl.Orchestrator.reboots = NewRebootHistory()
+		ctl.opts.Reboots = func(nc *karpv1.NodeClaim) int { return ctl.Orchestrator.reboots.Count(nc, clk.Now()) }
+	}
 	for _, m := range ctl.methods {
 		switch mn := m.(type) {
 		case *methods.MultiNode:

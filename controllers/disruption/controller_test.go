@@ -3,6 +3,7 @@ package disruption
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -452,5 +453,46 @@ func TestRepairIsForceful(t *testing.T) {
 	}
 	if nc.DeletionTimestamp == nil || nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey] != now.UTC().Format(time.RFC3339) {
 		t.Fatalf("deleted with the deadline now: deletion %v, annotations %v", nc.DeletionTimestamp, nc.Annotations)
+	}
+}
+
+// A reboot command commits the reboot on the NodeClaim (Rebooting True RebootRequested, the
+// drain's bound, DisruptionReason) and nothing else: no taint, no deletion. The same command
+// again, from a pass that read a stale model, commits nothing more, and the history counts one.
+func TestRepairRebootCommits(t *testing.T) {
+	f := newFleet(t, 3, "1")
+	mc, err := f.ctl.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cand *methods.Candidate
+	for _, c := range mc.Candidates {
+		if c.Name() == "node-0" {
+			cand = c
+		}
+	}
+	drain := 90 * time.Second
+	cmd := &methods.Command{Reason: methods.ReasonUnhealthy, Decision: methods.DecisionReboot, Candidates: []*methods.Candidate{cand},
+		Condition: "ExampleUnhealthy", RebootDrain: &drain}
+	for range 2 {
+		f.ctl.Orchestrator.Add(mc, cmd)
+		f.reconcileAll(t)
+	}
+	nc := &karpv1.NodeClaim{}
+	if err := f.client.Get(context.Background(), client.ObjectKey{Name: "node-0"}, nc); err != nil {
+		t.Fatal(err)
+	}
+	cond := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeRebooting)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != karpv1.RebootReasonRequested || !strings.Contains(cond.Message, "ExampleUnhealthy") {
+		t.Fatalf("Rebooting %+v", cond)
+	}
+	if !meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeDisruptionReason) || nc.Annotations[karpv1.RebootTerminationGracePeriodAnnotationKey] != "1m30s" {
+		t.Errorf("DisruptionReason %v, drain %q", nc.Status.Conditions, nc.Annotations[karpv1.RebootTerminationGracePeriodAnnotationKey])
+	}
+	if tainted, deleting := f.disrupting(t); tainted != 0 || deleting != 0 {
+		t.Errorf("tainted %d, deleting %d: a reboot removes nothing", tainted, deleting)
+	}
+	if n := f.ctl.Orchestrator.reboots.Count(nc, now); n != 1 {
+		t.Errorf("history counts %d reboots, want 1", n)
 	}
 }

@@ -73,6 +73,8 @@ type Orchestrator struct {
 
 	mu       sync.Mutex
 	commands map[string]*command
+	// reboots are the reboots committed, when the cloud provider reboots (nil otherwise).
+	reboots *RebootHistory
 }
 
 // command is a command in flight.
@@ -96,8 +98,9 @@ type command struct {
 	started time.Time
 	marked  bool
 	// condition is the node condition repair acts on ("" for other reasons, and for a repair
-	// adopted after a restart).
-	condition string
+	// adopted after a restart); rebootDrain the drain's bound of a reboot.
+	condition   string
+	rebootDrain *time.Duration
 }
 
 // candidateRef names a candidate's node and NodeClaim, with its NodePool and capacity type
@@ -157,7 +160,7 @@ func (o *Orchestrator) Len() int {
 func (o *Orchestrator) Add(c *methods.Cluster, cmd *methods.Command) string {
 	in := &command{id: "d-" + utilrand.String(8), reason: cmd.Reason, decision: cmd.Decision, consolidationType: cmd.ConsolidationType,
 		savings: cmd.Savings(), planned: cmd.Replacements, want: len(cmd.Replacements), moves: cmd.Moves, pools: map[string]*karpv1.NodePool{},
-		started: o.clock.Now(), condition: cmd.Condition}
+		started: o.clock.Now(), condition: cmd.Condition, rebootDrain: cmd.RebootDrain}
 	for _, cand := range cmd.Candidates {
 		ref := candidateRef{node: cand.Name(), nodePool: cand.NodePool.Name, capacityType: cand.CapacityType}
 		if cand.NodeClaim != nil {
@@ -185,6 +188,15 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 	}
 	logger := log.FromContext(ctx).WithValues("command", cmd.id, "reason", cmd.reason, "decision", cmd.decision)
 	ctx = log.IntoContext(ctx, logger)
+	if cmd.decision == methods.DecisionReboot {
+		// Nothing is marked, launched or removed: the reboot controller takes it from here.
+		if err := o.reboot(ctx, cmd); err != nil {
+			return ratelimit.Retry(err)
+		}
+		metrics.DisruptionDecisions.WithLabelValues(string(cmd.decision), string(cmd.reason), cmd.consolidationType).Inc()
+		o.forget(cmd)
+		return reconcile.Result{}, nil
+	}
 	if !cmd.marked {
 		for _, c := range cmd.candidates {
 			if err := o.mark(ctx, cmd, c); err != nil {

@@ -28,6 +28,11 @@ var (
 	NodeClaimsUnhealthyDisrupted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_nodeclaims_unhealthy_disrupted_total", Help: "Number of unhealthy NodeClaims disrupted by node repair, by condition, NodePool and capacity type.",
 	}, []string{"condition", "nodepool", "capacity_type"})
+	// NodeReboots counts the reboots node repair carried out, by how they ended (succeeded,
+	// provider_error, recovery_timeout), as upstream's karpenter_nodes_reboots_total.
+	NodeReboots = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_nodes_reboots_total", Help: "Node reboots carried out by node repair, by terminal result.",
+	}, []string{"result"})
 	// LaunchBackoffs counts the pods whose workload the provisioner backs off from launching
 	// for: its node could not hold the pod beside its DaemonSet and higher-priority pods.
 	LaunchBackoffs = prometheus.NewCounter(prometheus.CounterOpts{
@@ -134,7 +139,7 @@ func init() {
 	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, PodsStartupDuration, NodesAllocatable, NodePoolUsage,
 		PolicyEvaluations, PolicyEvaluationDuration, PolicyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
 		DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
-		EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted)
+		EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeReboots)
 }
 
 // PolicyObserver records the policy engine's evaluations.

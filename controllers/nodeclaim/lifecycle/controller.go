@@ -475,9 +475,14 @@ func isExtended(name corev1.ResourceName) bool {
 }
 
 // initialize waits for the Node to be Ready with its startup and known ephemeral taints gone
-// and the extended resources its instance type promises registered.
+// and the extended resources its instance type promises registered; again after a reboot.
 func (c *Controller) initialize(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
 	if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
+		return reconcile.Result{}, nil
+	}
+	if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeRebooting) {
+		// The node of the old boot would pass every check below: the reboot controller hands
+		// initialization back once the reboot ended (controllers/nodeclaim/reboot).
 		return reconcile.Result{}, nil
 	}
 	node, err := c.node(ctx, nc)
