@@ -68,7 +68,7 @@ func compile(modules []Module, libraries []string) (*Compiled, []Problem) {
 	parsed := map[string]*ast.Module{}
 	points := map[string]bool{}
 	for _, m := range modules {
-		mod, err := ast.ParseModuleWithOpts(m.Name, m.Rego, ast.ParserOptions{RegoVersion: ast.RegoV1})
+		mod, err := ast.ParseModuleWithOpts(m.Name, m.Rego, ast.ParserOptions{RegoVersion: ast.RegoV1, Capabilities: Capabilities()})
 		if err != nil {
 			problems = append(problems, astProblems(m.Name, err)...)
 			continue
@@ -92,7 +92,7 @@ func compile(modules []Module, libraries []string) (*Compiled, []Problem) {
 	if len(problems) > 0 {
 		return nil, problems
 	}
-	compiler := ast.NewCompiler().WithEnablePrintStatements(false)
+	compiler := ast.NewCompiler().WithEnablePrintStatements(false).WithCapabilities(Capabilities())
 	compiler.Compile(parsed)
 	if compiler.Failed() {
 		return nil, astProblems("", compiler.Errors)
@@ -122,7 +122,7 @@ func astProblems(module string, err error) []Problem {
 	}
 	out := make([]Problem, 0, len(errs))
 	for _, e := range errs {
-		p := Problem{Module: module, Message: e.Message}
+		p := Problem{Module: module, Message: explainDenied(e.Message)}
 		if e.Location != nil {
 			p.Line, p.Column = e.Location.Row, e.Location.Col
 			if e.Location.File != "" {

@@ -2,6 +2,7 @@ package policies
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -111,7 +112,11 @@ func (u *unit) selects(ns Namespace) bool {
 // the decision points. It compiles each module set once into prepared queries and swaps the
 // set atomically when policies change; evaluations run concurrently.
 type Engine struct {
-	builtin  *unit
+	// EvalTimeout bounds each evaluation of a CapacityPolicy (0: DefaultEvalTimeout); one that
+	// runs out is an evaluation error, handled by the policy's failurePolicy. The built-in
+	// budget policies are not bounded.
+	EvalTimeout time.Duration
+	builtin     *unit
 	policies atomic.Pointer[[]*unit]
 	// mu serialises SetPolicies.
 	mu sync.Mutex
@@ -128,6 +133,10 @@ type Engine struct {
 	denials  map[string][]typeDenial
 	Observer Observer
 }
+
+// DefaultEvalTimeout is how long one evaluation of a CapacityPolicy may take, unless the
+// Engine says otherwise (the manager's --policy-evaluation-timeout).
+const DefaultEvalTimeout = 100 * time.Millisecond
 
 // NewEngine compiles the built-in policies.
 func NewEngine() (*Engine, error) {
@@ -303,7 +312,22 @@ func (e *Engine) eval(ctx context.Context, u *unit, point string, input ast.Valu
 		return nil, nil
 	}
 	start := time.Now()
-	rs, err := q.Eval(ctx, rego.EvalParsedInput(input))
+	var rs rego.ResultSet
+	var err error
+	if u.selector != nil {
+		timeout := e.EvalTimeout
+		if timeout <= 0 {
+			timeout = DefaultEvalTimeout
+		}
+		tctx, cancel := context.WithTimeout(ctx, timeout)
+		rs, err = q.Eval(tctx, rego.EvalParsedInput(input))
+		if err != nil && errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			err = fmt.Errorf("evaluation ran out of its %s deadline (--policy-evaluation-timeout)", timeout)
+		}
+		cancel()
+	} else {
+		rs, err = q.Eval(ctx, rego.EvalParsedInput(input))
+	}
 	if err != nil {
 		n, _ := e.evalErrors.LoadOrStore(u.source.String(), new(atomic.Int64))
 		n.(*atomic.Int64).Add(1)

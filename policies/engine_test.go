@@ -317,3 +317,34 @@ func TestViolationCounts(t *testing.T) {
 		t.Errorf("dry: %d %d %d", d, w, r)
 	}
 }
+
+// A policy that runs past the evaluation deadline is an evaluation error naming the deadline,
+// handled by its failurePolicy; a quick policy beside it is still evaluated.
+func TestEvaluationDeadline(t *testing.T) {
+	slow := "package karpenter.provisioning\n\ndeny contains \"never\" if {\n\tsome i in numbers.range(1, 5000)\n\tsome j in numbers.range(1, 5000)\n\ti * j == -1\n}\n"
+	for _, tc := range []struct {
+		fp     policyv1.FailurePolicy
+		denied bool
+	}{{policyv1.FailurePolicyIgnore, false}, {policyv1.FailurePolicyFail, true}} {
+		e := newEngine(t)
+		e.EvalTimeout = 20 * time.Millisecond
+		quick := testPolicy("no-gpu-in-dev", test.NoGPUInDevRego, "", "")
+		if probs := e.SetPolicies([]policyv1.CapacityPolicy{testPolicy("slow", slow, "", tc.fp), quick}); len(probs) > 0 {
+			t.Fatal(probs)
+		}
+		c := e.Provisioning(context.Background(), ProvisioningInput{Namespace: dev, Now: mid, InstanceTypes: testTypes(t)})
+		if len(c.Errors) != 1 || !strings.Contains(c.Errors[0].Error(), "deadline") || !strings.Contains(c.Errors[0].Error(), "slow") {
+			t.Fatalf("%s: errors %v, want one naming the policy and its deadline", tc.fp, c.Errors)
+		}
+		slowDenied := false
+		for _, v := range c.Denied() {
+			slowDenied = slowDenied || v.Source.Name == "slow"
+		}
+		if slowDenied != tc.denied {
+			t.Errorf("%s: the slow policy denies %v, want %v", tc.fp, slowDenied, tc.denied)
+		}
+		if len(c.DeniedInstanceTypes) == 0 {
+			t.Errorf("%s: the quick policy beside it was not evaluated (no instance type denied)", tc.fp)
+		}
+	}
+}

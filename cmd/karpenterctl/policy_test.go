@@ -181,3 +181,31 @@ func TestPolicyTestDirectorySkipsNonManifests(t *testing.T) {
 		t.Errorf("a CapacityPolicy file that does not parse must be an error naming it; exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// Rego that reaches the network is refused by `policy test` and `validate` alike, with the
+// file's line and the builtin named: the same verdict as admission.
+func TestPolicySandboxSameVerdict(t *testing.T) {
+	manifest := `apiVersion: policy.karpenter.sh/v1
+kind: CapacityPolicy
+metadata:
+  name: fetcher
+spec:
+  modules:
+  - name: fetch.rego
+    rego: |
+      package karpenter.provisioning
+
+      deny contains msg if {
+        r := http.send({"method": "get", "url": "http://127.0.0.1:9/"})
+        msg := r.body
+      }
+`
+	dir := writeFiles(t, map[string]string{"policy.yaml": manifest})
+	file := filepath.Join(dir, "policy.yaml")
+	for _, args := range [][]string{{"policy", "test", file}, {"validate", "-f", file}} {
+		code, out, errOut := karpenterctl(t, "", args...)
+		if code != exitInvalid || !strings.Contains(out+errOut, "policy.yaml:12:") || !strings.Contains(out+errOut, "builtin http.send is not allowed") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+}

@@ -451,3 +451,42 @@ func TestLaunchGateDropsTheNodeClaimPastTheLimit(t *testing.T) {
 		t.Errorf("blocked %+v", out.Blocked)
 	}
 }
+
+// A CapacityPolicy that runs out of its evaluation deadline under failurePolicy Fail keeps the
+// pods of the namespaces it selects pending, with a violation naming the policy and the
+// deadline; a namespace it does not select provisions as usual. Under Ignore both provision.
+func TestSlowPolicyFailsOnlyWhatItSelects(t *testing.T) {
+	slow := "package karpenter.provisioning\n\ndeny contains \"never\" if {\n\tsome i in numbers.range(1, 5000)\n\tsome j in numbers.range(1, 5000)\n\ti * j == -1\n}\n"
+	for _, fp := range []policyv1.FailurePolicy{policyv1.FailurePolicyFail, policyv1.FailurePolicyIgnore} {
+		p := planner(t)
+		p.Engine.EvalTimeout = 20 * time.Millisecond
+		p.Namespaces["dev"] = policies.Namespace{Name: "dev", Labels: map[string]string{"tier": "dev"}}
+		p.Namespaces["prod"] = policies.Namespace{Name: "prod", Labels: map[string]string{"tier": "prod"}}
+		policy := policyv1.CapacityPolicy{ObjectMeta: metav1.ObjectMeta{Name: "slow", Generation: 1}, Spec: policyv1.CapacityPolicySpec{
+			FailurePolicy: fp, NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "dev"}},
+			Modules: []policyv1.PolicyModule{{Name: "slow.rego", Rego: slow}}}}
+		if probs := p.Engine.SetPolicies([]policyv1.CapacityPolicy{policy}); len(probs) > 0 {
+			t.Fatal(probs)
+		}
+		out := solve(t, p, &solver.Input{Pods: append(pods("dev", "web", 1, "1", "1Gi"), pods("prod", "web", 1, "1", "1Gi")...),
+			NodePools: []*solver.NodePool{pool()}})
+		var launched []string
+		for _, c := range out.Result.NodeClaims {
+			for _, pod := range c.Pods {
+				launched = append(launched, pod.Namespace)
+			}
+		}
+		slices.Sort(launched)
+		switch fp {
+		case policyv1.FailurePolicyFail:
+			if !slices.Equal(launched, []string{"prod"}) || len(out.Blocked) != 1 || out.Blocked[0].Pod.Namespace != "dev" ||
+				!strings.Contains(out.Blocked[0].Violation.Message, "slow") || !strings.Contains(out.Blocked[0].Violation.Message, "deadline") {
+				t.Errorf("Fail: launched for %v, blocked %+v", launched, out.Blocked)
+			}
+		default:
+			if !slices.Equal(launched, []string{"dev", "prod"}) || len(out.Errors) == 0 {
+				t.Errorf("Ignore: launched for %v, errors %v", launched, out.Errors)
+			}
+		}
+	}
+}

@@ -2,7 +2,9 @@ package validation
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -75,6 +77,11 @@ func validateSpot(p *field.Path, s *policyv1.SpotShare) field.ErrorList {
 	return errs
 }
 
+// TestBudget is how long a CapacityPolicy's tests may run at admission, all together: half
+// the API server's default webhook timeout (10 s), so that a slow policy is refused with a
+// reason rather than by a timed-out webhook. karpenterctl validate applies the same budget.
+var TestBudget = 5 * time.Second
+
 // CapacityPolicy checks that the Rego compiles under OPA v1, that every module joins a known
 // decision point, and that the modules' tests pass with the policy's parameters.
 func (v *Validator) CapacityPolicy(ctx context.Context, p *policyv1.CapacityPolicy) field.ErrorList {
@@ -96,9 +103,17 @@ func (v *Validator) CapacityPolicy(ctx context.Context, p *policyv1.CapacityPoli
 	if compiled == nil || perr != nil {
 		return errs
 	}
-	results, err := compiled.RunTests(ctx, params)
+	tctx, cancel := context.WithTimeout(ctx, TestBudget)
+	defer cancel()
+	results, err := compiled.RunTests(tctx, params)
 	if err != nil {
 		return append(errs, field.InternalError(spec.Child("modules"), err))
+	}
+	if errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		// Tests cut short fail for that reason alone: say so once, not per test.
+		return append(errs, field.Invalid(spec.Child("modules"), "", fmt.Sprintf(
+			"the policy's tests did not finish within %s, the share of the admission webhook's timeout they may take; "+
+				"make them cheaper (karpenterctl policy test shows each test's duration)", TestBudget)))
 	}
 	for _, r := range results {
 		if r.Passed {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -143,7 +144,23 @@ func TestCapacityPolicy(t *testing.T) {
 		"parameters not an object": {p: policy(`[1]`, rule), want: map[string]string{"spec.parameters": "JSON object"}},
 		"unsafe variable names line and column": {p: policy("", policyv1.PolicyModule{Name: "x.rego", Rego: "package karpenter.admission\n\ndeny contains msg if {\n\tmsg := y\n}\n"}),
 			want: map[string]string{"spec.modules[0].rego": "x.rego:4:"}},
+		"http.send is refused, named, where it is": {p: policy("", policyv1.PolicyModule{Name: "fetch.rego",
+			Rego: "package karpenter.launch\n\ndeny contains msg if {\n\tr := http.send({\"method\": \"get\", \"url\": \"http://127.0.0.1:9/\"})\n\tmsg := r.body\n}\n"}),
+			want: map[string]string{"spec.modules[0].rego": "fetch.rego:4:7: builtin http.send is not allowed"}},
+		"a test that calls time.now_ns is refused too": {p: policy(`{"denied":["p*"]}`, rule, policyv1.PolicyModule{Name: "clock_test.rego",
+			Rego: "package karpenter.launch_test\n\ntest_clock if time.now_ns() > 0\n"}),
+			want: map[string]string{"spec.modules[1].rego": "clock_test.rego:3:15: builtin time.now_ns is not allowed"}},
 	} {
 		t.Run(name, func(t *testing.T) { expect(t, v.CapacityPolicy(context.Background(), tc.p), tc.want) })
 	}
+}
+
+// Tests that run past the admission budget refuse the policy with that reason, once.
+func TestCapacityPolicyTestBudget(t *testing.T) {
+	defer func(b time.Duration) { TestBudget = b }(TestBudget)
+	TestBudget = 50 * time.Millisecond
+	slow := policyv1.PolicyModule{Name: "slow_test.rego", Rego: "package karpenter.launch_test\n\ntest_slow if {\n\tsome i in numbers.range(1, 5000)\n\tsome j in numbers.range(1, 5000)\n\ti * j == -1\n}\n"}
+	rule := policyv1.PolicyModule{Name: "r.rego", Rego: "package karpenter.launch\n\ndeny contains 1 if false\n"}
+	p := &policyv1.CapacityPolicy{Spec: policyv1.CapacityPolicySpec{Modules: []policyv1.PolicyModule{rule, slow}}}
+	expect(t, v.CapacityPolicy(context.Background(), p), map[string]string{"spec.modules": "did not finish within 50ms"})
 }

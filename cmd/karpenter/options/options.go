@@ -36,6 +36,7 @@ type Options struct {
 	BatchIdleDuration       time.Duration
 	BatchMaxDuration        time.Duration
 	DisplacedPodGrace       time.Duration
+	PolicyEvaluationTimeout time.Duration
 	LogLevel                string
 	// Disruption runs the disruption controller (consolidation, drift, expiration).
 	Disruption bool
@@ -135,6 +136,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 	duration(&o.BatchIdleDuration, "batch-idle-duration", time.Second, "how long the provisioner waits for more pending pods before it solves")
 	duration(&o.BatchMaxDuration, "batch-max-duration", 10*time.Second, "the longest a provisioning batch stays open")
 	duration(&o.DisplacedPodGrace, "displaced-pod-grace", 5*time.Second, "how long after its nominated node became Ready a pod that kube-scheduler left without room there waits before capacity is launched for it (kube-scheduler places pending pods where room is free meanwhile); about its pod retry backoff")
+	duration(&o.PolicyEvaluationTimeout, "policy-evaluation-timeout", 100*time.Millisecond, "how long one evaluation of a CapacityPolicy may run; one that runs out is an evaluation error, handled by the policy's failurePolicy")
 	str(&o.LogLevel, "log-level", "info", "log level: debug, info or error")
 	boolean(&o.Disruption, "disruption", true, "run the disruption controller: remove empty nodes, replace drifted and expired ones, consolidate underutilized ones, within the NodePools' budgets")
 	str(&o.FeatureGates, "feature-gates", "", "feature gates, e.g. SpotToSpotConsolidation=true (alpha)")
@@ -179,6 +181,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ConsolidationMinSavings < 0 || o.ConsolidationMinSavings >= 1 {
 		errs = append(errs, fmt.Errorf("--consolidation-min-savings must be in [0, 1), got %v", o.ConsolidationMinSavings))
+	}
+	if o.PolicyEvaluationTimeout <= 0 || o.PolicyEvaluationTimeout > 5*time.Second {
+		errs = append(errs, fmt.Errorf("--policy-evaluation-timeout must be in (0, 5s] (it runs on the provisioning path and in the admission webhook), got %s", o.PolicyEvaluationTimeout))
 	}
 	if o.DisplacedPodGrace < 0 {
 		errs = append(errs, fmt.Errorf("--displaced-pod-grace must not be negative, got %s", o.DisplacedPodGrace))
