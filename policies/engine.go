@@ -2,8 +2,8 @@ package policies
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -117,7 +117,7 @@ type Engine struct {
 	// budget policies are not bounded.
 	EvalTimeout time.Duration
 	builtin     *unit
-	policies atomic.Pointer[[]*unit]
+	policies    atomic.Pointer[[]*unit]
 	// mu serialises SetPolicies.
 	mu sync.Mutex
 	// evalErrors counts failed evaluations by source (Source.String()); violations counts
