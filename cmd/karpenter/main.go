@@ -117,6 +117,7 @@ func newDeps(mgr ctrl.Manager, opts *options.Options) (*deps, error) {
 	engine.Observer = metrics.PolicyObserver{}
 	engine.EvalTimeout = opts.PolicyEvaluationTimeout
 	cluster := state.NewCluster(mgr.GetClient(), clock.RealClock{}).WithDisplacedGrace(opts.DisplacedPodGrace)
+	metrics.SetPolicyBlockedSource(cluster.PolicyBlockedByNamespace)
 	if err := cluster.Register(context.Background(), mgr.GetCache()); err != nil {
 		return nil, fmt.Errorf("feeding the cluster model from the informers: %w", err)
 	}

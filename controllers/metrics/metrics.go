@@ -62,10 +62,6 @@ var (
 		Name: "karpenter_policy_evaluation_duration_seconds", Help: "Latency of one policy evaluation, by decision point.",
 		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
 	}, []string{"decision_point"})
-	// PolicyBlockedPods is how many of a namespace's pods the last batch kept pending by policy.
-	PolicyBlockedPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "karpenter_policy_blocked_pods", Help: "Pods a policy kept pending in the last provisioning batch, by namespace.",
-	}, []string{"namespace"})
 	// BudgetHourlyCost is a namespace's attributed run-rate, running and in flight.
 	BudgetHourlyCost = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_budget_hourly_cost_dollars", Help: "A namespace's attributed run-rate, USD per hour, by namespace and state (running, inflight).",
@@ -137,7 +133,7 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, PodsStartupDuration, NodesAllocatable, NodePoolUsage,
-		PolicyEvaluations, PolicyEvaluationDuration, PolicyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
+		PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
 		DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
 		EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeReboots)
 }

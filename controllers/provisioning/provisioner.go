@@ -193,6 +193,8 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	}
 	p.holdMisfits(ctx, snap)
 	if len(snap.Pods) == 0 {
+		// Nothing pending: nothing is held back either.
+		p.cluster.SetPolicyBlocked(nil, nil)
 		return nil
 	}
 	start := p.clock.Now()
@@ -227,6 +229,8 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 			p.nominate(pod, nc)
 		}
 	})
+	// What the policies held back stands whether or not every NodeClaim was created.
+	blocked := p.reportPolicies(ctx, outcome)
 	failed := 0
 	var first error
 	for _, err := range errs {
@@ -238,7 +242,6 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	if failed > 0 {
 		return fmt.Errorf("%d of %d NodeClaims not created, the first: %w", failed, len(errs), first)
 	}
-	blocked := p.reportPolicies(ctx, outcome)
 	for _, u := range res.Unschedulable {
 		if blocked[u.Pod] {
 			continue
@@ -269,21 +272,21 @@ func (p *Provisioner) solve(ctx context.Context, snap *snapshot.Snapshot) (*solv
 func (p *Provisioner) reportPolicies(ctx context.Context, out *planner.Outcome) map[*corev1.Pod]bool {
 	blocked := map[*corev1.Pod]bool{}
 	if out == nil {
+		p.cluster.SetPolicyBlocked(nil, nil)
 		return blocked
 	}
-	counts := map[string]int{}
+	namespaces := make([]string, 0, len(out.Namespaces))
 	for name := range out.Namespaces {
-		counts[name] = 0
+		namespaces = append(namespaces, name)
 	}
+	pods := make([]*corev1.Pod, 0, len(out.Blocked))
 	for _, b := range out.Blocked {
 		blocked[b.Pod] = true
-		counts[b.Pod.Namespace]++
+		pods = append(pods, b.Pod)
 		p.recorder.Eventf(b.Pod, nil, corev1.EventTypeWarning, "PolicyDenied", "Provisioning", "%s", b.Violation.Message)
 	}
-	for ns, n := range counts {
-		metrics.PolicyBlockedPods.WithLabelValues(ns).Set(float64(n))
-	}
-	p.cluster.SetPolicyBlocked(counts)
+	// karpenter_policy_blocked_pods and status.blockedPods count those still pending.
+	p.cluster.SetPolicyBlocked(namespaces, pods)
 	for _, v := range out.Warnings {
 		p.eventOn(ctx, v.Source, corev1.EventTypeWarning, "PolicyWarning", v.Message)
 	}

@@ -61,8 +61,9 @@ type Cluster struct {
 	// batch right after the one that created them must see them launching, or it would solve
 	// the pods nominated to them again and launch for them twice.
 	created map[string]createdClaim
-	// blocked is how many pods policies kept pending in the last batch, by namespace.
-	blocked map[string]int
+	// blocked are the pods policies kept pending in the last batch (by namespace, then name,
+	// with the UID), and the namespaces that batch accounted for.
+	blocked map[string]map[types.NamespacedName]types.UID
 	// displacedGrace is how long a displaced pod waits after its node became Ready.
 	displacedGrace time.Duration
 	// podEvents are, by node name, when a pod last came to the node or left it.
@@ -268,18 +269,49 @@ func (c *Cluster) NominationOf(pod *corev1.Pod) (string, bool) {
 	return target, ok
 }
 
-// SetPolicyBlocked records, by namespace, how many pods policies kept pending in a batch.
-func (c *Cluster) SetPolicyBlocked(byNamespace map[string]int) {
+// SetPolicyBlocked records the pods policies kept pending in a batch, and the namespaces the
+// batch accounted for (each with none blocked unless a pod says otherwise); a batch of no
+// pods passes none and clears what the last one recorded.
+func (c *Cluster) SetPolicyBlocked(namespaces []string, pods []*corev1.Pod) {
+	blocked := make(map[string]map[types.NamespacedName]types.UID, len(namespaces))
+	for _, ns := range namespaces {
+		blocked[ns] = map[types.NamespacedName]types.UID{}
+	}
+	for _, p := range pods {
+		if blocked[p.Namespace] == nil {
+			blocked[p.Namespace] = map[types.NamespacedName]types.UID{}
+		}
+		blocked[p.Namespace][types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = p.UID
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.blocked = byNamespace
+	c.blocked = blocked
 }
 
-// PolicyBlocked is how many of a namespace's pods policies kept pending in the last batch.
+// PolicyBlocked is how many of a namespace's pods policies kept pending in the last batch
+// and are pending still: a pod deleted or bound since no longer counts, so the number goes
+// back to zero when the pods are gone, batch or not.
 func (c *Cluster) PolicyBlocked(namespace string) int {
+	return c.PolicyBlockedByNamespace()[namespace]
+}
+
+// PolicyBlockedByNamespace is PolicyBlocked for every namespace the last batch accounted for.
+func (c *Cluster) PolicyBlockedByNamespace() map[string]int {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.blocked[namespace]
+	blocked := c.blocked
+	c.mu.Unlock()
+	out := make(map[string]int, len(blocked))
+	c.model.mu.RLock()
+	defer c.model.mu.RUnlock()
+	for ns, pods := range blocked {
+		out[ns] = 0
+		for key, uid := range pods {
+			if p := c.model.pods[key]; p != nil && p.UID == uid && c.model.provisionable[key] {
+				out[ns]++
+			}
+		}
+	}
+	return out
 }
 
 // PodsComing reports whether one of the ReplicaSets has fewer pods than it wants: it is

@@ -428,3 +428,29 @@ func newCluster(clk *clocktesting.FakeClock, objs ...client.Object) *Cluster {
 	}
 	return c
 }
+
+// What policies held back counts only pods still pending: deleted, bound, or replaced by a
+// pod of the same name, they no longer count; a namespace the batch accounted for reads 0.
+func TestPolicyBlockedGoesBackToZero(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	a, b, c2 := pendingPod("a"), pendingPod("b"), pendingPod("c")
+	c := newCluster(clk, a, b, c2)
+	c.SetPolicyBlocked([]string{"default", "other"}, []*corev1.Pod{a, b, c2})
+	if got := c.PolicyBlockedByNamespace(); got["default"] != 3 || got["other"] != 0 || len(got) != 2 {
+		t.Fatalf("blocked %v, want default 3, other 0", got)
+	}
+	c.Delete(a)
+	bound := b.DeepCopy()
+	bound.Spec.NodeName = "n"
+	c.Update(bound)
+	again := c2.DeepCopy()
+	again.UID = "another"
+	c.Update(again)
+	if got := c.PolicyBlocked("default"); got != 0 {
+		t.Errorf("blocked %d after the pods went, bound or were replaced; want 0", got)
+	}
+	c.SetPolicyBlocked(nil, nil)
+	if got := c.PolicyBlockedByNamespace(); len(got) != 0 {
+		t.Errorf("a batch of no pods leaves %v", got)
+	}
+}
