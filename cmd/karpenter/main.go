@@ -19,8 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/karpenter-policy/karpenter/api/install"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
@@ -231,7 +229,7 @@ func run() error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  install.NewScheme(),
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		Metrics:                 metricsServer(opts),
 		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
 		PprofBindAddress:        opts.ProfilingBindAddress,
 		LeaderElection:          opts.LeaderElect,
@@ -239,11 +237,7 @@ func run() error {
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
 		// Hand over quickly on shutdown; the next leader starts without waiting out the lease.
 		LeaderElectionReleaseOnCancel: true,
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Host:    opts.WebhookHost,
-			Port:    opts.WebhookPort,
-			CertDir: opts.WebhookCertDir,
-		}),
+		WebhookServer:                 webhookServer(opts),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

@@ -6,6 +6,8 @@ package main
 // (patch), which keeps it until the instance profile made for it is deleted. Node status is
 // patched only by the kwok provider, which plays the cloud: a terminated instance's node goes
 // NotReady, and it creates the CSINodes of the nodes it registers, as their kubelet would.
+// TokenReviews and SubjectAccessReviews authenticate and authorize scrapes of the secure
+// metrics endpoint (--metrics-secure).
 //
 // +kubebuilder:rbac:groups=karpenter.sh,resources=nodepools;nodeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=karpenter.sh,resources=nodeclaims,verbs=create;delete;patch;update
@@ -26,6 +28,8 @@ package main
 // +kubebuilder:rbac:groups="",resources=pods,verbs=delete
 // +kubebuilder:rbac:groups=karpenter.sh,resources=nodepools,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=apps,resources=daemonsets;replicasets;statefulsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch

@@ -37,6 +37,8 @@ type Options struct {
 	BatchMaxDuration        time.Duration
 	DisplacedPodGrace       time.Duration
 	PolicyEvaluationTimeout time.Duration
+	MetricsSecure           bool
+	MetricsCertDir          string
 	LogLevel                string
 	// Disruption runs the disruption controller (consolidation, drift, expiration).
 	Disruption bool
@@ -116,6 +118,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 	}
 
 	str(&o.MetricsBindAddress, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
+	boolean(&o.MetricsSecure, "metrics-secure", false, "serve metrics over HTTPS (TLS 1.2 at least) to callers whose bearer token may GET the /metrics non-resource URL (TokenReview, SubjectAccessReview); the chart turns it on")
+	str(&o.MetricsCertDir, "metrics-cert-dir", "", "with --metrics-secure: directory holding tls.crt and tls.key; empty generates a self-signed certificate at start")
 	str(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address the /healthz and /readyz probes bind to")
 	str(&o.ProfilingBindAddress, "profiling-bind-address", "", "address Go's pprof handlers (/debug/pprof/) bind to; empty disables them")
 	boolean(&o.LeaderElect, "leader-elect", true, "elect a leader so that only one replica acts")
