@@ -64,11 +64,26 @@ verify: ## Fail if generated code, go.mod or formatting is out of date, a binary
 
 .PHONY: test
 test: ## Everything CI runs: verify, vet, unit tests, envtest suites, e2e (with timings).
-	hack/phases.sh verify vet unit envtest e2e
+	hack/phases.sh verify vet unit fuzz-short envtest e2e
 
 .PHONY: unit
 unit: ## Unit tests (no API server).
 	go test -p $(GO_TEST_P) $(GO_TEST_FLAGS) $(UNIT_PKGS)
+
+# Go fuzz targets over what a stranger or a pull request can send: the webhooks' AdmissionReview
+# and ConversionReview bodies, and karpenterctl on arbitrary YAML. Seed corpora are under each
+# package's testdata/fuzz (and the repository's manifests); new failing inputs land there too.
+FUZZ_TARGETS = ./webhooks:FuzzAdmissionReview ./webhooks:FuzzConversionReview ./cmd/karpenterctl:FuzzCLI
+FUZZTIME ?= 5m
+
+.PHONY: fuzz
+fuzz: ## Fuzz every target for FUZZTIME each (default 5m).
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; echo "fuzzing $$name ($$pkg) for $(FUZZTIME)"; \
+	  go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -parallel 2 $$pkg || exit 1; done
+
+.PHONY: fuzz-short
+fuzz-short: ## Fuzz every target for a few seconds (part of make test).
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=8s
 
 # -timeout 30m: on a cold machine the chart suite builds helm (about 4 minutes) before its tests.
 .PHONY: envtest

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,35 +36,35 @@ import (
 
 // Register adds the conversion webhook (/convert) and the validating webhooks to mgr.
 func Register(mgr ctrl.Manager, conv *conversion.Converter, v *validation.Validator, rev Reviewer) error {
-	mgr.GetWebhookServer().Register("/convert", &ConversionHandler{Converter: conv})
-	if err := ctrl.NewWebhookManagedBy(mgr, &karpv1.NodePool{}).
-		WithValidator(reviewed(typed(karpv1.SchemeGroupVersion.WithKind("NodePool").GroupKind(), func(_ context.Context, o *karpv1.NodePool) field.ErrorList { return v.NodePool(o) }), rev)).
-		Complete(); err != nil {
-		return err
+	server := mgr.GetWebhookServer()
+	server.Register("/convert", &ConversionHandler{Converter: conv})
+	for path, wh := range Validating(mgr.GetScheme(), v, rev) {
+		server.Register(path, wh)
 	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &karpv1.NodeClaim{}).
-		WithValidator(typed(karpv1.SchemeGroupVersion.WithKind("NodeClaim").GroupKind(), func(_ context.Context, o *karpv1.NodeClaim) field.ErrorList { return v.NodeClaim(o) })).
-		Complete(); err != nil {
-		return err
+	return nil
+}
+
+// Validating are the validating webhooks by path (the path controller-runtime's builder gives
+// a kind: /validate-<group with dashes>-<version>-<kind>), each serving AdmissionReviews.
+// Panics are recovered into an error response.
+func Validating(scheme *runtime.Scheme, v *validation.Validator, rev Reviewer) map[string]*admission.Webhook {
+	out := map[string]*admission.Webhook{}
+	add := func(gvk schema.GroupVersionKind, wh *admission.Webhook) {
+		out["/validate-"+strings.ReplaceAll(gvk.Group, ".", "-")+"-"+gvk.Version+"-"+strings.ToLower(gvk.Kind)] = wh
 	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &awsv1.EC2NodeClass{}).
-		WithValidator(typed(awsv1.SchemeGroupVersion.WithKind("EC2NodeClass").GroupKind(), func(_ context.Context, o *awsv1.EC2NodeClass) field.ErrorList { return v.EC2NodeClass(o) })).
-		Complete(); err != nil {
-		return err
-	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &kwokv1alpha1.KWOKNodeClass{}).
-		WithValidator(typed(kwokv1alpha1.SchemeGroupVersion.WithKind("KWOKNodeClass").GroupKind(), func(_ context.Context, o *kwokv1alpha1.KWOKNodeClass) field.ErrorList { return v.KWOKNodeClass(o) })).
-		Complete(); err != nil {
-		return err
-	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &policyv1.CapacityBudget{}).
-		WithValidator(reviewed(typed(policyv1.SchemeGroupVersion.WithKind("CapacityBudget").GroupKind(), func(_ context.Context, o *policyv1.CapacityBudget) field.ErrorList { return v.CapacityBudget(o) }), rev)).
-		Complete(); err != nil {
-		return err
-	}
-	return ctrl.NewWebhookManagedBy(mgr, &policyv1.CapacityPolicy{}).
-		WithValidator(reviewed(typed(policyv1.SchemeGroupVersion.WithKind("CapacityPolicy").GroupKind(), v.CapacityPolicy), rev)).
-		Complete()
+	nodePool := karpv1.SchemeGroupVersion.WithKind("NodePool")
+	add(nodePool, admission.WithValidator(scheme, reviewed(typed(nodePool.GroupKind(), func(_ context.Context, o *karpv1.NodePool) field.ErrorList { return v.NodePool(o) }), rev)))
+	nodeClaim := karpv1.SchemeGroupVersion.WithKind("NodeClaim")
+	add(nodeClaim, admission.WithValidator(scheme, typed(nodeClaim.GroupKind(), func(_ context.Context, o *karpv1.NodeClaim) field.ErrorList { return v.NodeClaim(o) })))
+	ec2 := awsv1.SchemeGroupVersion.WithKind("EC2NodeClass")
+	add(ec2, admission.WithValidator(scheme, typed(ec2.GroupKind(), func(_ context.Context, o *awsv1.EC2NodeClass) field.ErrorList { return v.EC2NodeClass(o) })))
+	kwok := kwokv1alpha1.SchemeGroupVersion.WithKind("KWOKNodeClass")
+	add(kwok, admission.WithValidator(scheme, typed(kwok.GroupKind(), func(_ context.Context, o *kwokv1alpha1.KWOKNodeClass) field.ErrorList { return v.KWOKNodeClass(o) })))
+	budget := policyv1.SchemeGroupVersion.WithKind("CapacityBudget")
+	add(budget, admission.WithValidator(scheme, reviewed(typed(budget.GroupKind(), func(_ context.Context, o *policyv1.CapacityBudget) field.ErrorList { return v.CapacityBudget(o) }), rev)))
+	policy := policyv1.SchemeGroupVersion.WithKind("CapacityPolicy")
+	add(policy, admission.WithValidator(scheme, reviewed(typed(policy.GroupKind(), v.CapacityPolicy), rev)))
+	return out
 }
 
 // typedValidator adapts a field.ErrorList validator to admission: an Invalid error (HTTP 422)

@@ -73,7 +73,7 @@ func ReadPaths(paths []string, stdin io.Reader) ([]Document, error) {
 	var docs []Document
 	for _, p := range paths {
 		if p == "-" {
-			b, err := io.ReadAll(stdin)
+			b, err := io.ReadAll(io.LimitReader(stdin, MaxFileBytes+1))
 			if err != nil {
 				return nil, &ReadError{File: "<stdin>", Err: err}
 			}
@@ -89,6 +89,9 @@ func ReadPaths(paths []string, stdin io.Reader) ([]Document, error) {
 			return nil, err
 		}
 		for _, f := range files {
+			if info, err := os.Stat(f); err == nil && info.Size() > MaxFileBytes {
+				return nil, &ReadError{File: f, Err: fmt.Errorf("%d bytes: larger than the %d MiB a manifest file may be", info.Size(), MaxFileBytes>>20)}
+			}
 			b, err := os.ReadFile(f)
 			if err != nil {
 				return nil, &ReadError{File: f, Err: err}
@@ -169,8 +172,20 @@ func Skipped(root string, names []string) map[string]bool {
 
 var separator = regexp.MustCompile(`^---(\s.*)?$`)
 
+// Bounds on what is read, so that hostile input gets an error rather than the machine's
+// memory: a file (or standard input) of at most MaxFileBytes, and documents of at most
+// MaxDocumentBytes, the API server's own limit on a request body. YAML aliases that expand
+// too far and nesting deeper than 10 000 are refused by the YAML parser itself.
+const (
+	MaxFileBytes     = 64 << 20
+	MaxDocumentBytes = 3 << 20
+)
+
 // Parse splits a file into its YAML documents and parses each.
 func Parse(file string, b []byte) ([]Document, error) {
+	if len(b) > MaxFileBytes {
+		return nil, &ReadError{File: file, Err: fmt.Errorf("larger than the %d MiB a manifest file may be", MaxFileBytes>>20)}
+	}
 	var docs []Document
 	lines := bytes.SplitAfter(b, []byte("\n"))
 	start, startLine := 0, 1
@@ -178,6 +193,9 @@ func Parse(file string, b []byte) ([]Document, error) {
 	flush := func(end int) error {
 		raw := bytes.Join(lines[start:end], nil)
 		d := Document{File: file, Line: startLine, Sep: sep, Raw: raw}
+		if len(raw) > MaxDocumentBytes {
+			return &ReadError{File: file, Line: startLine, Err: fmt.Errorf("a document of %d bytes: larger than the %d MiB the API server accepts", len(raw), MaxDocumentBytes>>20)}
+		}
 		if len(bytes.TrimSpace(raw)) > 0 {
 			var err error
 			if d, err = parseDocument(file, startLine, raw); err != nil {
