@@ -28,7 +28,6 @@ import (
 // validated there, so one validator serves both versions.
 //
 // +kubebuilder:webhook:path=/validate-karpenter-sh-v1-nodepool,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.sh,resources=nodepools,verbs=create;update,versions=v1,name=validation.nodepools.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
-// +kubebuilder:webhook:path=/validate-karpenter-sh-v1-nodeclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.sh,resources=nodeclaims,verbs=create;update,versions=v1,name=validation.nodeclaims.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:webhook:path=/validate-karpenter-k8s-aws-v1-ec2nodeclass,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.k8s.aws,resources=ec2nodeclasses,verbs=create;update,versions=v1,name=validation.ec2nodeclasses.karpenter.k8s.aws,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:webhook:path=/validate-karpenter-kwok-sh-v1alpha1-kwoknodeclass,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.kwok.sh,resources=kwoknodeclasses,verbs=create;update,versions=v1alpha1,name=validation.kwoknodeclasses.karpenter.kwok.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:webhook:path=/validate-policy-karpenter-sh-v1-capacitybudget,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.karpenter.sh,resources=capacitybudgets,verbs=create;update,versions=v1,name=validation.capacitybudgets.policy.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
@@ -54,8 +53,6 @@ func Validating(scheme *runtime.Scheme, v *validation.Validator, rev Reviewer) m
 	}
 	nodePool := karpv1.SchemeGroupVersion.WithKind("NodePool")
 	add(nodePool, admission.WithValidator(scheme, reviewed(typed(nodePool.GroupKind(), func(_ context.Context, o *karpv1.NodePool) field.ErrorList { return v.NodePool(o) }), rev)))
-	nodeClaim := karpv1.SchemeGroupVersion.WithKind("NodeClaim")
-	add(nodeClaim, admission.WithValidator(scheme, typed(nodeClaim.GroupKind(), func(_ context.Context, o *karpv1.NodeClaim) field.ErrorList { return v.NodeClaim(o) })))
 	ec2 := awsv1.SchemeGroupVersion.WithKind("EC2NodeClass")
 	add(ec2, admission.WithValidator(scheme, typed(ec2.GroupKind(), func(_ context.Context, o *awsv1.EC2NodeClass) field.ErrorList { return v.EC2NodeClass(o) })))
 	kwok := kwokv1alpha1.SchemeGroupVersion.WithKind("KWOKNodeClass")

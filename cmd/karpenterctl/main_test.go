@@ -48,7 +48,7 @@ func TestValidateBrokenManifests(t *testing.T) {
 		"nodepools.yaml:8: NodePool/weight-and-requirements: spec.weight:",
 		"nodepools.yaml:15: NodePool/weight-and-requirements: spec.template.spec.requirements:",
 		"nodepools.yaml:16: NodePool/weight-and-requirements: spec.template.spec.requirements[0].key:",
-		"nodepools.yaml:46: NodePool/webhook-only: spec.template.spec.requirements[0].values[0]:",
+		"nodepools.yaml:46: NodePool/webhook-only: spec.template.spec.requirements[0].values: Unsupported value",
 		"nodepools.yaml:51: NodePool/webhook-only: spec.disruption.budgets[0].schedule:",
 		"nodepools.yaml:63: NodePool/typo: spec.template.spec.expireAfterr: Forbidden: unknown field",
 		"policies.yaml:8: CapacityBudget/default: spec.limits.hourlyCost:",

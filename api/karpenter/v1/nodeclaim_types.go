@@ -54,6 +54,7 @@ type NodeClaimSpec struct {
 // NodeSelectorRequirementWithMinValues is a node selector requirement, as in a pod's node
 // affinity, with the minimum number of distinct values the launch must stay flexible over.
 // +kubebuilder:validation:XValidation:message="minValues is only valid with operators 'In' or 'Exists'",rule="has(self.minValues) ? self.operator in ['In', 'Exists'] : true"
+// +kubebuilder:validation:XValidation:message="operators 'Exists' and 'DoesNotExist' take no values",rule="self.operator in ['Exists', 'DoesNotExist'] ? (!has(self.values) || size(self.values) == 0) : true"
 type NodeSelectorRequirementWithMinValues struct {
 	// Key is the label key that the requirement applies to.
 	// +kubebuilder:validation:MaxLength:=316
@@ -71,6 +72,7 @@ type NodeSelectorRequirementWithMinValues struct {
 	// none for Exists and DoesNotExist.
 	// +kubebuilder:validation:MaxItems:=100
 	// +kubebuilder:validation:items:MaxLength:=63
+	// +kubebuilder:validation:items:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
 	// +listType=atomic
 	// +optional
 	Values []string `json:"values,omitempty"`

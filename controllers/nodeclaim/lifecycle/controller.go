@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -54,6 +55,8 @@ type Controller struct {
 	cloud    cloudprovider.CloudProvider
 	recorder events.EventRecorder
 	clock    clock.Clock
+	// validate checks what the CRD's CEL rules cannot say (nil: nothing more).
+	validate func(*karpv1.NodeClaim) field.ErrorList
 	// launched remembers, by NodeClaim UID, what each launch returned: a reconcile that reads
 	// the NodeClaim before its status patch arrives (the metadata patch's event can come
 	// first) must not launch again. writes are the resourceVersions our last writes returned.
@@ -111,6 +114,34 @@ const launchMemory = 5 * time.Minute
 func NewController(c client.Client, cloud cloudprovider.CloudProvider, recorder events.EventRecorder, clk clock.Clock) *Controller {
 	return &Controller{client: c, cloud: cloud, recorder: recorder, clock: clk,
 		launched: newRecent[*karpv1.NodeClaim](launchMemory), writes: newRecent[string](cacheLag)}
+}
+
+// WithValidation sets the checks a NodeClaim must pass before it is launched, beyond the
+// CRD's: the validating webhook's for NodeClaims (there is no NodeClaim webhook, so that a
+// manager whose webhook endpoint is unreachable still launches). A NodeClaim that fails them
+// gets ValidationSucceeded False with every problem, a FailedValidation event, and no
+// instance; liveness deletes it after LaunchTTL.
+func (c *Controller) WithValidation(validate func(*karpv1.NodeClaim) field.ErrorList) *Controller {
+	c.validate = validate
+	return c
+}
+
+// validation sets ValidationSucceeded before the launch, and holds a NodeClaim that fails.
+func (c *Controller) validation(_ context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
+	if c.validate == nil || nc.Status.ProviderID != "" {
+		return reconcile.Result{}, nil
+	}
+	if errs := c.validate(nc); len(errs) > 0 {
+		msg := errs.ToAggregate().Error()
+		if !meta.IsStatusConditionFalse(nc.Status.Conditions, karpv1.ConditionTypeValidationSucceeded) {
+			c.recorder.Eventf(nc, nil, corev1.EventTypeWarning, "FailedValidation", "Launch", "NodeClaim %s is not launched: %s", nc.Name, msg)
+		}
+		c.setCondition(nc, karpv1.ConditionTypeValidationSucceeded, metav1.ConditionFalse, "ValidationFailed", msg)
+		// Nothing to retry: a change to the NodeClaim brings it back, and liveness at LaunchTTL.
+		return reconcile.Result{RequeueAfter: max(time.Second, nc.CreationTimestamp.Add(LaunchTTL).Sub(c.clock.Now())+time.Second)}, nil
+	}
+	c.setCondition(nc, karpv1.ConditionTypeValidationSucceeded, metav1.ConditionTrue, "Validated", "")
+	return reconcile.Result{}, nil
 }
 
 // remembered is what an earlier launch of the NodeClaim returned, if any.
@@ -222,7 +253,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (recon
 	controllerutil.AddFinalizer(nc, karpv1.TerminationFinalizer)
 	var result reconcile.Result
 	var err error
-	for _, step := range []func(context.Context, *karpv1.NodeClaim) (reconcile.Result, error){c.liveness, c.launch, c.register, c.initialize} {
+	for _, step := range []func(context.Context, *karpv1.NodeClaim) (reconcile.Result, error){c.liveness, c.validation, c.launch, c.register, c.initialize} {
 		if result, err = step(ctx, nc); err != nil || !result.IsZero() {
 			break
 		}

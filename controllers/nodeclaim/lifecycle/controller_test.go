@@ -2,9 +2,11 @@ package lifecycle
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -16,6 +18,7 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	cloudfake "github.com/karpenter-policy/karpenter/cloudprovider/fake"
 	"github.com/karpenter-policy/karpenter/controllers/index"
+	"github.com/karpenter-policy/karpenter/webhooks/validation"
 )
 
 var agentTaint = corev1.Taint{Key: "example.com/agent", Effect: corev1.TaintEffectNoSchedule}
@@ -32,7 +35,7 @@ func claimAndNode(nodeTaints []corev1.Taint, nodeLabels map[string]string) (*kar
 
 func newController(t *testing.T, objs ...client.Object) (*Controller, client.Client, *events.FakeRecorder) {
 	t.Helper()
-	b := fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(objs...)
+	b := fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(objs...).WithStatusSubresource(&karpv1.NodeClaim{})
 	for _, i := range index.Indexes {
 		b = b.WithIndex(i.Object, i.Field, i.Extract)
 	}
@@ -132,6 +135,50 @@ func TestInitializationWaits(t *testing.T) {
 			}
 			if reason != tc.wantReason {
 				t.Errorf("Initialized reason %q, want %q", reason, tc.wantReason)
+			}
+		})
+	}
+}
+
+// There is no NodeClaim webhook: what the CRD cannot check is checked before the launch. A
+// NodeClaim that fails gets ValidationSucceeded False naming the field, an event, and no
+// instance; one that passes is launched.
+func TestValidationBeforeLaunch(t *testing.T) {
+	taint := corev1.Taint{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}
+	for _, tc := range []struct {
+		name   string
+		taints []corev1.Taint
+		valid  bool
+	}{
+		{name: "duplicate taint", taints: []corev1.Taint{taint, taint}},
+		{name: "valid", taints: []corev1.Taint{taint}, valid: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "claim", Labels: map[string]string{karpv1.NodePoolLabelKey: "general"}, CreationTimestamp: metav1.Now()},
+				Spec: karpv1.NodeClaimSpec{Taints: tc.taints, NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"}}}
+			ctl, c, rec := newController(t, nc)
+			ctl.WithValidation(validation.New().NodeClaim)
+			if _, err := ctl.Reconcile(context.Background(), nc); err != nil {
+				t.Fatal(err)
+			}
+			got := &karpv1.NodeClaim{}
+			if err := c.Get(context.Background(), client.ObjectKey{Name: "claim"}, got); err != nil {
+				t.Fatal(err)
+			}
+			cond := meta.FindStatusCondition(got.Status.Conditions, karpv1.ConditionTypeValidationSucceeded)
+			if cond == nil || (cond.Status == metav1.ConditionTrue) != tc.valid {
+				t.Fatalf("ValidationSucceeded %+v, want valid %v", cond, tc.valid)
+			}
+			if launched := got.Status.ProviderID != ""; launched != tc.valid {
+				t.Fatalf("launched %v, want %v", launched, tc.valid)
+			}
+			if !tc.valid {
+				if !strings.Contains(cond.Message, "spec.taints[1]") {
+					t.Errorf("the message does not name the field: %s", cond.Message)
+				}
+				if e := <-rec.Events; !strings.HasPrefix(e, "Warning FailedValidation") {
+					t.Errorf("event %q", e)
+				}
 			}
 		})
 	}
