@@ -57,7 +57,11 @@ func run() error {
 	apiPort := flag.Int("apiserver-port", 6443, "kube-apiserver port on 127.0.0.1")
 	basePort := flag.Int("port-base", 17000, "first of the other ports: etcd +379/+380, kwok +10, manager metrics +80, probes +81, pprof +82, webhooks +443")
 	manager := flag.String("manager", "bin/karpenter", "manager binary; empty starts none")
+	managers := flag.Int("managers", 1, "how many managers to run; two or more elect a leader (Lease kube-system/"+cluster.LeaderElectionLease+") and share the webhook port")
 	flag.Parse()
+	if *managers < 1 || *managers > 5 {
+		return fmt.Errorf("-managers=%d: want 1 to 5", *managers)
+	}
 	if *provider != "kwok" && *provider != "aws" {
 		return fmt.Errorf("-cloud-provider=%s: want kwok or aws", *provider)
 	}
@@ -89,7 +93,21 @@ func run() error {
 		Dir: *dir, BinDir: bins, RepoRoot: root, Log: logf,
 		APIServerPort: *apiPort, EtcdPort: *basePort + 379, EtcdPeerPort: *basePort + 380, KwokPort: *basePort + 10,
 	}
-	metrics, probes, pprof, webhooks := *basePort+80, *basePort+81, *basePort+82, *basePort+443
+	// Manager i's ports are +80+10i (metrics), +81+10i (probes), +82+10i (pprof); the
+	// webhooks are served at +443, by the manager alone or, among several, by the cluster's
+	// forwarder in front of their own ports +444+i.
+	webhooks := *basePort + 443
+	managerPorts := map[string]cluster.ManagerPorts{}
+	var managerNames []string
+	for i := range *managers {
+		mp := cluster.ManagerPorts{Metrics: *basePort + 80 + 10*i, Probes: *basePort + 81 + 10*i, Pprof: *basePort + 82 + 10*i, Webhooks: webhooks}
+		if *managers > 1 {
+			mp.Webhooks = webhooks + 1 + i
+		}
+		name := cluster.ManagerName(i, *managers)
+		managerPorts[name] = mp
+		managerNames = append(managerNames, name)
+	}
 	providerArgs, providerEnv := []string{"--cloud-provider=kwok"}, []string(nil)
 	var emulator *awsemu.Emulator
 	if *provider == "aws" {
@@ -102,8 +120,14 @@ func run() error {
 	}
 	if *manager != "" {
 		opts.WebhookPort = webhooks
-		opts.Manager = cluster.ManagerProcess(*manager, cluster.ManagerPorts{Metrics: metrics, Probes: probes, Pprof: pprof, Webhooks: webhooks},
-			filepath.Join(*dir, "webhook-certs"), providerArgs, providerEnv)
+		for _, name := range managerNames {
+			mp := managerPorts[name]
+			if *managers > 1 {
+				opts.WebhookBackends = append(opts.WebhookBackends, mp.Webhooks)
+			}
+			opts.Managers = append(opts.Managers, cluster.ManagerProcess(name, *manager, mp,
+				filepath.Join(*dir, "webhook-certs", name), *managers > 1, providerArgs, providerEnv))
+		}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -113,12 +137,19 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	c.ManagerPorts = managerPorts
 	stopAll := func() error {
 		fmt.Println("\n==> stopping")
 		err := c.Stop()
 		ports := []int{opts.APIServerPort, opts.EtcdPort, opts.EtcdPeerPort, opts.KwokPort}
 		if *manager != "" {
-			ports = append(ports, metrics, probes, pprof)
+			ports = append(ports, webhooks)
+			for _, mp := range managerPorts {
+				ports = append(ports, mp.Metrics, mp.Probes, mp.Pprof)
+				if *managers > 1 {
+					ports = append(ports, mp.Webhooks)
+				}
+			}
 		}
 		for _, p := range ports {
 			if l, lerr := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); lerr != nil {
@@ -135,9 +166,13 @@ func run() error {
 
 	if *manager != "" {
 		logf("waiting for the manager to be ready (webhooks serving)")
-		if err := c.WaitManagerReady(ctx, probes); err != nil {
-			return errors.Join(err, stopAll())
+		for _, name := range managerNames {
+			if err := c.WaitManagerReady(ctx, managerPorts[name].Probes); err != nil {
+				return errors.Join(err, stopAll())
+			}
 		}
+		// A manager that dies is started again, as a Deployment's kubelet would.
+		c.Supervise(managerNames, cluster.CrashLoopBackOff, logf)
 	}
 	if *samples != "" {
 		logf("applying %s", *samples)
@@ -175,6 +210,14 @@ func run() error {
               bin/kubectl -n %s get applications -w
 `, gitops.Namespace, gitops.CRDApplication, gitops.Namespace, gitops.Application, stack.RepoURL, stack.Clone, stack.Clone, gitops.Namespace)
 	}
+	managersHelp := ""
+	if *manager != "" && *managers > 1 {
+		managersHelp = fmt.Sprintf(`
+  Managers:   %s under leader election; the leader holds the Lease
+              bin/kubectl -n kube-system get lease %s
+              one that dies (kill -9 it) is started again, as a Deployment would
+`, strings.Join(managerNames, ", "), cluster.LeaderElectionLease)
+	}
 	kubectl := filepath.Join(root, "bin", "kubectl")
 	_ = os.MkdirAll(filepath.Dir(kubectl), 0o755)
 	_ = os.Remove(kubectl)
@@ -198,7 +241,7 @@ Local cluster is up in %s (Kubernetes v1.37.2, %s provider).
   kubeconfig: %s
   logs:       %s/<process>.log
   kubectl:    bin/kubectl (linked to the built v1.37.2 client); helm: bin/helm (v3.22.0)
-%s%s
+%s%s%s
 Try:
   export KUBECONFIG=%s
   bin/kubectl get nodepools,%s
@@ -206,7 +249,7 @@ Try:
   bin/kubectl scale deployment inflate --replicas=5 && bin/kubectl get nodeclaims,nodes,pods -o wide
 
 Press Ctrl-C to stop every process.
-`, time.Since(start).Round(100*time.Millisecond), *provider, c.Kubeconfig, c.LogDir, awsHelp, gitopsHelp, c.Kubeconfig,
+`, time.Since(start).Round(100*time.Millisecond), *provider, c.Kubeconfig, c.LogDir, managersHelp, awsHelp, gitopsHelp, c.Kubeconfig,
 		map[string]string{"kwok": "kwoknodeclasses", "aws": "ec2nodeclasses"}[*provider], map[string]string{"kwok": "general", "aws": "default"}[*provider])
 
 	ticker := time.NewTicker(time.Second)
@@ -217,6 +260,9 @@ Press Ctrl-C to stop every process.
 			return stopAll()
 		case <-ticker.C:
 			for _, p := range c.Processes() {
+				if _, ok := managerPorts[p.Name]; ok {
+					continue // supervised
+				}
 				if exited, perr := p.Exited(); exited {
 					return errors.Join(fmt.Errorf("%s exited (%v); last lines of its log:\n%s", p.Name, perr, c.LogTail(p.Name, 20)), stopAll())
 				}

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -41,8 +42,12 @@ type Options struct {
 	// WebhookPort, when set, points the CRDs' conversion webhook and the validating webhooks of
 	// config/webhook at https://127.0.0.1:<WebhookPort>, where a local manager serves them.
 	WebhookPort int
-	// Manager, when set, is started once the control plane is up and the CRDs are installed.
-	Manager *Process
+	// WebhookBackends, when set, are the webhook ports of several managers: the cluster then
+	// listens on WebhookPort itself and forwards each connection to a backend that accepts
+	// it, as a Service in front of a Deployment's replicas would.
+	WebhookBackends []int
+	// Managers are started once the control plane is up and the CRDs are installed.
+	Managers []*Process
 	// Log receives progress lines; nil discards them.
 	Log func(format string, args ...any)
 }
@@ -54,10 +59,11 @@ type Process struct {
 	Args []string
 	Env  []string
 
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-	log  *os.File
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
+	log     *os.File
+	started time.Time
 }
 
 // Cluster is a running local control plane.
@@ -71,8 +77,15 @@ type Cluster struct {
 	// LogDir holds one log file per process.
 	LogDir string
 
-	opts  Options
-	procs []*Process
+	// ManagerPorts are the ports of each manager process, by name, when the cluster was
+	// started with managers (StartWithManager, `make run`).
+	ManagerPorts map[string]ManagerPorts
+
+	opts       Options
+	supervisor context.CancelFunc // stops Supervise
+	mu         sync.Mutex         // guards procs
+	procs      []*Process
+	proxy      *proxy
 }
 
 // ServiceCIDR is the cluster's service range; PodCIDR is the range kwok hands pod IPs from.
@@ -198,9 +211,10 @@ func (c *Cluster) boot(ctx context.Context, o *Options) (err error) {
 			"serviceaccount-controller,node-lifecycle-controller,disruption-controller,clusterrole-aggregation-controller," +
 			// Volumes: claims bind to PersistentVolumes, and their protection finalizers go
 			// when they are deleted. No attach-detach controller: nothing attaches here, and
-			// tests create the VolumeAttachments a CSI driver would leave behind.
+			// tests create the VolumeAttachments a CSI driver would leave behind. NoExecute
+			// taints evict the pods that do not tolerate them, as in any cluster.
 			"persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller," +
-			"ephemeral-volume-controller",
+			"ephemeral-volume-controller,taint-eviction-controller",
 		"--use-service-account-credentials=false",
 		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--kube-api-qps=" + controlPlaneQPS, "--kube-api-burst=" + controlPlaneQPS,
@@ -278,10 +292,15 @@ options:
 			return err
 		}
 	}
-	if o.Manager != nil {
-		o.Log("starting %s", o.Manager.Name)
-		o.Manager.Env = append(o.Manager.Env, "KUBECONFIG="+c.Kubeconfig)
-		if err := c.start(o.Manager); err != nil {
+	if len(o.WebhookBackends) > 0 {
+		if c.proxy, err = serveProxy(o.WebhookPort, o.WebhookBackends); err != nil {
+			return fmt.Errorf("serving the webhook port: %w", err)
+		}
+	}
+	for _, m := range o.Managers {
+		o.Log("starting %s", m.Name)
+		m.Env = append(m.Env, "KUBECONFIG="+c.Kubeconfig)
+		if err := c.start(m); err != nil {
 			return err
 		}
 	}
@@ -320,12 +339,14 @@ func (c *Cluster) start(p *Process) error {
 		f.Close()
 		return fmt.Errorf("starting %s: %w", p.Name, err)
 	}
-	p.cmd, p.log, p.done = cmd, f, make(chan struct{})
+	p.cmd, p.log, p.done, p.started = cmd, f, make(chan struct{}), time.Now()
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
+	c.mu.Lock()
 	c.procs = append(c.procs, p)
+	c.mu.Unlock()
 	return nil
 }
 
@@ -345,44 +366,73 @@ func (p *Process) Exited() (bool, error) {
 
 // Kill kills a process (SIGKILL, as a crash would) and waits for it to exit.
 func (c *Cluster) Kill(name string) error {
+	p := c.process(name)
+	if p == nil {
+		return fmt.Errorf("no process %s", name)
+	}
+	if exited, _ := p.Exited(); exited {
+		return nil
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+	return nil
+}
+
+// process is the running (or last) process of that name, or nil.
+func (c *Cluster) process(name string) *Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, p := range c.procs {
 		if p.Name == name {
-			if exited, _ := p.Exited(); exited {
-				return nil
-			}
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-			return nil
+			return p
 		}
 	}
-	return fmt.Errorf("no process %s", name)
+	return nil
 }
 
 // Restart starts a killed process again with the same command, logging to a new file.
 func (c *Cluster) Restart(name string) error {
+	c.mu.Lock()
+	var old *Process
 	for i, p := range c.procs {
 		if p.Name != name {
 			continue
 		}
 		if exited, _ := p.Exited(); !exited {
+			c.mu.Unlock()
 			return fmt.Errorf("%s is still running", name)
 		}
 		p.log.Close()
 		c.procs = append(c.procs[:i], c.procs[i+1:]...)
-		restarted := &Process{Name: p.Name, Path: p.Path, Args: p.Args, Env: p.Env}
-		return c.start(restarted)
+		old = p
+		break
 	}
-	return fmt.Errorf("no process %s", name)
+	c.mu.Unlock()
+	if old == nil {
+		return fmt.Errorf("no process %s", name)
+	}
+	return c.start(&Process{Name: old.Name, Path: old.Path, Args: old.Args, Env: old.Env})
 }
 
 // Processes are the processes started so far, in start order.
-func (c *Cluster) Processes() []*Process { return c.procs }
+func (c *Cluster) Processes() []*Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Process(nil), c.procs...)
+}
 
 // Stop stops every process in reverse start order: SIGTERM, then SIGKILL after 15 seconds.
 func (c *Cluster) Stop() error {
 	var errs []error
-	for i := len(c.procs) - 1; i >= 0; i-- {
-		p := c.procs[i]
+	if c.supervisor != nil {
+		c.supervisor()
+	}
+	if c.proxy != nil {
+		c.proxy.close()
+	}
+	procs := c.Processes()
+	for i := len(procs) - 1; i >= 0; i-- {
+		p := procs[i]
 		if exited, _ := p.Exited(); !exited {
 			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 			select {
@@ -395,7 +445,9 @@ func (c *Cluster) Stop() error {
 		}
 		p.log.Close()
 	}
+	c.mu.Lock()
 	c.procs = nil
+	c.mu.Unlock()
 	return errors.Join(errs...)
 }
 

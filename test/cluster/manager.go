@@ -28,25 +28,38 @@ func BuildManager(root, path string) error {
 }
 
 // ManagerProcess is the manager at path as the local stacks (`make run`, the e2e suites) run
-// it: no leader election, its endpoints on loopback, and its webhooks in self-signed mode:
-// the CA kept in the Secret kube-system/karpenter-webhook-cert and injected into the webhook
-// configuration and the CRDs, which point at ports.Webhooks (Options.WebhookPort,
-// InstallWebhooks), the serving certificate written to certDir. args (a cloud provider's
-// flags) and env are added.
-func ManagerProcess(path string, ports ManagerPorts, certDir string, args, env []string) *Process {
-	flags := []string{
-		"--leader-elect=false",
-		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(ports.Metrics),
-		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports.Probes),
-		"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(ports.Webhooks),
+// it: its endpoints on loopback, and its webhooks in self-signed mode: the CA kept in the
+// Secret kube-system/karpenter-webhook-cert and injected into the webhook configuration and
+// the CRDs, which point at Options.WebhookPort (InstallWebhooks), the serving certificate
+// written to certDir. With leaderElect it elects a leader with the other managers through
+// the Lease kube-system/karpenter-leader-election, as upstream's chart deploys it; without,
+// it acts alone. args (a cloud provider's flags) and env are added.
+func ManagerProcess(name, path string, ports ManagerPorts, certDir string, leaderElect bool, args, env []string) *Process {
+	election := []string{"--leader-elect=false"}
+	if leaderElect {
+		election = []string{"--leader-elect=true", "--leader-election-id=" + LeaderElectionLease, "--leader-election-namespace=kube-system"}
+	}
+	flags := append(election,
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports.Metrics),
+		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports.Probes),
+		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(ports.Webhooks),
 		"--webhook-cert-mode=self-signed", "--webhook-cert-secret=kube-system/karpenter-webhook-cert",
 		"--webhook-cert-ips=127.0.0.1", "--webhook-configuration=validating-webhook-configuration",
-		"--webhook-cert-dir=" + certDir,
-	}
+		"--webhook-cert-dir="+certDir,
+	)
 	if ports.Pprof != 0 {
 		flags = append(flags, "--profiling-bind-address=127.0.0.1:"+strconv.Itoa(ports.Pprof))
 	}
-	return &Process{Name: "karpenter", Path: path, Args: append(flags, args...), Env: env}
+	return &Process{Name: name, Path: path, Args: append(flags, args...), Env: env}
+}
+
+// ManagerName is the process name of manager i of n: "karpenter" alone, "karpenter-<i>"
+// among several.
+func ManagerName(i, n int) string {
+	if n <= 1 {
+		return "karpenter"
+	}
+	return "karpenter-" + strconv.Itoa(i)
 }
 
 // WaitManagerReady polls the manager's readiness endpoint (its webhooks serve once it
@@ -73,7 +86,7 @@ func (c *Cluster) WaitManagerReady(ctx context.Context, probePort int) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("manager not ready at %s after a minute; last lines of its log:\n%s", url, c.LogTail("karpenter", 30))
+	return fmt.Errorf("manager not ready at %s after a minute; last lines of its log:\n%s", url, c.managerLogTail(probePort, 30))
 }
 
 // ManagedOptions say where a cluster with this repository's manager keeps its state, and
@@ -84,35 +97,64 @@ type ManagedOptions struct {
 	// Provider, when set, gives the manager's extra flags and environment from the API
 	// server's URL (the AWS provider's endpoint and cluster settings).
 	Provider func(apiServerURL string) (args, env []string)
+	// Managers is how many managers run; two or more elect a leader and share the webhook
+	// port (Options.WebhookBackends). Zero means one.
+	Managers int
 }
 
-// StartWithManager builds the manager, starts the local cluster with it on free ports, and
-// waits until the manager is ready, as the e2e suites run it. On error nothing is left running.
+// StartWithManager builds the manager, starts the local cluster with it (o.Managers of it)
+// on free ports, and waits until every manager is ready, as the e2e suites run it. The
+// ports returned are the first manager's; Cluster.ManagerPorts has them all. On error
+// nothing is left running.
 func StartWithManager(ctx context.Context, o ManagedOptions) (*Cluster, ManagerPorts, error) {
 	manager := filepath.Join(o.Dir, "karpenter")
 	if err := BuildManager(o.RepoRoot, manager); err != nil {
 		return nil, ManagerPorts{}, err
 	}
+	n := max(o.Managers, 1)
 	// Every port at once, so that none of the cluster's processes can take one of the manager's.
-	ports, err := FreePorts(7)
+	ports, err := FreePorts(5 + 3*n)
 	if err != nil {
 		return nil, ManagerPorts{}, err
 	}
-	mp := ManagerPorts{Webhooks: ports[0], Probes: ports[1], Metrics: ports[2]}
 	var args, env []string
 	if o.Provider != nil {
-		args, env = o.Provider("https://127.0.0.1:" + strconv.Itoa(ports[3]))
+		args, env = o.Provider("https://127.0.0.1:" + strconv.Itoa(ports[1]))
 	}
-	c, err := Start(ctx, Options{
-		Dir: filepath.Join(o.Dir, "cluster"), BinDir: o.BinDir, RepoRoot: o.RepoRoot, WebhookPort: mp.Webhooks,
-		APIServerPort: ports[3], EtcdPort: ports[4], EtcdPeerPort: ports[5], KwokPort: ports[6],
-		Manager: ManagerProcess(manager, mp, filepath.Join(o.Dir, "certs"), args, env),
-	})
+	opts := Options{
+		Dir: filepath.Join(o.Dir, "cluster"), BinDir: o.BinDir, RepoRoot: o.RepoRoot, WebhookPort: ports[0],
+		APIServerPort: ports[1], EtcdPort: ports[2], EtcdPeerPort: ports[3], KwokPort: ports[4],
+	}
+	all := map[string]ManagerPorts{}
+	for i := range n {
+		mp := ManagerPorts{Webhooks: ports[0], Probes: ports[5+3*i], Metrics: ports[6+3*i]}
+		if n > 1 {
+			mp.Webhooks = ports[7+3*i]
+			opts.WebhookBackends = append(opts.WebhookBackends, mp.Webhooks)
+		}
+		name := ManagerName(i, n)
+		all[name] = mp
+		opts.Managers = append(opts.Managers, ManagerProcess(name, manager, mp, filepath.Join(o.Dir, "certs", name), n > 1, args, env))
+	}
+	c, err := Start(ctx, opts)
 	if err != nil {
 		return nil, ManagerPorts{}, err
 	}
-	if err := c.WaitManagerReady(ctx, mp.Probes); err != nil {
-		return nil, ManagerPorts{}, errors.Join(err, c.Stop())
+	c.ManagerPorts = all
+	for _, mp := range all {
+		if err := c.WaitManagerReady(ctx, mp.Probes); err != nil {
+			return nil, ManagerPorts{}, errors.Join(err, c.Stop())
+		}
 	}
-	return c, mp, nil
+	return c, all[ManagerName(0, n)], nil
+}
+
+// managerLogTail is the end of the log of the manager whose probes are at probePort.
+func (c *Cluster) managerLogTail(probePort, lines int) string {
+	for name, mp := range c.ManagerPorts {
+		if mp.Probes == probePort {
+			return c.LogTail(name, lines)
+		}
+	}
+	return c.LogTail("karpenter", lines)
 }
