@@ -1,0 +1,147 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1k8s "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+)
+
+// watcher samples the cluster every second while a scenario runs, and keeps what the
+// invariants are checked against: the worst moment of each.
+type watcher struct {
+	np, ns, pdb string
+	// budget is the CapacityBudget the capped workload runs under.
+	budget client.ObjectKey
+	// budgetNodes is the NodePool's disruption budget, a node count.
+	budgetNodes int
+
+	mu sync.Mutex
+	// launched is the CPU of every NodeClaim seen launched, by name.
+	launched map[string]float64
+	// maxDisrupting is the most nodes of the pool seen going or tainted disrupted at once.
+	maxDisrupting   int
+	maxDisruptingAt string
+	// minHealthy is the fewest healthy pods the PDB's selector was seen with, once it had
+	// reached its minimum; -1 before.
+	minHealthy, pdbMin int
+	// maxOverBudget is the most the namespace's run-rate (running and in flight) was seen
+	// over its CapacityBudget's hourly limit, in USD per hour.
+	maxOverBudget float64
+	// maxCost is the most the capped namespace was seen running, in USD per hour.
+	maxCost         float64
+	maxNodes        int
+	samples, failed int
+}
+
+func newWatcher(np, ns, pdb string, budget client.ObjectKey, budgetNodes int) *watcher {
+	return &watcher{np: np, ns: ns, budget: budget, pdb: pdb, budgetNodes: budgetNodes, launched: map[string]float64{}, minHealthy: -1, maxOverBudget: math.Inf(-1)}
+}
+
+// run samples every second until ctx ends.
+func (w *watcher) run(ctx context.Context) {
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		if err := w.sample(ctx); err != nil {
+			w.mu.Lock()
+			w.failed++ // the API server may be down: a fault of the scenario
+			w.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+func (w *watcher) sample(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cs, err := claims(ctx, w.np)
+	if err != nil {
+		return err
+	}
+	var nodes corev1.NodeList
+	if err := kube.List(ctx, &nodes, client.MatchingLabels{karpv1.NodePoolLabelKey: w.np}); err != nil {
+		return err
+	}
+	var pdb policyv1k8s.PodDisruptionBudget
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: w.pdb}, &pdb); err != nil {
+		return err
+	}
+	healthy, err := running(ctx, w.ns, pdbApp)
+	if err != nil {
+		return err
+	}
+	var budget policyv1.CapacityBudget
+	if err := kube.Get(ctx, w.budget, &budget); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.samples++
+	for _, nc := range cs {
+		if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeLaunched) {
+			if cpu, ok := nc.Status.Capacity[corev1.ResourceCPU]; ok {
+				w.launched[nc.Name] = cpu.AsApproximateFloat64()
+			}
+		}
+	}
+	disrupting := 0
+	for i := range nodes.Items {
+		if nodes.Items[i].DeletionTimestamp != nil || disrupted(&nodes.Items[i]) {
+			disrupting++
+		}
+	}
+	if disrupting > w.maxDisrupting {
+		w.maxDisrupting, w.maxDisruptingAt = disrupting, fmt.Sprintf("%d of %d nodes at %s", disrupting, len(nodes.Items), time.Now().Format(time.TimeOnly))
+	}
+	w.maxNodes = max(w.maxNodes, len(nodes.Items))
+	if w.minHealthy < 0 && healthy >= w.pdbMin {
+		w.minHealthy = healthy
+	}
+	if w.minHealthy >= 0 {
+		w.minHealthy = min(w.minHealthy, healthy)
+	}
+	cost, inFlight, limit := usd(budget.Status.HourlyCost), usd(budget.Status.InFlightHourlyCost), usd(budget.Status.HourlyLimit)
+	if limit > 0 {
+		w.maxOverBudget = max(w.maxOverBudget, cost+inFlight-limit)
+	}
+	w.maxCost = max(w.maxCost, cost)
+	w.maxCost = max(w.maxCost, cost)
+	return nil
+}
+
+// launchedCPU is the CPU of every NodeClaim launched while the watcher ran.
+func (w *watcher) launchedCPU() float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	total := 0.0
+	for _, cpu := range w.launched {
+		total += cpu
+	}
+	return total
+}
+
+func usd(m policyv1.Money) float64 {
+	f, err := strconv.ParseFloat(string(m), 64)
+	if err != nil {
+		return 0
+	}
+	return f
+}
+
+// pdbApp is the app the scenario's PodDisruptionBudget guards.
+const pdbApp = "guarded"
