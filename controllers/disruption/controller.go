@@ -125,7 +125,9 @@ func (c *Controller) Start(ctx context.Context) error {
 		switch {
 		case acted:
 			c.interval = 0
-		case c.idleNow():
+		case c.idleNow() && c.Orchestrator.Len() == 0:
+			// With commands in flight, the budget they hold comes back as each ends: look
+			// again within MinPassInterval (a pass runs only once the model changed).
 			c.interval = PollPeriod
 		default:
 			c.interval = MinPassInterval
