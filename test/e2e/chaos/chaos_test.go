@@ -22,6 +22,7 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
 	"github.com/karpenter-policy/karpenter/test"
 )
 
@@ -53,7 +54,7 @@ type result struct {
 
 // A 500-pod scale-up and a 500 -> 50 scale-down (100 -> 10 in the short form), once without
 // faults and once with the leader SIGKILLed at random moments, kube-apiserver and etcd
-// restarted once each, and a third of launches failing for insufficient capacity. Watchers
+// restarted once each, and half the launches in one zone failing for insufficient capacity. Watchers
 // sample every second; the faulted run must keep every promise the clean one does, and
 // launch no more than 10% more capacity.
 func TestChaos(t *testing.T) {
@@ -89,14 +90,17 @@ func scenario(t *testing.T, ns string, sz size, rng *rand.Rand) result {
 	})
 	np, _ := pool(t, ctx, func(c *kwokv1alpha1.KWOKNodeClass) {
 		if rng != nil {
-			c.Spec.InsufficientCapacity = &kwokv1alpha1.InsufficientCapacityInjection{Percent: 33}
+			// Half the launches in one zone fail: the launch is retried elsewhere, with the
+			// same types in another zone, so capacity stays comparable with the clean run.
+			c.Spec.InsufficientCapacity = &kwokv1alpha1.InsufficientCapacityInjection{Percent: 50,
+				Offerings: []kwokv1alpha1.OfferingSelector{{Zone: catalog.EmbeddedZones[0]}}}
 		}
 	}, func(np *karpv1.NodePool) {
 		np.Spec.Disruption.ConsolidationPolicy = karpv1.ConsolidationPolicyWhenEmptyOrUnderutilized
 		np.Spec.Disruption.ConsolidateAfter = karpv1.MustParseNillableDuration("0s")
 		np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: fmt.Sprint(sz.budgetNodes)}}
 		// Nodes of 4 to 16 vCPU: a scale-down then leaves nodes to empty and nodes to replace
-		// by smaller ones, and the runs stay short.
+		// by smaller ones (evicting guarded pods), and the runs stay short.
 		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, karpv1.NodeSelectorRequirementWithMinValues{
 			Key: karpv1.LabelInstanceCPU, Operator: corev1.NodeSelectorOpIn, Values: []string{"4", "8", "16"}})
 	})
@@ -114,11 +118,16 @@ func scenario(t *testing.T, ns string, sz size, rng *rand.Rand) result {
 		b.Spec.Limits.HourlyCost = ptr.To[policyv1.Money](cappedLimit)
 		b.Spec.Spot, b.Spec.InstanceFamilies = nil, nil
 	})
-	pdbMin := 8
+	// The guarded pods spread one per node, so that consolidating the scale-down's nodes
+	// evicts them, and their PodDisruptionBudget lets one go at a time.
+	pdbMin := 9
 	pdb := &policyv1k8s.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pdbApp},
 		Spec: policyv1k8s.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(int32(pdbMin))),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": pdbApp}}}}
 	guarded := deployment(ns, pdbApp, 10, np.Name, "500m")
+	guarded.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1,
+		TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": pdbApp}}}}
 	create(t, ctx, budget, pdb, guarded)
 	cappedLoad := deployment(capped, "capped", sz.up/4, np.Name, "1")
 	waitRunning(t, ctx, ns, pdbApp, 10, 2*time.Minute)
@@ -128,6 +137,7 @@ func scenario(t *testing.T, ns string, sz size, rng *rand.Rand) result {
 	wctx, stopWatching := context.WithCancel(ctx)
 	var watching sync.WaitGroup
 	watching.Go(func() { w.run(wctx) })
+	watching.Go(func() { w.watchPDB(wctx) })
 	var kills []string
 	faults := func(phase string, restart string) func() {
 		if rng == nil {

@@ -34,6 +34,8 @@ var (
 
 	local *cluster.Cluster
 	kube  client.Client
+	// watchClient also watches.
+	watchClient client.WithWatch
 	// managerBin is the manager binary the suite built.
 	managerBin string
 	// restartDelay is how long a killed manager stays down.
@@ -90,6 +92,10 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, time.Now().Format(time.TimeOnly)+" supervisor: "+format+"\n", args...)
 	})
 	if kube, err = client.New(local.Config, client.Options{Scheme: install.NewScheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if watchClient, err = client.NewWithWatch(local.Config, client.Options{Scheme: install.NewScheme()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

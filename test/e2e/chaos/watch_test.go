@@ -9,8 +9,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1k8s "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	watchapi "k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
@@ -77,14 +78,6 @@ func (w *watcher) sample(ctx context.Context) error {
 	if err := kube.List(ctx, &nodes, client.MatchingLabels{karpv1.NodePoolLabelKey: w.np}); err != nil {
 		return err
 	}
-	var pdb policyv1k8s.PodDisruptionBudget
-	if err := kube.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: w.pdb}, &pdb); err != nil {
-		return err
-	}
-	healthy, err := running(ctx, w.ns, pdbApp)
-	if err != nil {
-		return err
-	}
 	var budget policyv1.CapacityBudget
 	if err := kube.Get(ctx, w.budget, &budget); err != nil {
 		return err
@@ -109,12 +102,6 @@ func (w *watcher) sample(ctx context.Context) error {
 		w.maxDisrupting, w.maxDisruptingAt = disrupting, fmt.Sprintf("%d of %d nodes at %s", disrupting, len(nodes.Items), time.Now().Format(time.TimeOnly))
 	}
 	w.maxNodes = max(w.maxNodes, len(nodes.Items))
-	if w.minHealthy < 0 && healthy >= w.pdbMin {
-		w.minHealthy = healthy
-	}
-	if w.minHealthy >= 0 {
-		w.minHealthy = min(w.minHealthy, healthy)
-	}
 	cost, inFlight, limit := usd(budget.Status.HourlyCost), usd(budget.Status.InFlightHourlyCost), usd(budget.Status.HourlyLimit)
 	if limit > 0 {
 		w.maxOverBudget = max(w.maxOverBudget, cost+inFlight-limit)
@@ -145,3 +132,70 @@ func usd(m policyv1.Money) float64 {
 
 // pdbApp is the app the scenario's PodDisruptionBudget guards.
 const pdbApp = "guarded"
+
+// watchPDB follows the guarded pods through a watch, not by sampling (an evicted pod's
+// replacement runs within a second here), and keeps the fewest seen ready at once. A watch
+// that ends (the API server restarted) is started again from a fresh list.
+func (w *watcher) watchPDB(ctx context.Context) {
+	for ctx.Err() == nil {
+		var pods corev1.PodList
+		if err := watchClient.List(ctx, &pods, client.InNamespace(w.ns), client.MatchingLabels{"app": pdbApp}); err != nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		ready := map[string]bool{}
+		for i := range pods.Items {
+			ready[pods.Items[i].Name] = podReady(&pods.Items[i])
+		}
+		w.noteHealthy(ready)
+		watch, err := watchClient.Watch(ctx, &corev1.PodList{}, client.InNamespace(w.ns), client.MatchingLabels{"app": pdbApp},
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: pods.ResourceVersion}})
+		if err != nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		for ev := range watch.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				break // an error event: list again
+			}
+			if ev.Type == watchapi.Deleted {
+				delete(ready, p.Name)
+			} else {
+				ready[p.Name] = podReady(p)
+			}
+			w.noteHealthy(ready)
+		}
+		watch.Stop()
+	}
+}
+
+func (w *watcher) noteHealthy(ready map[string]bool) {
+	healthy := 0
+	for _, r := range ready {
+		if r {
+			healthy++
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.minHealthy < 0 && healthy >= w.pdbMin {
+		w.minHealthy = healthy
+	}
+	if w.minHealthy >= 0 {
+		w.minHealthy = min(w.minHealthy, healthy)
+	}
+}
+
+// podReady is what a PodDisruptionBudget counts as healthy: Ready, and not going.
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
