@@ -3,6 +3,7 @@ package chaos
 import (
 	"cmp"
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -25,6 +26,10 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
 	"github.com/karpenter-policy/karpenter/test"
 )
+
+// only runs one of TestChaos's two runs, without the comparison: for checking that an
+// invariant fails when its protection is removed.
+var only = flag.String("chaos.only", "", "clean or faulted: run only that run of TestChaos")
 
 // size is how big a chaos run is.
 type size struct {
@@ -69,6 +74,14 @@ func TestChaos(t *testing.T) {
 	t.Logf("seed %d (replay with -chaos.seed=%d)", s, s)
 	rng := rand.New(rand.NewPCG(uint64(s), 0))
 
+	switch *only {
+	case "clean":
+		scenario(t, "chaos-clean", sz, nil)
+		return
+	case "faulted":
+		scenario(t, "chaos-faulted", sz, rng)
+		return
+	}
 	clean := scenario(t, "chaos-clean", sz, nil)
 	faulted := scenario(t, "chaos-faulted", sz, rng)
 	t.Logf("launched %.0f vCPU without faults, %.0f with (%s)", clean.launchedCPU, faulted.launchedCPU, strings.Join(faulted.kills, ", "))
