@@ -57,8 +57,8 @@ type result struct {
 	kills       []string
 }
 
-// A 500-pod scale-up and a 500 -> 50 scale-down (100 -> 10 in the short form), once without
-// faults and once with the leader SIGKILLed at random moments, kube-apiserver and etcd
+// A 500-pod scale-up, a 500 -> 50 scale-down (100 -> 10 in the short form) and a drift of
+// every node that is left, once without faults and once with the leader SIGKILLed at random moments, kube-apiserver and etcd
 // restarted once each, and half the launches in one zone failing for insufficient capacity. Watchers
 // sample every second; the faulted run must keep every promise the clean one does, and
 // launch no more than 10% more capacity.
@@ -182,6 +182,39 @@ func scenario(t *testing.T, ns string, sz size, rng *rand.Rand) result {
 	stop()
 	t.Logf("%s: scaled down to %d and settled to %s after %s", ns, sz.down, settled, time.Since(start).Round(time.Second))
 	waitRunning(t, ctx, ns, "load", int(sz.down), 2*time.Minute)
+
+	// Drift every node: each replacement evicts a guarded pod, three nodes at a time by
+	// the budget, one guarded pod at a time by the PodDisruptionBudget.
+	stop = faults("drift", "")
+	start = time.Now()
+	before, err := claims(ctx, np.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.Patch(ctx, np, client.RawPatch(client.Merge.Type(), []byte(`{"spec":{"template":{"metadata":{"labels":{"chaos.example.com/revision":"2"}}}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, sz.timeout, true, func(ctx context.Context) (bool, error) {
+		now, err := claims(ctx, np.Name)
+		if err != nil {
+			return false, nil
+		}
+		names := map[string]bool{}
+		for _, nc := range now {
+			names[nc.Name] = true
+		}
+		for _, nc := range before {
+			if names[nc.Name] {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("%s: the drifted nodes were not all replaced within %s", ns, sz.timeout)
+	}
+	settled = settle(t, ctx, np.Name, ns, int(sz.down), sz.timeout)
+	stop()
+	t.Logf("%s: replaced %d drifted nodes and settled to %s after %s", ns, len(before), settled, time.Since(start).Round(time.Second))
 	waitRunning(t, ctx, ns, pdbApp, 10, 2*time.Minute)
 	stopWatching()
 	watching.Wait()
@@ -250,14 +283,17 @@ func settle(t *testing.T, ctx context.Context, np, ns string, want int, timeout 
 }
 
 // inject kills a manager (the leader, three times in four) at random moments of the phase,
-// kills times at most, and restarts the named control plane process once, at a random moment
-// in its first seconds; the schedule comes from rng alone. It returns what it did, and when.
+// kills times at most, and restarts the named control plane process (if any) once, at a
+// random moment in its first seconds; the schedule comes from rng alone. It returns what it did, and when.
 func inject(t *testing.T, ctx context.Context, rng *rand.Rand, phase string, kills int, restart string) []string {
 	type event struct {
 		at   time.Duration
 		kill bool
 	}
-	events := []event{{at: time.Duration(2+rng.IntN(15)) * time.Second}}
+	var events []event
+	if restart != "" {
+		events = append(events, event{at: time.Duration(2+rng.IntN(15)) * time.Second})
+	}
 	at := time.Duration(1+rng.IntN(10)) * time.Second
 	for range kills {
 		events = append(events, event{at: at, kill: true})
