@@ -13,7 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1k8s "k8s.io/api/policy/v1"
+	k8spolicyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -134,8 +134,8 @@ func scenario(t *testing.T, ns string, sz size, rng *rand.Rand) result {
 	// The guarded pods spread one per node, so that consolidating the scale-down's nodes
 	// evicts them, and their PodDisruptionBudget lets one go at a time.
 	pdbMin := 9
-	pdb := &policyv1k8s.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pdbApp},
-		Spec: policyv1k8s.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(int32(pdbMin))),
+	pdb := &k8spolicyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pdbApp},
+		Spec: k8spolicyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(int32(pdbMin))),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": pdbApp}}}}
 	guarded := deployment(ns, pdbApp, 10, np.Name, "500m")
 	guarded.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1,
@@ -236,11 +236,7 @@ func scenario(t *testing.T, ns string, sz size, rng *rand.Rand) result {
 	if w.maxCost < 0.5*usd(cappedLimit) {
 		t.Errorf("%s: ran at most $%.2f/h against a limit of $%s/h: the budget was never approached, so it was not tested", capped, w.maxCost, cappedLimit)
 	}
-	launched := 0.0
-	for _, cpu := range w.launched {
-		launched += cpu
-	}
-	return result{launchedCPU: launched, w: w, kills: kills}
+	return result{launchedCPU: w.launchedCPU(), w: w, kills: kills}
 }
 
 // settle waits until the pool has nothing left to consolidate: want pods of load running,

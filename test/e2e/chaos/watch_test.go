@@ -111,10 +111,9 @@ func (w *watcher) sample(ctx context.Context) error {
 	return nil
 }
 
-// launchedCPU is the CPU of every NodeClaim launched while the watcher ran.
+// launchedCPU is the vCPU of every NodeClaim launched while the watcher ran; the caller
+// holds w.mu.
 func (w *watcher) launchedCPU() float64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	total := 0.0
 	for _, cpu := range w.launched {
 		total += cpu
