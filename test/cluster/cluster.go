@@ -390,7 +390,7 @@ func (c *Cluster) process(name string) *Process {
 	return nil
 }
 
-// Restart starts a killed process again with the same command, logging to a new file.
+// Restart starts a killed process again with the same command, appending to its log.
 func (c *Cluster) Restart(name string) error {
 	c.mu.Lock()
 	var old *Process
