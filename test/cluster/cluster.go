@@ -424,8 +424,11 @@ func (c *Cluster) Processes() []*Process {
 // Stop stops every process in reverse start order: SIGTERM, then SIGKILL after 15 seconds.
 func (c *Cluster) Stop() error {
 	var errs []error
-	if c.supervisor != nil {
-		c.supervisor()
+	c.mu.Lock()
+	stopSupervising := c.supervisor
+	c.mu.Unlock()
+	if stopSupervising != nil {
+		stopSupervising()
 	}
 	if c.proxy != nil {
 		c.proxy.close()
