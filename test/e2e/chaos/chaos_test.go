@@ -53,7 +53,6 @@ const cappedLimit = "0.60"
 // result is what a run measured.
 type result struct {
 	launchedCPU float64
-	w           *watcher
 	kills       []string
 }
 
@@ -145,8 +144,7 @@ func scenario(t *testing.T, ns string, sz size, rng *rand.Rand) result {
 	cappedLoad := deployment(capped, "capped", sz.up/4, np.Name, "1")
 	waitRunning(t, ctx, ns, pdbApp, 10, 2*time.Minute)
 
-	w := newWatcher(np.Name, ns, pdbApp, client.ObjectKeyFromObject(budget), sz.budgetNodes)
-	w.pdbMin = pdbMin
+	w := newWatcher(np.Name, ns, client.ObjectKeyFromObject(budget), pdbMin)
 	wctx, stopWatching := context.WithCancel(ctx)
 	var watching sync.WaitGroup
 	watching.Go(func() { w.run(wctx) })
@@ -236,7 +234,7 @@ func scenario(t *testing.T, ns string, sz size, rng *rand.Rand) result {
 	if w.maxCost < 0.5*usd(cappedLimit) {
 		t.Errorf("%s: ran at most $%.2f/h against a limit of $%s/h: the budget was never approached, so it was not tested", capped, w.maxCost, cappedLimit)
 	}
-	return result{launchedCPU: w.launchedCPU(), w: w, kills: kills}
+	return result{launchedCPU: w.launchedCPU(), kills: kills}
 }
 
 // settle waits until the pool has nothing left to consolidate: want pods of load running,

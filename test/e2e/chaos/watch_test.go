@@ -21,11 +21,9 @@ import (
 // watcher samples the cluster every second while a scenario runs, and keeps what the
 // invariants are checked against: the worst moment of each.
 type watcher struct {
-	np, ns, pdb string
+	np, ns string
 	// budget is the CapacityBudget the capped workload runs under.
 	budget client.ObjectKey
-	// budgetNodes is the NodePool's disruption budget, a node count.
-	budgetNodes int
 
 	mu sync.Mutex
 	// launched is the CPU of every NodeClaim seen launched, by name.
@@ -33,8 +31,8 @@ type watcher struct {
 	// maxDisrupting is the most nodes of the pool seen going or tainted disrupted at once.
 	maxDisrupting   int
 	maxDisruptingAt string
-	// minHealthy is the fewest healthy pods the PDB's selector was seen with, once it had
-	// reached its minimum; -1 before.
+	// minHealthy is the fewest guarded pods seen Ready at once, once pdbMin had been
+	// reached; -1 before.
 	minHealthy, pdbMin int
 	// maxOverBudget is the most the namespace's run-rate (running and in flight) was seen
 	// over its CapacityBudget's hourly limit, in USD per hour.
@@ -45,8 +43,8 @@ type watcher struct {
 	samples, failed int
 }
 
-func newWatcher(np, ns, pdb string, budget client.ObjectKey, budgetNodes int) *watcher {
-	return &watcher{np: np, ns: ns, budget: budget, pdb: pdb, budgetNodes: budgetNodes, launched: map[string]float64{}, minHealthy: -1, maxOverBudget: math.Inf(-1)}
+func newWatcher(np, ns string, budget client.ObjectKey, pdbMin int) *watcher {
+	return &watcher{np: np, ns: ns, budget: budget, pdbMin: pdbMin, launched: map[string]float64{}, minHealthy: -1, maxOverBudget: math.Inf(-1)}
 }
 
 // run samples every second until ctx ends.
