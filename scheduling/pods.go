@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 )
 
 // The pod predicates every part shares (the provisioner, disruption, the drain, the static
@@ -112,9 +113,10 @@ func IsDrainable(p *corev1.Pod, now time.Time) bool {
 }
 
 // IsProvisionable reports whether the provisioner should find a node for a pod: pending, not
-// bound, not owned by a DaemonSet, not terminating, and either marked unschedulable by its
-// scheduler or not yet looked at by kube-scheduler (no PodScheduled condition: not gated, not
-// nominated by a preemption, for the default scheduler). The second kind matters in a
+// bound, not owned by a DaemonSet, not terminating, and either held by the CapacityBudget
+// gate alone, or marked unschedulable by its scheduler, or not yet looked at by
+// kube-scheduler (no PodScheduled condition: not gated, not nominated by a preemption, for the
+// default scheduler). The second kind matters in a
 // scale-out: kube-scheduler marks new pods unschedulable at about a hundred a second, and
 // waiting for its verdict on a thousand kept the batch open ten seconds. The solver places
 // such pods on existing nodes with room first, as kube-scheduler would, so they launch
@@ -126,13 +128,30 @@ func IsProvisionable(p *corev1.Pod) bool {
 	if IsOwnedByDaemonSet(p) {
 		return false
 	}
+	if len(p.Spec.SchedulingGates) > 0 {
+		// Only the CapacityBudget gate is the provisioner's to lift; a pod held by any other
+		// gate waits for its owner whatever the provisioner does.
+		return IsBudgetGated(p) && p.Status.NominatedNodeName == "" &&
+			(p.Spec.SchedulerName == "" || p.Spec.SchedulerName == corev1.DefaultSchedulerName)
+	}
 	for _, cond := range p.Status.Conditions {
 		if cond.Type == corev1.PodScheduled {
-			return cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable
+			// SchedulingGated with no gate left: the gate was just lifted and kube-scheduler
+			// has not looked at the pod since; it is pending all the same, and its nomination
+			// must hold.
+			return cond.Status == corev1.ConditionFalse &&
+				(cond.Reason == corev1.PodReasonUnschedulable || cond.Reason == corev1.PodReasonSchedulingGated)
 		}
 	}
-	return len(p.Spec.SchedulingGates) == 0 && p.Status.NominatedNodeName == "" &&
+	return p.Status.NominatedNodeName == "" &&
 		(p.Spec.SchedulerName == "" || p.Spec.SchedulerName == corev1.DefaultSchedulerName)
+}
+
+// IsBudgetGated reports whether the pod's only scheduling gate is the CapacityBudget gate
+// (docs/architecture.md, "CapacityBudget gate"): kube-scheduler leaves it alone until the
+// provisioner has placed it within its namespace's budget.
+func IsBudgetGated(p *corev1.Pod) bool {
+	return len(p.Spec.SchedulingGates) == 1 && p.Spec.SchedulingGates[0].Name == policyv1.CapacityBudgetGate
 }
 
 // ClaimName is the PersistentVolumeClaim a pod volume uses, if any: its own, or the one a

@@ -15,6 +15,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
 	"github.com/karpenter-policy/karpenter/api/install"
@@ -75,6 +76,7 @@ func serve(t *testing.T, h http.Handler, body []byte) *httptest.ResponseRecorder
 
 func FuzzAdmissionReview(f *testing.F) {
 	hooks := Validating(install.NewScheme(), validation.New(), nil)
+	hooks[CapacityBudgetGatePath] = &admission.Webhook{Handler: gateHook(f)}
 	paths := make([]string, 0, len(hooks))
 	for p, wh := range hooks {
 		wh.WithRecoverPanic(false)
@@ -91,6 +93,7 @@ func FuzzAdmissionReview(f *testing.F) {
 	f.Add(uint8(0), []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`))
 	f.Add(uint8(1), []byte(`{"request":{"uid":"u","operation":"UPDATE","object":{"kind":"NodePool"},"oldObject":[]}}`))
 	f.Add(uint8(2), []byte(strings.Repeat("[", 100000)))
+	f.Add(uint8(0), []byte(`{"request":{"uid":"u","operation":"CREATE","namespace":"team-a","kind":{"version":"v1","kind":"Pod"},"object":{"spec":{"schedulingGates":[{}]}}}}`))
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		rec := serve(t, hooks[paths[int(which)%len(paths)]], body)
 		if rec.Code != http.StatusOK && rec.Code != http.StatusBadRequest {

@@ -1,6 +1,7 @@
-// Package webhooks registers the conversion and validating webhooks with a manager. The
-// logic lives in webhooks/conversion and webhooks/validation; this package only adapts it to
-// admission requests.
+// Package webhooks registers the conversion and validating webhooks, and the mutating webhook
+// of the CapacityBudget gate, with a manager. The logic lives in webhooks/conversion and
+// webhooks/validation; this package only adapts it to admission requests. The gate only adds
+// a scheduling gate to new pods; it must never change anything else of a pod.
 package webhooks
 
 import (
@@ -33,11 +34,15 @@ import (
 // +kubebuilder:webhook:path=/validate-policy-karpenter-sh-v1-capacitybudget,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.karpenter.sh,resources=capacitybudgets,verbs=create;update,versions=v1,name=validation.capacitybudgets.policy.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:webhook:path=/validate-policy-karpenter-sh-v1-capacitypolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.karpenter.sh,resources=capacitypolicies,verbs=create;update,versions=v1,name=validation.capacitypolicies.policy.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
 
-// Register adds the conversion webhook (/convert) and the validating webhooks to mgr.
+// Register adds the conversion webhook (/convert), the validating webhooks and the
+// CapacityBudget gate to mgr.
 func Register(mgr ctrl.Manager, conv *conversion.Converter, v *validation.Validator, rev Reviewer) error {
 	server := mgr.GetWebhookServer()
 	server.Register("/convert", &ConversionHandler{Converter: conv})
 	for path, wh := range Validating(mgr.GetScheme(), v, rev) {
+		server.Register(path, wh)
+	}
+	for path, wh := range Mutating(mgr.GetScheme(), mgr.GetClient()) {
 		server.Register(path, wh)
 	}
 	return nil

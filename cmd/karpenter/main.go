@@ -69,13 +69,14 @@ func setUpSelfSignedCerts(mgr ctrl.Manager, cfg *rest.Config, opts *options.Opti
 	svcNS, svcName := options.NamespacedName(opts.WebhookService)
 	s := &certs.SelfSigned{
 		Client: direct, Log: ctrl.Log.WithName("webhook-certs"),
-		Secret:                client.ObjectKey{Namespace: secretNS, Name: secretName},
-		CertDir:               opts.WebhookCertDir,
-		DNSNames:              []string{svcName + "." + svcNS + ".svc", svcName + "." + svcNS + ".svc.cluster.local"},
-		IPs:                   opts.IPs(),
-		WebhookConfigurations: []string{opts.WebhookConfiguration},
-		CRDs:                  []string{"nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws"},
-		Validity:              365 * 24 * time.Hour, RenewBefore: 30 * 24 * time.Hour, Interval: time.Hour,
+		Secret:                        client.ObjectKey{Namespace: secretNS, Name: secretName},
+		CertDir:                       opts.WebhookCertDir,
+		DNSNames:                      []string{svcName + "." + svcNS + ".svc", svcName + "." + svcNS + ".svc.cluster.local"},
+		IPs:                           opts.IPs(),
+		WebhookConfigurations:         []string{opts.WebhookConfiguration},
+		MutatingWebhookConfigurations: []string{opts.MutatingWebhookConfiguration},
+		CRDs:                          []string{"nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws"},
+		Validity:                      365 * 24 * time.Hour, RenewBefore: 30 * 24 * time.Hour, Interval: time.Hour,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -143,6 +144,9 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	}
 	if err := policycontrollers.NewPolicyStatus(mgr.GetClient(), d.engine).Register(mgr); err != nil {
 		return fmt.Errorf("registering the capacitypolicy status controller: %w", err)
+	}
+	if err := policycontrollers.NewNamespaceGate(mgr.GetClient()).Register(mgr); err != nil {
+		return fmt.Errorf("registering the capacitybudget gate controller: %w", err)
 	}
 	if err := policycontrollers.NewBudgetStatus(mgr.GetClient(), cluster, d.usage, d.engine, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the capacitybudget status controller: %w", err)

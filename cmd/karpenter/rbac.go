@@ -26,6 +26,9 @@ package main
 // +kubebuilder:rbac:groups="",resources=pods;namespaces;persistentvolumes;persistentvolumeclaims;limitranges,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=delete
+// The CapacityBudget gate: the provisioner lifts it from pods, the gate controller labels the
+// namespaces the webhook selects.
+// +kubebuilder:rbac:groups="",resources=pods;namespaces,verbs=patch
 // +kubebuilder:rbac:groups=karpenter.sh,resources=nodepools,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
@@ -42,5 +45,5 @@ package main
 // configuration and the CRDs' conversion webhooks.
 //
 // +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;create;update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;update
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;patch

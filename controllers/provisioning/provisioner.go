@@ -89,6 +89,9 @@ func (p *Provisioner) Register(mgr ctrl.Manager) error {
 	if err := mgr.Add(p); err != nil {
 		return err
 	}
+	if err := p.registerGate(mgr); err != nil {
+		return err
+	}
 	provisionable := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		pod, ok := o.(*corev1.Pod)
 		return ok && scheduling.IsProvisionable(pod)
@@ -180,6 +183,9 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		p.retryIn(ctx, time.Second)
 		return nil
 	}
+	// Gated pods whose NodeClaims launched without the watch seeing it (under the leader
+	// before this one, or before their nomination was recorded).
+	p.liftLaunched(ctx)
 	snap, err := p.cluster.Snapshot(ctx, p.cloud)
 	if err != nil {
 		return err
@@ -205,11 +211,18 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	metrics.SchedulingDuration.Observe(p.clock.Since(start).Seconds())
 	logger.Info("solved", "pods", len(snap.Pods), "nodeClaims", len(res.NodeClaims), "unschedulable", len(res.Unschedulable),
 		"pricePerHour", res.PricePerHour(), "duration", p.clock.Since(start).String())
+	var placed []*corev1.Pod
 	for name, pods := range res.Existing {
 		for _, pod := range pods {
 			p.cluster.Nominate(pod, name)
 		}
+		if p.cluster.Launched(name) {
+			placed = append(placed, pods...)
+		}
 	}
+	// Pods with room on a node, or on a launched NodeClaim, go ahead now; those on NodeClaims
+	// still launching or new once these launch (gate.go).
+	p.lift(ctx, placed)
 	// In parallel: a scale-out of hundreds of NodeClaims created one round trip after the
 	// other (each through the validating webhook) took a minute on a busy control plane. A
 	// NodeClaim that fails to be created leaves its pods unnominated, for the next batch.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/scheduling"
 	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 )
@@ -303,7 +304,16 @@ func TestProvisionable(t *testing.T) {
 	}{
 		{"marked unschedulable", func(*corev1.Pod) {}, true},
 		{"not looked at by the scheduler yet", func(p *corev1.Pod) { p.Status.Conditions = nil }, true},
-		{"gated", func(p *corev1.Pod) { p.Status.Conditions[0].Reason = corev1.PodReasonSchedulingGated }, false},
+		{"gated", func(p *corev1.Pod) {
+			p.Status.Conditions[0].Reason = corev1.PodReasonSchedulingGated
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}}
+		}, false},
+		// Its gate lifted a moment ago, as one not looked at yet.
+		{"gate lifted", func(p *corev1.Pod) { p.Status.Conditions[0].Reason = corev1.PodReasonSchedulingGated }, true},
+		{"gated by the CapacityBudget gate alone", func(p *corev1.Pod) {
+			p.Status.Conditions[0].Reason = corev1.PodReasonSchedulingGated
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: policyv1.CapacityBudgetGate}}
+		}, true},
 		{"gated, not looked at yet", func(p *corev1.Pod) {
 			p.Status.Conditions = nil
 			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}}

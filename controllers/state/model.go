@@ -364,3 +364,32 @@ func sortedValues[K comparable, V any](m map[K]V, name func(V) string) []V {
 	slices.SortFunc(out, func(a, b V) int { return strings.Compare(name(a), name(b)) })
 	return out
 }
+
+// BudgetGated are the pending pods that only the CapacityBudget gate holds
+// (scheduling.IsBudgetGated), for the provisioner to lift it from those it has placed.
+func (c *Cluster) BudgetGated() []*corev1.Pod {
+	m := c.model
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []*corev1.Pod
+	for key := range m.provisionable {
+		if p := m.pods[key]; p != nil && scheduling.IsBudgetGated(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Launched reports whether a nomination target is a node, or a NodeClaim whose instance the
+// cloud provider has launched: a pod nominated there has its room, short of the node failing
+// to register.
+func (c *Cluster) Launched(target string) bool {
+	m := c.model
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if _, ok := m.nodes[target]; ok {
+		return true
+	}
+	nc, ok := m.claims[target]
+	return ok && nc.DeletionTimestamp == nil && (nc.Status.NodeName != "" || meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeLaunched))
+}

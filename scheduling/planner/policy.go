@@ -291,7 +291,8 @@ func (p *Planner) overBudget(res *solver.Result, nodes []*scheduling.Node, book 
 	return append(over, p.overBudgetBySpareRoom(res, namespaces, z, over)...)
 }
 
-// overBudgetByPod holds back, per namespace, the pods on new NodeClaims past its limit.
+// overBudgetByPod holds back, per namespace, the pods placed past its limit, on nodes with
+// room or on new NodeClaims, cheapest kept first.
 func (p *Planner) overBudgetByPod(res *solver.Result, nodes []*scheduling.Node, book PriceBook, namespaces map[string]*Namespace, z sizes) []Blocked {
 	running := map[string]float64{}
 	for name, ns := range namespaces {
@@ -306,19 +307,6 @@ func (p *Planner) overBudgetByPod(res *solver.Result, nodes []*scheduling.Node, 
 	for _, n := range nodes {
 		byName[n.Name] = n
 	}
-	for name, pods := range res.Existing {
-		n := byName[name]
-		if n == nil {
-			continue
-		}
-		price, _ := book.Price(n.Labels)
-		for _, pod := range pods {
-			if _, ok := running[pod.Namespace]; ok {
-				c, _ := z.cost(pod, price, n.Allocatable)
-				running[pod.Namespace] += c
-			}
-		}
-	}
 	type placed struct {
 		pod  *corev1.Pod
 		cost float64
@@ -326,6 +314,25 @@ func (p *Planner) overBudgetByPod(res *solver.Result, nodes []*scheduling.Node, 
 	}
 	onClaims := map[string][]placed{}
 	added := map[string]float64{}
+	// A pod placed on a node with room adds its share of that node to the run-rate as much as
+	// one on a new NodeClaim, and with the CapacityBudget gate it runs only if let through.
+	for name, pods := range res.Existing {
+		n := byName[name]
+		if n == nil {
+			continue
+		}
+		price := n.PricePerHour
+		if price == 0 {
+			price, _ = book.Price(n.Labels)
+		}
+		for _, pod := range pods {
+			if _, ok := running[pod.Namespace]; ok {
+				cost, _ := z.cost(pod, price, n.Allocatable)
+				onClaims[pod.Namespace] = append(onClaims[pod.Namespace], placed{pod: pod, cost: cost})
+				added[pod.Namespace] += cost
+			}
+		}
+	}
 	for _, c := range res.NodeClaims {
 		alloc := c.InstanceType.Allocatable()
 		for _, pod := range c.Pods {

@@ -490,3 +490,21 @@ func TestSlowPolicyFailsOnlyWhatItSelects(t *testing.T) {
 		}
 	}
 }
+
+// With the CapacityBudget gate, kube-scheduler binds a budgeted namespace's pods only where
+// the provisioner lets them, so pods placed on a node with room count against the budget too.
+func TestBudgetHoldsPodsPlacedOnNodesWithRoom(t *testing.T) {
+	it := catalogType(t, "m6i.4xlarge") // 16 vCPU at $0.768/h: $0.048 per vCPU and 4 GiB
+	p := planner(t, budget("team-a", "0.20"))
+	nodes := []*scheduling.Node{{Name: "roomy", Allocatable: it.Allocatable(), Pods: pods("team-b", "other", 1, "1", "4Gi"),
+		Labels: map[string]string{corev1.LabelInstanceTypeStable: it.Name, karpv1.CapacityTypeLabelKey: "on-demand"}}}
+	out := solve(t, p, &solver.Input{Pods: pods("team-a", "web", 10, "1", "4Gi"), NodePools: []*solver.NodePool{pool()}, Nodes: nodes})
+	placed := len(out.Result.Existing["roomy"])
+	if len(out.Result.NodeClaims) != 0 {
+		t.Fatalf("%d NodeClaims for pods that fit the node with room", len(out.Result.NodeClaims))
+	}
+	// $0.20 buys four pods of $0.048 on the node.
+	if placed != 4 || len(out.Blocked) != 6 {
+		t.Errorf("%d pods placed on the node with room and %d held, want 4 and 6", placed, len(out.Blocked))
+	}
+}

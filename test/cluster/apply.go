@@ -95,24 +95,39 @@ func LocalCRDs(dir, webhookURL string) ([]*unstructured.Unstructured, error) {
 	return crds, nil
 }
 
-// InstallWebhooks applies the webhook configurations in path with every clientConfig pointing
-// at webhookURL plus the webhook's path, for a manager running outside the cluster.
-func InstallWebhooks(ctx context.Context, cfg *rest.Config, path, webhookURL string) error {
-	objs, err := LocalWebhooks(path, webhookURL)
-	if err != nil {
-		return err
-	}
-	return applyObjects(ctx, cfg, path, objs)
+// WebhookFiles are the repository's webhook configurations: the validating webhooks
+// controller-gen writes, and the CapacityBudget gate's mutating webhook.
+func WebhookFiles(repoRoot string) []string {
+	return []string{filepath.Join(repoRoot, "config", "webhook", "manifests.yaml"), filepath.Join(repoRoot, "config", "webhook", "capacity-budget-gate.yaml")}
 }
 
-// LocalWebhooks reads the webhook configurations in path with every clientConfig pointing at
-// webhookURL plus the webhook's path, as InstallWebhooks applies them.
-func LocalWebhooks(path, webhookURL string) ([]*unstructured.Unstructured, error) {
-	objs, err := ReadObjects(path)
-	if err != nil {
-		return nil, err
+// InstallWebhooks applies the webhook configurations in paths with every clientConfig pointing
+// at webhookURL plus the webhook's path, for a manager running outside the cluster.
+func InstallWebhooks(ctx context.Context, cfg *rest.Config, webhookURL string, paths ...string) error {
+	for _, path := range paths {
+		objs, err := LocalWebhooks(webhookURL, path)
+		if err != nil {
+			return err
+		}
+		if err := applyObjects(ctx, cfg, path, objs); err != nil {
+			return err
+		}
 	}
-	for _, u := range objs {
+	return nil
+}
+
+// LocalWebhooks reads the webhook configurations in paths with every clientConfig pointing at
+// webhookURL plus the webhook's path, as InstallWebhooks applies them.
+func LocalWebhooks(webhookURL string, paths ...string) ([]*unstructured.Unstructured, error) {
+	var all []*unstructured.Unstructured
+	for _, path := range paths {
+		objs, err := ReadObjects(path)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, objs...)
+	}
+	for _, u := range all {
 		hooks, _, _ := unstructured.NestedSlice(u.Object, "webhooks")
 		for i, h := range hooks {
 			hook := h.(map[string]any)
@@ -124,7 +139,7 @@ func LocalWebhooks(path, webhookURL string) ([]*unstructured.Unstructured, error
 			return nil, err
 		}
 	}
-	return objs, nil
+	return all, nil
 }
 
 // Apply server-side applies every object in the given files or directories, in file order.

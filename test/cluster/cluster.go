@@ -287,8 +287,8 @@ options:
 		return err
 	}
 	if webhookURL != "" {
-		o.Log("installing the validating webhooks of config/webhook, served at %s", webhookURL)
-		if err := InstallWebhooks(ctx, c.Config, filepath.Join(o.RepoRoot, "config", "webhook", "manifests.yaml"), webhookURL); err != nil {
+		o.Log("installing the webhooks of config/webhook, served at %s", webhookURL)
+		if err := InstallWebhooks(ctx, c.Config, webhookURL, WebhookFiles(o.RepoRoot)...); err != nil {
 			return err
 		}
 	}

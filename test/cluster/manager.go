@@ -45,6 +45,7 @@ func ManagerProcess(name, path string, ports ManagerPorts, certDir string, leade
 		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(ports.Webhooks),
 		"--webhook-cert-mode=self-signed", "--webhook-cert-secret=kube-system/karpenter-webhook-cert",
 		"--webhook-cert-ips=127.0.0.1", "--webhook-configuration=validating-webhook-configuration",
+		"--mutating-webhook-configuration=mutating-webhook-configuration",
 		"--webhook-cert-dir="+certDir,
 	)
 	if ports.Pprof != 0 {

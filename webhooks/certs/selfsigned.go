@@ -2,7 +2,7 @@
 // without cert-manager and for `make run`: a CA and a serving certificate kept in a Secret
 // (so every replica serves the same one), written to the webhook server's certificate
 // directory, renewed before they expire, and the CA injected as the caBundle of the
-// ValidatingWebhookConfiguration and of the CRDs' conversion webhook.
+// Validating and MutatingWebhookConfigurations and of the CRDs' conversion webhook.
 //
 // Those caBundle fields are the only thing it writes outside its Secret, as its own field
 // manager, so ArgoCD syncing those objects by server-side apply (with no caBundle in Git)
@@ -56,9 +56,11 @@ type SelfSigned struct {
 	// DNSNames and IPs are the serving certificate's subject alternative names.
 	DNSNames []string
 	IPs      []net.IP
-	// WebhookConfigurations and CRDs get the CA as their caBundle.
-	WebhookConfigurations []string
-	CRDs                  []string
+	// WebhookConfigurations (validating), MutatingWebhookConfigurations and CRDs get the CA as
+	// their caBundle; a MutatingWebhookConfiguration that does not exist is skipped.
+	WebhookConfigurations         []string
+	MutatingWebhookConfigurations []string
+	CRDs                          []string
 	// Validity of the serving certificate, and how long before expiry it is renewed.
 	Validity    time.Duration
 	RenewBefore time.Duration
@@ -226,25 +228,29 @@ func (s *SelfSigned) writeFiles(secret *corev1.Secret) error {
 func (s *SelfSigned) inject(ctx context.Context, caPEM []byte) error {
 	var errs []error
 	for _, name := range s.WebhookConfigurations {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, cfg); err != nil {
-				return err
-			}
-			changed := false
+		if err := s.injectHooks(ctx, caPEM, &admissionregistrationv1.ValidatingWebhookConfiguration{}, name, func(o client.Object) []*admissionregistrationv1.WebhookClientConfig {
+			cfg := o.(*admissionregistrationv1.ValidatingWebhookConfiguration)
+			out := make([]*admissionregistrationv1.WebhookClientConfig, len(cfg.Webhooks))
 			for i := range cfg.Webhooks {
-				if !bytes.Equal(cfg.Webhooks[i].ClientConfig.CABundle, caPEM) {
-					cfg.Webhooks[i].ClientConfig.CABundle = caPEM
-					changed = true
-				}
+				out[i] = &cfg.Webhooks[i].ClientConfig
 			}
-			if !changed {
-				return nil
-			}
-			return s.Client.Update(ctx, cfg)
-		})
-		if err != nil {
+			return out
+		}); err != nil {
 			errs = append(errs, fmt.Errorf("injecting CA into ValidatingWebhookConfiguration %s: %w", name, err))
+		}
+	}
+	for _, name := range s.MutatingWebhookConfigurations {
+		err := s.injectHooks(ctx, caPEM, &admissionregistrationv1.MutatingWebhookConfiguration{}, name, func(o client.Object) []*admissionregistrationv1.WebhookClientConfig {
+			cfg := o.(*admissionregistrationv1.MutatingWebhookConfiguration)
+			out := make([]*admissionregistrationv1.WebhookClientConfig, len(cfg.Webhooks))
+			for i := range cfg.Webhooks {
+				out[i] = &cfg.Webhooks[i].ClientConfig
+			}
+			return out
+		})
+		// The CapacityBudget gate can be left out of an installation.
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("injecting CA into MutatingWebhookConfiguration %s: %w", name, err))
 		}
 	}
 	for _, name := range s.CRDs {
@@ -342,4 +348,24 @@ func issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, now time.Time, validit
 		return nil, nil, err
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
+}
+
+// injectHooks sets caBundle on every webhook of one webhook configuration.
+func (s *SelfSigned) injectHooks(ctx context.Context, caPEM []byte, obj client.Object, name string, configs func(client.Object) []*admissionregistrationv1.WebhookClientConfig) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
+			return err
+		}
+		changed := false
+		for _, cc := range configs(obj) {
+			if !bytes.Equal(cc.CABundle, caPEM) {
+				cc.CABundle = caPEM
+				changed = true
+			}
+		}
+		if !changed {
+			return nil
+		}
+		return s.Client.Update(ctx, obj)
+	})
 }

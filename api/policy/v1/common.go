@@ -56,3 +56,33 @@ const (
 	ConditionTypeSpotShareOutOfRange = "SpotShareOutOfRange"
 	ConditionTypeEvaluationFailed    = "EvaluationFailed"
 )
+
+// The CapacityBudget scheduling gate (docs/architecture.md, "CapacityBudget gate"). In a
+// namespace whose CapacityBudget can hold pods back (HoldsPods), the admission webhook adds
+// CapacityBudgetGate to every new pod kube-scheduler would schedule, and the provisioner
+// removes it once it has placed the pod within the budget: on a node with room, or on a
+// NodeClaim it launched. Without the gate, kube-scheduler binds a pod the budget holds back
+// into room launched for another namespace's pods. The controller labels such namespaces
+// with NamespaceGateLabel so that the webhook sees pods of those namespaces only.
+const (
+	CapacityBudgetGate      = "policy.karpenter.sh/capacity-budget"
+	NamespaceGateLabel      = "policy.karpenter.sh/capacity-budget-gate"
+	NamespaceGateLabelValue = "enabled"
+)
+
+// HoldsPods reports whether the budget can keep pods pending: it denies, and it has a dollar
+// limit, always or in one of its schedules.
+func (b *CapacityBudget) HoldsPods() bool {
+	if b.DeletionTimestamp != nil || (b.Spec.Enforcement != "" && b.Spec.Enforcement != EnforcementDeny) {
+		return false
+	}
+	if b.Spec.Limits != nil {
+		return true
+	}
+	for _, s := range b.Spec.Schedules {
+		if s.Limits != nil {
+			return true
+		}
+	}
+	return false
+}

@@ -15,31 +15,32 @@ import (
 
 // Options are the controller manager's settings.
 type Options struct {
-	MetricsBindAddress      string
-	HealthProbeBindAddress  string
-	ProfilingBindAddress    string
-	LeaderElect             bool
-	LeaderElectionID        string
-	LeaderElectionNamespace string
-	KubeClientQPS           float64
-	KubeClientBurst         int
-	WebhookHost             string
-	WebhookPort             int
-	WebhookCertDir          string
-	WebhookCertMode         string
-	WebhookCertSecret       string
-	WebhookService          string
-	WebhookCertIPs          string
-	WebhookConfiguration    string
-	EnableWebhooks          bool
-	CloudProvider           string
-	BatchIdleDuration       time.Duration
-	BatchMaxDuration        time.Duration
-	DisplacedPodGrace       time.Duration
-	PolicyEvaluationTimeout time.Duration
-	MetricsSecure           bool
-	MetricsCertDir          string
-	LogLevel                string
+	MetricsBindAddress           string
+	HealthProbeBindAddress       string
+	ProfilingBindAddress         string
+	LeaderElect                  bool
+	LeaderElectionID             string
+	LeaderElectionNamespace      string
+	KubeClientQPS                float64
+	KubeClientBurst              int
+	WebhookHost                  string
+	WebhookPort                  int
+	WebhookCertDir               string
+	WebhookCertMode              string
+	WebhookCertSecret            string
+	WebhookService               string
+	WebhookCertIPs               string
+	WebhookConfiguration         string
+	MutatingWebhookConfiguration string
+	EnableWebhooks               bool
+	CloudProvider                string
+	BatchIdleDuration            time.Duration
+	BatchMaxDuration             time.Duration
+	DisplacedPodGrace            time.Duration
+	PolicyEvaluationTimeout      time.Duration
+	MetricsSecure                bool
+	MetricsCertDir               string
+	LogLevel                     string
 	// Disruption runs the disruption controller (consolidation, drift, expiration).
 	Disruption bool
 	// FeatureGates are the feature gates, "Name=true,...".
@@ -135,6 +136,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 	str(&o.WebhookService, "webhook-service", "karpenter-webhook-service", "self-signed mode: [namespace/]name of the webhook Service the certificate is for")
 	str(&o.WebhookCertIPs, "webhook-cert-ips", "", "self-signed mode: comma-separated IPs the certificate also covers, e.g. 127.0.0.1 for a local manager")
 	str(&o.WebhookConfiguration, "webhook-configuration", "karpenter-validating-webhook-configuration", "self-signed mode: the ValidatingWebhookConfiguration to inject the CA into")
+	str(&o.MutatingWebhookConfiguration, "mutating-webhook-configuration", "karpenter-mutating-webhook-configuration", "self-signed mode: the MutatingWebhookConfiguration (the CapacityBudget gate) to inject the CA into; skipped while it does not exist")
 	boolean(&o.EnableWebhooks, "enable-webhooks", true, "serve the conversion and validating webhooks")
 	str(&o.CloudProvider, "cloud-provider", "kwok", "cloud provider: kwok or aws")
 	duration(&o.BatchIdleDuration, "batch-idle-duration", time.Second, "how long the provisioner waits for more pending pods before it solves")

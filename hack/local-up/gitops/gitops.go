@@ -143,7 +143,8 @@ spec:
     expireAfter: 720h
 `
 
-// webhooksFile holds the validating webhook configuration, pointed at the local manager.
+// webhooksFile holds the webhook configurations (validating, and the CapacityBudget gate),
+// pointed at the local manager.
 // In a cluster it is the karpenter chart's; here the manager runs as a local process, not
 // from the chart (the local cluster's nodes are kwok's, which run no containers), so Git
 // holds the rendered object. Its caBundle is not in Git: the manager injects it.
@@ -257,11 +258,11 @@ func (s *Stack) seed(o Options, webhookURL string) error {
 			return err
 		}
 	}
-	hooks, err := cluster.LocalWebhooks(filepath.Join(o.RepoRoot, "config", "webhook", "manifests.yaml"), webhookURL)
+	hooks, err := cluster.LocalWebhooks(webhookURL, cluster.WebhookFiles(o.RepoRoot)...)
 	if err != nil {
 		return err
 	}
-	if err := writeObjects(filepath.Join(s.Clone, webhooksFile), "# The validating webhooks, served by the local manager; its CA is injected, not kept in Git.\n", hooks); err != nil {
+	if err := writeObjects(filepath.Join(s.Clone, webhooksFile), "# The validating webhooks and the CapacityBudget gate, served by the local manager; their CA is injected, not kept in Git.\n", hooks); err != nil {
 		return err
 	}
 	if err := os.CopyFS(filepath.Join(s.Clone, "charts", "karpenter-crd"), os.DirFS(filepath.Join(o.RepoRoot, "charts", "karpenter-crd"))); err != nil {
