@@ -78,7 +78,8 @@ type Usage struct {
 	InFlightHourlyCost float64 `json:"inFlightHourlyCost"`
 	// IdleHourlyCost is the unrequested remainder of the nodes and in-flight NodeClaims the
 	// namespace has pods on: kube-scheduler may bind its pending pods there whatever the
-	// budget says, so launch decisions count it as committed (status does not).
+	// budget says, so launch decisions count it as committed (status does not), as far as
+	// its pending pods the CapacityBudget gate does not hold can fill it.
 	IdleHourlyCost float64 `json:"idleHourlyCost"`
 	// SpotCPU and OnDemandCPU are the vCPU its placed pods request, by capacity type.
 	SpotCPU     float64 `json:"spotCPU"`

@@ -226,7 +226,9 @@ func newPlanner(pols []policyDoc, budgets []*policyv1.CapacityBudget, namespaces
 		}
 		return nil, fmt.Errorf("policies do not compile:\n  %s", strings.Join(msgs, "\n  "))
 	}
-	pl := &planner.Planner{Engine: engine, Namespaces: map[string]policies.Namespace{}, Budgets: map[string]*policyv1.CapacityBudget{}, Now: now}
+	// The pods come from manifests: in the cluster, the CapacityBudget gate's webhook gates
+	// those of namespaces whose budget holds pods back.
+	pl := &planner.Planner{Engine: engine, Namespaces: map[string]policies.Namespace{}, Budgets: map[string]*policyv1.CapacityBudget{}, Now: now, AssumeGated: true}
 	for _, ns := range namespaces {
 		pl.Namespaces[ns.Name] = policies.Namespace{Name: ns.Name, Labels: ns.Labels}
 	}

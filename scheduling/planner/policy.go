@@ -45,6 +45,10 @@ type Planner struct {
 	// Budgets are the CapacityBudgets by namespace.
 	Budgets map[string]*policyv1.CapacityBudget
 	Now     time.Time
+	// AssumeGated treats every pending pod of a namespace whose budget holds pods back as
+	// the CapacityBudget gate's admission would leave it, gated (karpenterctl, whose pods come
+	// from manifests); otherwise a pod is gated when it carries the gate.
+	AssumeGated bool
 }
 
 // Outcome is a batch's decision with the policies applied.
@@ -110,6 +114,7 @@ func (p *Planner) Solve(ctx context.Context, in *solver.Input) (*Outcome, error)
 	}
 	z := sizes{in.Requests}
 	before := usageOf(in.Nodes, book, z)
+	p.uncommitIdle(in.Pods, in.Nodes, book, z, before)
 	out := &Outcome{Namespaces: map[string]*Namespace{}}
 	var order []string
 	for _, pod := range in.Pods {
@@ -162,6 +167,41 @@ func (p *Planner) Solve(ctx context.Context, in *solver.Input) (*Outcome, error)
 	}
 	out.Result, out.Warnings, out.DryRun = res, dedupe(out.Warnings), dedupe(out.DryRun)
 	return out, nil
+}
+
+// uncommitIdle bounds the idle room of a namespace's nodes counted as committed by what
+// kube-scheduler can fill it with: the namespace's pending pods that the CapacityBudget gate
+// does not hold, each at the most it would cost on any node. When its budget holds pods back
+// and the gate holds every pending pod, that is nothing: they run only where the planner
+// places them, at their own cost (docs/architecture.md, "CapacityBudget gate"). Charging the
+// whole idle room anyway left gated namespaces at a fraction of their budgets.
+func (p *Planner) uncommitIdle(pods []*corev1.Pod, nodes []*scheduling.Node, book PriceBook, z sizes, before map[string]policies.Usage) {
+	open := map[string]float64{}
+	for _, pod := range pods {
+		if p.AssumeGated || scheduling.IsBudgetGated(pod) {
+			continue
+		}
+		if b := p.Budgets[pod.Namespace]; b == nil || !b.HoldsPods() {
+			continue
+		}
+		most := 0.0
+		for _, n := range nodes {
+			price := n.PricePerHour
+			if price == 0 {
+				price, _ = book.Price(n.Labels)
+			}
+			c, _ := z.cost(pod, price, n.Allocatable)
+			most = max(most, c)
+		}
+		open[pod.Namespace] += most
+	}
+	for ns, u := range before {
+		if b := p.Budgets[ns]; b == nil || !b.HoldsPods() {
+			continue
+		}
+		u.IdleHourlyCost = min(u.IdleHourlyCost, open[ns])
+		before[ns] = u
+	}
 }
 
 // hold records the pods held back and returns the pending pods without them.

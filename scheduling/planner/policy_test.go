@@ -508,3 +508,40 @@ func TestBudgetHoldsPodsPlacedOnNodesWithRoom(t *testing.T) {
 		t.Errorf("%d pods placed on the node with room and %d held, want 4 and 6", placed, len(out.Blocked))
 	}
 }
+
+// The idle room of a namespace's nodes is committed only as far as kube-scheduler may fill it
+// with its pending pods; with the CapacityBudget gate on each of them, not at all.
+func TestGatedNamespaceIsNotChargedIdleRoom(t *testing.T) {
+	it := catalogType(t, "m6i.4xlarge")
+	nodes := func() []*scheduling.Node {
+		return []*scheduling.Node{{Name: "running", Allocatable: it.Allocatable(), Pods: pods("team-a", "old", 2, "3", "12Gi"),
+			Labels: map[string]string{corev1.LabelInstanceTypeStable: it.Name, karpv1.CapacityTypeLabelKey: "on-demand"}}}
+	}
+	gated := func(p *corev1.Pod) {
+		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: policyv1.CapacityBudgetGate}}
+	}
+	// $0.768 node, team-a's two pods use 6 of 16 vCPU: about $0.29 its own, $0.48 idle.
+	for _, tc := range []struct {
+		name    string
+		gate    []func(*corev1.Pod)
+		assume  bool
+		blocked int
+	}{
+		{"ungated: the idle room is committed, nothing is left of $0.80", nil, false, 20},
+		{"gated: $0.51 is left", []func(*corev1.Pod){gated}, false, -1},
+		{"manifests, as the webhook would gate them", nil, true, -1},
+	} {
+		p := planner(t, budget("team-a", "0.80"))
+		p.AssumeGated = tc.assume
+		out := solve(t, p, &solver.Input{Pods: pods("team-a", "web", 20, "1", "4Gi", tc.gate...), NodePools: []*solver.NodePool{pool()}, Nodes: nodes()})
+		ns := out.Namespaces["team-a"]
+		switch {
+		case tc.blocked >= 0 && len(out.Blocked) != tc.blocked:
+			t.Errorf("%s: %d of 20 pods held, want %d", tc.name, len(out.Blocked), tc.blocked)
+		case tc.blocked < 0 && (len(out.Blocked) == 0 || len(out.Blocked) == 20):
+			t.Errorf("%s: %d of 20 pods held, want some", tc.name, len(out.Blocked))
+		case ns.PricePerHour() > 0.805:
+			t.Errorf("%s: $%.3f/h after the batch, over $0.80", tc.name, ns.PricePerHour())
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/test"
 )
 
@@ -106,6 +107,45 @@ func waitRunning(t *testing.T, ctx context.Context, ns, app string, n int, timeo
 	}); err != nil {
 		t.Fatalf("%d of %d pods of %s running after %s: %v", last, n, app, timeout, err)
 	}
+}
+
+// waitCapped waits until some pods of the capped namespace run, the budget's status shows
+// what they cost and holds back every other one, and as many have run for 10 s: the rest
+// are held, most by the
+// CapacityBudget gate (a pod whose gate was lifted for room that others took, after a
+// failover, waits ungated).
+func waitCapped(t *testing.T, ctx context.Context, ns string, budget client.ObjectKey, timeout time.Duration) {
+	t.Helper()
+	var runs, held, other, lastRuns int
+	var cost float64
+	var since time.Time
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		var b policyv1.CapacityBudget
+		if kube.List(ctx, &pods, client.InNamespace(ns)) != nil || kube.Get(ctx, budget, &b) != nil {
+			return false, nil
+		}
+		runs, held, other = 0, 0, 0
+		for _, p := range pods.Items {
+			switch {
+			case p.Status.Phase == corev1.PodRunning:
+				runs++
+			case len(p.Spec.SchedulingGates) == 1 && p.Spec.SchedulingGates[0].Name == policyv1.CapacityBudgetGate:
+				held++
+			default:
+				other++
+			}
+		}
+		cost = usd(b.Status.HourlyCost) + usd(b.Status.InFlightHourlyCost)
+		if runs != lastRuns || since.IsZero() {
+			lastRuns, since = runs, time.Now()
+		}
+		// Settled: every pending pod is one the budget holds back, as the provisioner last saw.
+		return runs > 0 && cost > 0 && int(b.Status.BlockedPods) == held+other && time.Since(since) >= 10*time.Second, nil
+	}); err != nil {
+		t.Fatalf("%s: %d pods running, %d held by the gate, %d neither, $%.2f/h after %s", ns, runs, held, other, cost, timeout)
+	}
+	t.Logf("%s: %d pods running, %d held by the gate, %d pending ungated, $%.2f/h", ns, runs, held, other, cost)
 }
 
 // leader waits for a manager to hold the Lease, and returns its name.
