@@ -171,11 +171,26 @@ func (p *Planner) Solve(ctx context.Context, in *solver.Input) (*Outcome, error)
 
 // uncommitIdle bounds the idle room of a namespace's nodes counted as committed by what
 // kube-scheduler can fill it with: the namespace's pending pods that the CapacityBudget gate
-// does not hold, each at the most it would cost on any node. When its budget holds pods back
+// does not hold, each at no less than it could cost on any node. When its budget holds pods back
 // and the gate holds every pending pod, that is nothing: they run only where the planner
 // places them, at their own cost (docs/architecture.md, "CapacityBudget gate"). Charging the
 // whole idle room anyway left gated namespaces at a fraction of their budgets.
 func (p *Planner) uncommitIdle(pods []*corev1.Pod, nodes []*scheduling.Node, book PriceBook, z sizes, before map[string]policies.Usage) {
+	// The most a vCPU and a byte cost on any node bound what a pod can cost on one (see
+	// policies.AttributedCost), in one pass over the nodes.
+	var perCPU, perByte float64
+	for _, n := range nodes {
+		price := n.PricePerHour
+		if price == 0 {
+			price, _ = book.Price(n.Labels)
+		}
+		if c := float64(n.Allocatable.Cpu().MilliValue()) / 1000; c > 0 {
+			perCPU = max(perCPU, price/c)
+		}
+		if m := float64(n.Allocatable.Memory().Value()); m > 0 {
+			perByte = max(perByte, price/m)
+		}
+	}
 	open := map[string]float64{}
 	for _, pod := range pods {
 		if p.AssumeGated || scheduling.IsBudgetGated(pod) {
@@ -184,16 +199,8 @@ func (p *Planner) uncommitIdle(pods []*corev1.Pod, nodes []*scheduling.Node, boo
 		if b := p.Budgets[pod.Namespace]; b == nil || !b.HoldsPods() {
 			continue
 		}
-		most := 0.0
-		for _, n := range nodes {
-			price := n.PricePerHour
-			if price == 0 {
-				price, _ = book.Price(n.Labels)
-			}
-			c, _ := z.cost(pod, price, n.Allocatable)
-			most = max(most, c)
-		}
-		open[pod.Namespace] += most
+		cpu, mem := z.of(pod)
+		open[pod.Namespace] += (perCPU*cpu + perByte*mem) / 2
 	}
 	for ns, u := range before {
 		if b := p.Budgets[ns]; b == nil || !b.HoldsPods() {

@@ -241,8 +241,8 @@ func scenario(t *testing.T, ns string, sz size, rng *rand.Rand) result {
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	t.Logf("%s: %d samples (%d failed while the control plane was down); at most %d nodes, %d disrupting at once; PDB down to %d healthy; capped namespace at most $%.2f/h, $%.2f/h from its limit",
-		ns, w.samples, w.failed, w.maxNodes, w.maxDisrupting, w.minHealthy, w.maxCost, w.maxOverBudget)
+	t.Logf("%s: %d samples (%d failed while the control plane was down); at most %d nodes, %d disrupting at once; PDB down to %d healthy; capped namespace at most $%.2f/h, $%.2f/h from its limit, at most %d pods held back",
+		ns, w.samples, w.failed, w.maxNodes, w.maxDisrupting, w.minHealthy, w.maxCost, w.maxOverBudget, w.maxBlocked)
 	if w.maxDisrupting > sz.budgetNodes {
 		t.Errorf("%s: the NodePool's budget allows %d nodes disrupted at once; seen %s", ns, sz.budgetNodes, w.maxDisruptingAt)
 	}
@@ -252,8 +252,11 @@ func scenario(t *testing.T, ns string, sz size, rng *rand.Rand) result {
 	if w.maxOverBudget > 0 {
 		t.Errorf("%s: the namespace's run-rate went $%.2f/h over its CapacityBudget of $%s/h", capped, w.maxOverBudget, cappedLimit)
 	}
-	if w.maxCost < 0.5*usd(cappedLimit) {
-		t.Errorf("%s: ran at most $%.2f/h against a limit of $%s/h: the budget was never approached, so it was not tested", capped, w.maxCost, cappedLimit)
+	// The invariant is tested only if the namespace ran pods and wanted more than its budget
+	// allowed. How close to the limit it runs is the planner's packing (a new NodeClaim's idle
+	// room is charged to the namespaces on it), not a promise.
+	if w.maxCost == 0 || w.maxBlocked == 0 {
+		t.Errorf("%s: ran at most $%.2f/h with at most %d pods held back, against a limit of $%s/h: the budget never held pods back, so it was not tested", capped, w.maxCost, w.maxBlocked, cappedLimit)
 	}
 	return result{launchedCPU: w.launchedCPU(), kills: kills}
 }

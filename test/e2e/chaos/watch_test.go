@@ -37,6 +37,8 @@ type watcher struct {
 	// maxOverBudget is the most the namespace's run-rate (running and in flight) was seen
 	// over its CapacityBudget's hourly limit, in USD per hour.
 	maxOverBudget float64
+	// maxBlocked is the most pods the budget was seen holding back (status.blockedPods).
+	maxBlocked int
 	// maxCost is the most the capped namespace was seen running, in USD per hour.
 	maxCost         float64
 	maxNodes        int
@@ -105,7 +107,7 @@ func (w *watcher) sample(ctx context.Context) error {
 		w.maxOverBudget = max(w.maxOverBudget, cost+inFlight-limit)
 	}
 	w.maxCost = max(w.maxCost, cost)
-	w.maxCost = max(w.maxCost, cost)
+	w.maxBlocked = max(w.maxBlocked, int(budget.Status.BlockedPods))
 	return nil
 }
 
