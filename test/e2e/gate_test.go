@@ -157,4 +157,3 @@ func gateCounts(t *testing.T, pods []corev1.Pod) (running, held int) {
 	}
 	return running, held
 }
-
