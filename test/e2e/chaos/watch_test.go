@@ -106,7 +106,10 @@ func (w *watcher) sample(ctx context.Context) error {
 	if limit > 0 {
 		w.maxOverBudget = max(w.maxOverBudget, cost+inFlight-limit)
 	}
-	w.maxCost = max(w.maxCost, cost)
+	// The run-rate as the budget counts it, running and in flight, as waitCapped reads it:
+	// capped pods still on NodeClaims in flight when the scale-down takes them away cost
+	// nothing yet as running.
+	w.maxCost = max(w.maxCost, cost+inFlight)
 	w.maxBlocked = max(w.maxBlocked, int(budget.Status.BlockedPods))
 	return nil
 }
