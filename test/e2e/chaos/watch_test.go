@@ -39,7 +39,7 @@ type watcher struct {
 	maxOverBudget float64
 	// maxBlocked is the most pods the budget was seen holding back (status.blockedPods).
 	maxBlocked int
-	// maxCost is the most the capped namespace was seen running, in USD per hour.
+	// maxCost is the most the capped namespace was seen running and in flight, in USD per hour.
 	maxCost         float64
 	maxNodes        int
 	samples, failed int
