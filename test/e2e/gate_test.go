@@ -96,15 +96,7 @@ func TestCapacityBudgetGateKeepsHeldPodsOutOfSpareRoom(t *testing.T) {
 	}
 
 	// Raising the limit lifts the gate from every held pod, and they run.
-	cb := &policyv1.CapacityBudget{}
-	if err := kube.Get(ctx, client.ObjectKey{Namespace: b, Name: "default"}, cb); err != nil {
-		t.Fatal(err)
-	}
-	base := cb.DeepCopy()
-	cb.Spec.Limits.HourlyCost = ptr.To(policyv1.Money("10.00"))
-	if err := kube.Patch(ctx, cb, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
+	patchBudget(t, ctx, b, func(cb *policyv1.CapacityBudget) { cb.Spec.Limits.HourlyCost = ptr.To(policyv1.Money("10.00")) })
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		running, held = gateCounts(t, podsIn(ctx, b, "batch"))
 		return running == 12, nil
@@ -113,14 +105,7 @@ func TestCapacityBudgetGateKeepsHeldPodsOutOfSpareRoom(t *testing.T) {
 	}
 
 	// A budget that only warns holds nothing back: the label goes, and new pods are not gated.
-	if err := kube.Get(ctx, client.ObjectKey{Namespace: b, Name: "default"}, cb); err != nil {
-		t.Fatal(err)
-	}
-	base = cb.DeepCopy()
-	cb.Spec.Enforcement = policyv1.EnforcementWarn
-	if err := kube.Patch(ctx, cb, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
+	patchBudget(t, ctx, b, func(cb *policyv1.CapacityBudget) { cb.Spec.Enforcement = policyv1.EnforcementWarn })
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		ns := &corev1.Namespace{}
 		if err := kube.Get(ctx, client.ObjectKey{Name: b}, ns); err != nil {

@@ -41,6 +41,22 @@ func budget(ns, hourly string, spot *policyv1.SpotShare) *policyv1.CapacityBudge
 		Spec: policyv1.CapacityBudgetSpec{Limits: &policyv1.BudgetLimits{HourlyCost: &m}, Spot: spot, Enforcement: policyv1.EnforcementDeny}}
 }
 
+// patchBudget changes the namespace's budget "default" with a merge patch: the status
+// controller writes the budget's status all along, and an update would race it on the
+// resourceVersion.
+func patchBudget(t *testing.T, ctx context.Context, ns string, change func(*policyv1.CapacityBudget)) {
+	t.Helper()
+	cb := &policyv1.CapacityBudget{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, cb); err != nil {
+		t.Fatal(err)
+	}
+	base := cb.DeepCopy()
+	change(cb)
+	if err := kube.Patch(ctx, cb, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func namespacedDeployment(ns, name string, replicas int32, np, cpu, mem string) *appsv1.Deployment {
 	d := deployment(name, replicas, np, cpu, nil)
 	d.Namespace = ns
@@ -209,17 +225,7 @@ func TestBudgetsAndSpotSharesPerNamespace(t *testing.T) {
 	}
 
 	// Raising team-b's limit lets its pending pods schedule.
-	cb := &policyv1.CapacityBudget{}
-	if err := kube.Get(ctx, client.ObjectKey{Namespace: b, Name: "default"}, cb); err != nil {
-		t.Fatal(err)
-	}
-	// A patch: the status controller writes the budget's status all along, and
-	// an update would race it on the resourceVersion.
-	base := cb.DeepCopy()
-	cb.Spec.Limits.HourlyCost = ptr.To(policyv1.Money("10.00"))
-	if err := kube.Patch(ctx, cb, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
+	patchBudget(t, ctx, b, func(cb *policyv1.CapacityBudget) { cb.Spec.Limits.HourlyCost = ptr.To(policyv1.Money("10.00")) })
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		n := 0
 		for _, p := range podsIn(ctx, b, "batch") {
