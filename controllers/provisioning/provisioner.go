@@ -41,12 +41,14 @@ import (
 
 // Provisioner launches capacity for pending pods.
 type Provisioner struct {
-	client   client.Client
-	cluster  *state.Cluster
-	cloud    cloudprovider.CloudProvider
-	recorder events.EventRecorder
-	clock    clock.Clock
-	batcher  *Batcher
+	// scheduling are the policies every solve runs under.
+	scheduling solver.Policies
+	client     client.Client
+	cluster    *state.Cluster
+	cloud      cloudprovider.CloudProvider
+	recorder   events.EventRecorder
+	clock      clock.Clock
+	batcher    *Batcher
 	// nominationEvents limits the Nominated events, one per pod: a scale-out of a thousand pods
 	// would write a thousand Events to an API server busy binding those pods. Upstream Karpenter
 	// limits them the same way (5 per second, bursts of 10); the nomination itself is not limited.
@@ -60,6 +62,13 @@ type Provisioner struct {
 // WithPolicies makes the provisioner consult the policy engine.
 func (p *Provisioner) WithPolicies(e *policies.Engine) *Provisioner {
 	p.engine = e
+	return p
+}
+
+// WithScheduling sets the scheduling policies every solve runs under (PREFERENCE_POLICY,
+// MIN_VALUES_POLICY).
+func (p *Provisioner) WithScheduling(sp solver.Policies) *Provisioner {
+	p.scheduling = sp
 	return p
 }
 
@@ -266,7 +275,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 
 // solve runs the batch through the policies when the engine is set, else the solver alone.
 func (p *Provisioner) solve(ctx context.Context, snap *snapshot.Snapshot) (*solver.Result, *planner.Outcome, error) {
-	in := snap.SolverInput()
+	in := p.scheduling.Apply(snap.SolverInput())
 	if p.engine == nil {
 		res, err := solver.Solve(in)
 		return res, nil, err

@@ -48,7 +48,7 @@ func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulatio
 		pods = append(pods, cand.Pods...)
 		pods = append(pods, c.waiting[cand.Name()]...)
 	}
-	in := &solver.Input{Pods: pods, Requests: c.Requests, GrowFreely: rule.oneNode, VolumeRequirements: c.volumeRequirements(), PodVolumes: c.podVolumes()}
+	in := c.Options.Scheduling.Apply(&solver.Input{Pods: pods, Requests: c.Requests, GrowFreely: rule.oneNode, VolumeRequirements: c.volumeRequirements(), PodVolumes: c.podVolumes()})
 	for _, n := range c.Nodes {
 		if gone[n.Name] {
 			continue
@@ -117,7 +117,7 @@ func (c *Cluster) placeWaiting() {
 		return
 	}
 	pods := append(append([]*corev1.Pod(nil), c.snap.Pods...), c.snap.Deleting...)
-	res, err := solver.Solve(&solver.Input{Pods: pods, Nodes: c.Nodes, Requests: c.Requests, VolumeRequirements: c.volumeRequirements(), PodVolumes: c.podVolumes()})
+	res, err := solver.Solve(c.Options.Scheduling.Apply(&solver.Input{Pods: pods, Nodes: c.Nodes, Requests: c.Requests, VolumeRequirements: c.volumeRequirements(), PodVolumes: c.podVolumes()}))
 	if err != nil {
 		return
 	}

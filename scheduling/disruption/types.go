@@ -217,6 +217,9 @@ type Options struct {
 	// SpotToSpotConsolidation lets single-node consolidation replace a Spot node with a
 	// cheaper Spot node (feature gate SpotToSpotConsolidation).
 	SpotToSpotConsolidation bool
+	// Scheduling are the scheduling policies every simulation solves under, as the
+	// provisioner does.
+	Scheduling solver.Policies
 	// MinSavingsFraction is the least fraction of a candidate's price a replacement must save
 	// (0: any saving), to stop churn.
 	MinSavingsFraction float64

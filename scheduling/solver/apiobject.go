@@ -3,6 +3,7 @@ package solver
 import (
 	"fmt"
 	"sort"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,7 +39,9 @@ func NodeClaimFor(np *karpv1.NodePool, c *NodeClaim) *karpv1.NodeClaim {
 	for k, v := range np.Spec.Template.Labels {
 		labels[k] = v
 	}
-	annotations := map[string]string{karpv1.NodePoolHashAnnotationKey: np.Hash(), karpv1.NodePoolHashVersionAnnotationKey: karpv1.NodePoolHashVersion}
+	// Every new NodeClaim says whether its minValues were relaxed, as upstream's do.
+	annotations := map[string]string{karpv1.NodePoolHashAnnotationKey: np.Hash(), karpv1.NodePoolHashVersionAnnotationKey: karpv1.NodePoolHashVersion,
+		karpv1.NodeClaimMinValuesRelaxedAnnotationKey: strconv.FormatBool(c.MinValuesRelaxed)}
 	for k, v := range np.Spec.Template.Annotations {
 		annotations[k] = v
 	}

@@ -31,6 +31,8 @@ type NodeClaim struct {
 	Requests corev1.ResourceList
 	// Hostname stands for the node's hostname in topology until it exists.
 	Hostname string
+	// MinValuesRelaxed: a minValues of its requirements was lowered (Input.MinValuesBestEffort).
+	MinValuesRelaxed bool
 
 	pool    *pool
 	types   []*instanceType
@@ -122,6 +124,7 @@ func (s *solver) commit(pl *claimPlan) {
 		c.ownTypes = true
 	}
 	c.req, c.maxAlloc, c.price, c.cheapest = pl.total, pl.maxAlloc, pl.price, pl.cheapest
+	c.MinValuesRelaxed = c.MinValuesRelaxed || pl.relaxed
 	for _, hp := range pl.ports {
 		c.ports[hp] = true
 	}

@@ -42,7 +42,7 @@ import (
 // packable reports whether a pod can be placed by packing: only its requests and node
 // requirements decide where it may go.
 func (s *solver) packable(p *corev1.Pod) bool {
-	if len(s.topo.constraints(p)) > 0 || len(hostPorts(p)) > 0 || requiredTerms(p) > 1 || len(preferredTerms(p)) > 0 {
+	if len(s.topo.constraints(p)) > 0 || len(hostPorts(p)) > 0 || requiredTerms(p) > 1 || len(s.topo.preferredTerms(p)) > 0 {
 		return false
 	}
 	for _, g := range s.topo.groups {

@@ -74,7 +74,7 @@ type attempt struct {
 // affinity terms (lowest weight first), then ScheduleAnyway spreads, and last the
 // PreferNoSchedule taints.
 func relaxations(p *corev1.Pod, t *topology) []attempt {
-	prefs := preferredTerms(p)
+	prefs := t.preferredTerms(p)
 	affinity, all := t.preferences(p)
 	var out []attempt
 	for k := 0; k <= affinity; k++ {

@@ -35,6 +35,8 @@ type claimPlan struct {
 	price    float64
 	cheapest *instanceType
 	ports    []string
+	// relaxed: a minValues was lowered to what the kept types offer (MinValuesBestEffort).
+	relaxed bool
 }
 
 // tryClaim adds the pod to the NodeClaim if it fits.
@@ -72,7 +74,10 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 		return claimPlan{}, err
 	}
 	if err := minValues(pl.merged, pl.kept); err != nil {
-		return claimPlan{}, err
+		if !s.in.MinValuesBestEffort {
+			return claimPlan{}, err
+		}
+		pl.merged, pl.relaxed = relaxMinValues(pl.merged, pl.kept), true
 	}
 	return pl, nil
 }
@@ -278,6 +283,31 @@ func minValues(merged scheduling.Requirements, kept []*instanceType) error {
 		}
 	}
 	return nil
+}
+
+// relaxMinValues lowers each minValues the kept types cannot meet to the number of distinct
+// values they offer (upstream's MIN_VALUES_POLICY=BestEffort); the requirements changed are
+// copies, merged itself is left alone.
+func relaxMinValues(merged scheduling.Requirements, kept []*instanceType) scheduling.Requirements {
+	out := make(scheduling.Requirements, len(merged))
+	for k, r := range merged {
+		out[k] = r
+		if r.MinValues == nil {
+			continue
+		}
+		distinct := sets.New[string]()
+		for _, t := range kept {
+			if v, ok := t.it.Labels[r.Key]; ok && r.Has(v) {
+				distinct.Insert(v)
+			}
+		}
+		if n := distinct.Len(); n < *r.MinValues {
+			cp := *r
+			cp.MinValues = &n
+			out[k] = &cp
+		}
+	}
+	return out
 }
 
 // errGrowth refuses a pod that would make a NodeClaim grow into a type that covers it too

@@ -32,6 +32,13 @@ type Input struct {
 	// GrowFreely lets a NodeClaim grow into any type that fits its pods, however it compares
 	// with a node of their own: disruption sets it when its replacement must be one node.
 	GrowFreely bool
+	// IgnorePreferences drops the pods' preferences: preferred node affinity, preferred pod
+	// (anti-)affinity and ScheduleAnyway topology spreads (upstream's PREFERENCE_POLICY=Ignore).
+	IgnorePreferences bool
+	// MinValuesBestEffort lowers a requirement's minValues that the types left cannot meet,
+	// instead of refusing the pod, and marks the NodeClaim (NodeClaim.MinValuesRelaxed;
+	// upstream's MIN_VALUES_POLICY=BestEffort).
+	MinValuesBestEffort bool
 	// Requests, when set, holds the pods' requests computed once for the snapshot the input
 	// comes from; the solver adds the pods it has not seen.
 	Requests *scheduling.PodRequestCache
@@ -43,6 +50,18 @@ type Input struct {
 	// result is valid whatever the seed: a seed makes the solve faster, not different in
 	// what it honours.
 	Seed []*NodeClaim
+}
+
+// Policies are the manager's scheduling policies (upstream's PREFERENCE_POLICY and
+// MIN_VALUES_POLICY), the same for every solve it makes: provisioning's and disruption's.
+type Policies struct {
+	IgnorePreferences, MinValuesBestEffort bool
+}
+
+// Apply sets the policies on in, and returns it.
+func (p Policies) Apply(in *Input) *Input {
+	in.IgnorePreferences, in.MinValuesBestEffort = p.IgnorePreferences, p.MinValuesBestEffort
+	return in
 }
 
 // NodePool is a NodePool with what the solver needs to launch from it.
@@ -138,6 +157,7 @@ func (s *solver) resOf(p *corev1.Pod, requests corev1.ResourceList) res {
 func Solve(in *Input) (*Result, error) {
 	s := &solver{in: in, topo: newTopology(), standalone: map[standaloneKey]float64{}, intern: newInterner(), reserved: reservations{},
 		offerFilters: map[*Constraints]*offerFilter{}, offerFiltersByKey: map[string]*offerFilter{}}
+	s.topo.ignorePreferences = in.IgnorePreferences
 	if s.requests = in.Requests; s.requests == nil {
 		s.requests = scheduling.NewPodRequestCache()
 	}

@@ -103,6 +103,18 @@ type topology struct {
 	// taints are, by key and domain, the distinct taint sets of the nodes and NodePools that
 	// provide the domain, for nodeTaintsPolicy: Honor.
 	taints map[string]map[string]map[string][]corev1.Taint
+	// ignorePreferences leaves the pods' preferred pod (anti-)affinities, ScheduleAnyway
+	// spreads and preferred node affinities out (Input.IgnorePreferences).
+	ignorePreferences bool
+}
+
+// preferredTerms are a pod's preferred node affinity terms, heaviest first; none when
+// preferences are ignored.
+func (t *topology) preferredTerms(p *corev1.Pod) []corev1.PreferredSchedulingTerm {
+	if t.ignorePreferences {
+		return nil
+	}
+	return preferredTerms(p)
 }
 
 func newTopology() *topology {
@@ -199,6 +211,9 @@ func termNamespaces(p *corev1.Pod, term corev1.PodAffinityTerm) sets.Set[string]
 func (t *topology) register(p *corev1.Pod) error {
 	var cs []constraint
 	for _, tsc := range p.Spec.TopologySpreadConstraints {
+		if t.ignorePreferences && tsc.WhenUnsatisfiable == corev1.ScheduleAnyway {
+			continue
+		}
 		sel := tsc.LabelSelector
 		if sel == nil {
 			sel = &metav1.LabelSelector{}
@@ -235,6 +250,9 @@ func (t *topology) register(p *corev1.Pod) error {
 				}
 			}
 			for _, w := range a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+				if t.ignorePreferences {
+					break
+				}
 				if err := add(affinity, w.PodAffinityTerm, false); err != nil {
 					return err
 				}
@@ -247,6 +265,9 @@ func (t *topology) register(p *corev1.Pod) error {
 				}
 			}
 			for _, w := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+				if t.ignorePreferences {
+					break
+				}
 				if err := add(antiAffinity, w.PodAffinityTerm, false); err != nil {
 					return err
 				}

@@ -33,6 +33,9 @@ const (
 	NodePoolHashAnnotationKey = Group + "/nodepool-hash"
 	// NodePoolHashVersionAnnotationKey holds the version of the hashing scheme.
 	NodePoolHashVersionAnnotationKey = Group + "/nodepool-hash-version"
+	// NodeClaimMinValuesRelaxedAnnotationKey is "true" on a NodeClaim whose requirements'
+	// minValues were lowered to launch it (MIN_VALUES_POLICY=BestEffort), "false" otherwise.
+	NodeClaimMinValuesRelaxedAnnotationKey = Group + "/nodeclaim-min-values-relaxed"
 	// NodeClaimTerminationTimestampAnnotationKey is when a draining NodeClaim is forcibly removed.
 	NodeClaimTerminationTimestampAnnotationKey = Group + "/nodeclaim-termination-timestamp"
 	// RebootPreBootIDAnnotationKey holds, on a NodeClaim whose node repair is rebooting, the
