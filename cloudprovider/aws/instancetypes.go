@@ -28,8 +28,6 @@ import (
 // "Instance types"): what a node of a type can allocate to pods once the hypervisor, the
 // kubelet, the system and eviction thresholds have taken theirs.
 const (
-	// vmMemoryOverheadPercent of a type's memory is not visible to the OS.
-	vmMemoryOverheadPercent = 0.075
 	// gravitonCMAMiB is memory a Graviton (arm64) instance reserves for its contiguous memory
 	// allocator, which the OS cannot give to pods.
 	gravitonCMAMiB = 64
@@ -43,6 +41,11 @@ type InstanceTypes struct {
 	clients *Clients
 	pricing *Pricing
 	TTL     time.Duration
+	// Capacity are the settings types are described with; set before the first List.
+	Capacity Capacity
+	// ReservedCapacity adds the node classes' capacity reservations as reserved offerings
+	// (upstream's ReservedCapacity feature gate); set before the first List.
+	ReservedCapacity bool
 
 	mu        sync.Mutex
 	fetched   time.Time
@@ -66,7 +69,7 @@ type memoEntry struct {
 
 // NewInstanceTypes builds the provider of instance types; ttl is how long EC2's answer is kept.
 func NewInstanceTypes(c *Clients, p *Pricing, ttl time.Duration) *InstanceTypes {
-	return &InstanceTypes{clients: c, pricing: p, TTL: ttl, unavail: map[string]time.Time{}, memo: map[string]memoEntry{}}
+	return &InstanceTypes{clients: c, pricing: p, TTL: ttl, Capacity: DefaultCapacity, ReservedCapacity: true, unavail: map[string]time.Time{}, memo: map[string]memoEntry{}}
 }
 
 // UnavailableFor is how long an offering that ran out of capacity is left out.
@@ -168,6 +171,9 @@ func (p *InstanceTypes) List(ctx context.Context, nc *awsv1.EC2NodeClass, reserv
 		return nil, err
 	}
 	reserved := map[string]bool{}
+	if !p.ReservedCapacity {
+		return base, nil
+	}
 	for _, r := range nc.Status.CapacityReservations {
 		reserved[r.InstanceType] = true
 	}
@@ -215,7 +221,7 @@ func (p *InstanceTypes) described(ctx context.Context, nc *awsv1.EC2NodeClass) (
 	out := make([]*cloudprovider.InstanceType, 0, len(infos))
 	for i := range infos {
 		info := &infos[i]
-		it := Describe(info, kubelet)
+		it := p.Capacity.Describe(info, kubelet)
 		it.Labels[karpv1.LabelTopologyRegion] = p.clients.Region
 		for zone := range zonesOf[it.Name] {
 			if !subnetZones[zone] {
@@ -268,9 +274,26 @@ func sortOfferings(o cloudprovider.Offerings) {
 
 var familyParts = regexp.MustCompile(`^([a-z]+)([0-9]+)`)
 
+// Capacity are the settings that change what a node of a type can hold, as upstream's
+// VM_MEMORY_OVERHEAD_PERCENT and RESERVED_ENIS.
+type Capacity struct {
+	// VMMemoryOverheadPercent of a type's memory is not visible to the OS.
+	VMMemoryOverheadPercent float64
+	// ReservedENIs are ENIs kept from the VPC CNI's pods when maxPods is computed.
+	ReservedENIs int
+}
+
+// DefaultCapacity is upstream's default: 7.5% of memory to the hypervisor, no ENI reserved.
+var DefaultCapacity = Capacity{VMMemoryOverheadPercent: 0.075}
+
+// Describe is an instance type as Karpenter describes it with DefaultCapacity.
+func Describe(info *ec2types.InstanceTypeInfo, kubelet *kubeletconfigv1beta1.KubeletConfiguration) *cloudprovider.InstanceType {
+	return DefaultCapacity.Describe(info, kubelet)
+}
+
 // Describe is an instance type as Karpenter describes it: its well-known labels, its
 // capacity, and the overhead its kubelet settings take (kubelet may be empty).
-func Describe(info *ec2types.InstanceTypeInfo, kubelet *kubeletconfigv1beta1.KubeletConfiguration) *cloudprovider.InstanceType {
+func (c Capacity) Describe(info *ec2types.InstanceTypeInfo, kubelet *kubeletconfigv1beta1.KubeletConfiguration) *cloudprovider.InstanceType {
 	name := string(info.InstanceType)
 	family, size, _ := strings.Cut(name, ".")
 	arch := "amd64"
@@ -319,7 +342,7 @@ func Describe(info *ec2types.InstanceTypeInfo, kubelet *kubeletconfigv1beta1.Kub
 	}
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:              *resource.NewQuantity(vcpu, resource.DecimalSI),
-		corev1.ResourceMemory:           resource.MustParse(fmt.Sprintf("%dMi", visible-int64(math.Ceil(float64(visible)*vmMemoryOverheadPercent)))),
+		corev1.ResourceMemory:           resource.MustParse(fmt.Sprintf("%dMi", visible-int64(math.Ceil(float64(visible)*c.VMMemoryOverheadPercent)))),
 		corev1.ResourceEphemeralStorage: resource.MustParse(rootVolume),
 	}
 	if g := info.GpuInfo; g != nil && len(g.Gpus) > 0 {
@@ -353,22 +376,22 @@ func Describe(info *ec2types.InstanceTypeInfo, kubelet *kubeletconfigv1beta1.Kub
 		labels[karpv1.LabelInstanceAcceleratorCount] = strconv.FormatInt(count, 10)
 		capacity["aws.amazon.com/neuron"] = *resource.NewQuantity(count, resource.DecimalSI)
 	}
-	pods := maxPods(info, vcpu, kubelet)
+	pods := maxPods(info, vcpu, kubelet, c.ReservedENIs)
 	capacity[corev1.ResourcePods] = *resource.NewQuantity(pods, resource.DecimalSI)
 	return &cloudprovider.InstanceType{Name: name, Labels: labels, Capacity: capacity, Overhead: overhead(vcpu, pods, capacity, kubelet)}
 }
 
 // maxPods is the kubelet's maxPods: the node class's, else what the ENIs of the type's default
-// network card can address (ENIs x (IPv4 addresses per ENI - 1) + 2; the VPC CNI uses only
-// that card), capped by podsPerCore x vCPUs when set.
-func maxPods(info *ec2types.InstanceTypeInfo, vcpu int64, kubelet *kubeletconfigv1beta1.KubeletConfiguration) int64 {
+// network card, less reservedENIs, can address (ENIs x (IPv4 addresses per ENI - 1) + 2; the
+// VPC CNI uses only that card), capped by podsPerCore x vCPUs when set.
+func maxPods(info *ec2types.InstanceTypeInfo, vcpu int64, kubelet *kubeletconfigv1beta1.KubeletConfiguration, reservedENIs int) int64 {
 	var pods int64 = 110
 	if n := info.NetworkInfo; n != nil && n.Ipv4AddressesPerInterface != nil {
 		enis := aws.ToInt32(n.MaximumNetworkInterfaces)
 		if i := int(aws.ToInt32(n.DefaultNetworkCardIndex)); i < len(n.NetworkCards) && n.NetworkCards[i].MaximumNetworkInterfaces != nil {
 			enis = *n.NetworkCards[i].MaximumNetworkInterfaces
 		}
-		if enis > 0 {
+		if enis -= int32(min(reservedENIs, int(enis))); enis > 0 {
 			pods = int64(enis)*(int64(*n.Ipv4AddressesPerInterface)-1) + 2
 		}
 	}

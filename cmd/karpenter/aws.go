@@ -40,6 +40,9 @@ func newAWS(mgr ctrl.Manager, opts *options.Options) (*awsprovider.Provider, err
 	s := awsprovider.Settings{ClusterName: opts.ClusterName, ClusterEndpoint: opts.ClusterEndpoint, Region: opts.AWSRegion,
 		InterruptionQueue: opts.InterruptionQueue, IsolatedVPC: opts.IsolatedVPC,
 		KubernetesVersion: v.Major + "." + strings.TrimRight(v.Minor, "+"), ClusterCABundle: base64.StdEncoding.EncodeToString(ca)}
+	if opts.ClusterCABundle != "" {
+		s.ClusterCABundle = opts.ClusterCABundle
+	}
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -55,7 +58,10 @@ func newAWS(mgr ctrl.Manager, opts *options.Options) (*awsprovider.Provider, err
 	if err := mgr.Add(pricing); err != nil {
 		return nil, err
 	}
-	return awsprovider.NewProvider(mgr.GetClient(), s, clients, awsprovider.NewInstanceTypes(clients, pricing, opts.InstanceTypesTTL), pricing), nil
+	types := awsprovider.NewInstanceTypes(clients, pricing, opts.InstanceTypesTTL)
+	types.Capacity = awsprovider.Capacity{VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent, ReservedENIs: opts.ReservedENIs}
+	types.ReservedCapacity = opts.Gates["ReservedCapacity"]
+	return awsprovider.NewProvider(mgr.GetClient(), s, clients, types, pricing), nil
 }
 
 // registerAWS registers what only the AWS provider has: the EC2NodeClass controller and, with

@@ -11,14 +11,12 @@ import (
 	"path/filepath"
 	"time"
 
-	"go.uber.org/zap/zapcore"
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/karpenter-policy/karpenter/api/install"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
@@ -131,7 +129,7 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 		return fmt.Errorf("registering the cache indexes: %w", err)
 	}
 	if err := provisioning.NewProvisioner(mgr.GetClient(), cluster, cloud, recorder, clock.RealClock{}, opts.BatchIdleDuration, opts.BatchMaxDuration).
-		WithPolicies(d.engine).Register(mgr); err != nil {
+		WithPolicies(d.engine).WithScheduling(scheduling(opts)).Register(mgr); err != nil {
 		return fmt.Errorf("registering the provisioner: %w", err)
 	}
 	if kp, ok := cloud.(*kwok.Provider); ok {
@@ -178,14 +176,13 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := interruption.NewController(mgr.GetClient(), cloud, recorder).Register(mgr); err != nil {
 		return fmt.Errorf("registering the interruption controller: %w", err)
 	}
-	if err := static.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(mgr); err != nil {
-		return fmt.Errorf("registering the static nodepool controller: %w", err)
+	if opts.Gates["StaticCapacity"] {
+		if err := static.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(mgr); err != nil {
+			return fmt.Errorf("registering the static nodepool controller: %w", err)
+		}
 	}
 	if opts.Disruption {
-		dopts := methods.Options{MinSavingsFraction: opts.ConsolidationMinSavings}
-		if err := methods.ParseFeatureGates(opts.FeatureGates, &dopts); err != nil {
-			return fmt.Errorf("--feature-gates: %w", err)
-		}
+		dopts := methods.Options{MinSavingsFraction: opts.ConsolidationMinSavings, Scheduling: scheduling(opts)}.WithFeatureGates(opts.Gates)
 		dc := disruption.NewController(mgr.GetClient(), cloud, cluster, recorder, clock.RealClock{}, d.engine, dopts)
 		if err := dc.Orchestrator.Register(mgr); err != nil {
 			return fmt.Errorf("registering the disruption orchestrator: %w", err)
@@ -216,9 +213,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	level := map[string]zapcore.Level{"debug": zapcore.DebugLevel, "info": zapcore.InfoLevel, "error": zapcore.ErrorLevel}[opts.LogLevel]
-	ctrl.SetLogger(zap.New(zap.Level(level)))
+	if err := setUpLogging(opts); err != nil {
+		return err
+	}
+	applyMemoryLimit(opts)
 	log := ctrl.Log.WithName("setup")
+	if opts.Explicit("cpu-requests") {
+		log.Info("CPU_REQUESTS (--cpu-requests) is accepted for upstream's values but has no effect here: nothing is sized by it (docs/upstream.md)")
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -263,11 +265,8 @@ func run() error {
 		if opts.CloudProvider == "aws" {
 			conv.DefaultNodeClass = conversion.EC2NodeClass
 		}
-		var gates methods.Options
-		if err := methods.ParseFeatureGates(opts.FeatureGates, &gates); err != nil {
-			return fmt.Errorf("--feature-gates: %w", err)
-		}
-		review := admission.NewPolicyReview(mgr.GetClient(), d.engine, d.cloud, d.usage, clock.RealClock{}).WithNodeRepair(opts.Disruption && gates.NodeRepair)
+		review := admission.NewPolicyReview(mgr.GetClient(), d.engine, d.cloud, d.usage, clock.RealClock{}).
+			WithNodeRepair(opts.Disruption && opts.Gates["NodeRepair"]).WithStaticCapacity(opts.Gates["StaticCapacity"])
 		if err := webhooks.Register(mgr, conv, validation.New(), review); err != nil {
 			return fmt.Errorf("registering webhooks: %w", err)
 		}

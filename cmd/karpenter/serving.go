@@ -2,6 +2,8 @@ package main
 
 import (
 	"crypto/tls"
+	"net/http"
+	"net/http/pprof"
 
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -26,6 +28,17 @@ func webhookServer(opts *options.Options) webhook.Server {
 // HTTP, which `make run` binds to loopback only.
 func metricsServer(opts *options.Options) metricsserver.Options {
 	o := metricsserver.Options{BindAddress: opts.MetricsBindAddress}
+	if opts.EnableProfiling {
+		// Upstream's ENABLE_PROFILING: Go's pprof handlers beside /metrics, behind the same
+		// authentication and authorization when the endpoint is secure.
+		o.ExtraHandlers = map[string]http.Handler{
+			"/debug/pprof/":        http.HandlerFunc(pprof.Index),
+			"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),
+			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+			"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+			"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
+		}
+	}
 	if opts.MetricsSecure {
 		o.SecureServing = true
 		o.FilterProvider = filters.WithAuthenticationAndAuthorization

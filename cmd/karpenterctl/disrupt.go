@@ -6,15 +6,18 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
 	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/simulate"
 	"github.com/karpenter-policy/karpenter/scheduling/disruption"
 )
 
-// disruptOptions reads --feature-gates for simulate --disrupt.
+// disruptOptions reads --feature-gates for simulate --disrupt, as the manager does.
 func disruptOptions(gates string) (disruption.Options, error) {
-	var opts disruption.Options
-	err := disruption.ParseFeatureGates(gates, &opts)
-	return opts, err
+	parsed, err := options.ParseFeatureGates(gates)
+	if err != nil {
+		return disruption.Options{}, err
+	}
+	return disruption.Options{}.WithFeatureGates(parsed), nil
 }
 
 func writeDisruptionTable(w io.Writer, d *simulate.DisruptionReport) {

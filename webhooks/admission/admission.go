@@ -38,6 +38,15 @@ type PolicyReview struct {
 	clock  clock.Clock
 	// nodeRepair says whether node repair runs: a budget for Unhealthy limits nothing without it.
 	nodeRepair bool
+	// staticOff says the StaticCapacity feature gate is off: spec.replicas does nothing.
+	staticOff bool
+}
+
+// WithStaticCapacity tells the review whether static NodePools run (the StaticCapacity
+// feature gate).
+func (a *PolicyReview) WithStaticCapacity(on bool) *PolicyReview {
+	a.staticOff = !on
+	return a
 }
 
 // WithNodeRepair tells the review whether node repair runs (the NodeRepair feature gate).
@@ -61,6 +70,7 @@ func (a *PolicyReview) Review(ctx context.Context, operation string, obj, old cl
 		in.Kind = "NodePool"
 		impact = a.nodePoolImpact(ctx, o, old)
 		impact = append(impact, a.unhealthyBudgets(o)...)
+		impact = append(impact, a.staticReplicas(o)...)
 	case *policyv1.CapacityBudget:
 		in.Kind, in.Budget = "CapacityBudget", o
 		ns := a.namespace(ctx, o.Namespace)
@@ -165,6 +175,15 @@ func (a *PolicyReview) unhealthyBudgets(np *karpv1.NodePool) []string {
 		}
 	}
 	return nil
+}
+
+// staticReplicas warns about spec.replicas while static NodePools are off (the
+// StaticCapacity feature gate): accepted, as upstream's CRD accepts it, but acted on by nothing.
+func (a *PolicyReview) staticReplicas(np *karpv1.NodePool) []string {
+	if !a.staticOff || !np.IsStatic() {
+		return nil
+	}
+	return []string{fmt.Sprintf("NodePool %s: spec.replicas makes it static, but static NodePools are off (--feature-gates StaticCapacity=false): no node is launched or removed for it", np.Name)}
 }
 
 // budgetImpact says what the budget allows against what the namespace runs at now.

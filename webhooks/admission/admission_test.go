@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 )
 
@@ -22,5 +24,23 @@ func TestUnhealthyBudgetWarning(t *testing.T) {
 	np.Spec.Disruption.Budgets[0].Reasons = []karpv1.DisruptionReason{karpv1.DisruptionReasonDrifted}
 	if w := (&PolicyReview{}).unhealthyBudgets(np); len(w) != 0 {
 		t.Fatalf("a Drifted budget: %v", w)
+	}
+}
+
+// spec.replicas is warned about while static NodePools are off, and not once they are on.
+func TestStaticReplicasWarning(t *testing.T) {
+	np := &karpv1.NodePool{}
+	np.Name = "fixed"
+	np.Spec.Replicas = ptr.To[int64](3)
+	off := (&PolicyReview{}).WithStaticCapacity(false).staticReplicas(np)
+	if len(off) != 1 || !strings.Contains(off[0], "StaticCapacity=false") {
+		t.Fatalf("warnings %v", off)
+	}
+	if on := (&PolicyReview{}).WithStaticCapacity(true).staticReplicas(np); len(on) != 0 {
+		t.Fatalf("with static NodePools on: %v", on)
+	}
+	np.Spec.Replicas = nil
+	if w := (&PolicyReview{}).WithStaticCapacity(false).staticReplicas(np); len(w) != 0 {
+		t.Fatalf("a dynamic NodePool: %v", w)
 	}
 }

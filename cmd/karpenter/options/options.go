@@ -3,6 +3,7 @@
 package options
 
 import (
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,8 +44,32 @@ type Options struct {
 	LogLevel                     string
 	// Disruption runs the disruption controller (consolidation, drift, expiration).
 	Disruption bool
-	// FeatureGates are the feature gates, "Name=true,...".
+	// FeatureGates are the feature gates as given, "Name=true,..."; Gates, parsed.
 	FeatureGates string
+	Gates        FeatureGates
+
+	// Upstream's settings (docs/upstream.md, "Settings"). The ports stand in for the bind
+	// addresses, and the leader election name and Karpenter Service for this manager's
+	// own names, when those are not given.
+	MetricsPort, HealthProbePort int
+	LeaderElectionName           string
+	DisableLeaderElection        bool
+	KarpenterService             string
+	// MemoryLimit, in bytes, sets Go's soft memory limit to 90% of it; -1 leaves it alone.
+	MemoryLimit int64
+	// CPURequests is the container's CPU request in millicores (upstream sizes its
+	// scheduler's concurrency by it; see docs/upstream.md).
+	CPURequests                      int64
+	LogOutputPaths                   string
+	LogErrorOutputPaths              string
+	PreferencePolicy                 string
+	MinValuesPolicy                  string
+	EnableProfiling                  bool
+	DisableControllerWarmup          bool
+	DisableClusterStateObservability bool
+	IgnoreDRARequests                bool
+	LegacyNodeRepair                 bool
+	SchedulerConfig                  string
 	// ConsolidationMinSavings is the least fraction of a node's price a consolidation
 	// replacement must save.
 	ConsolidationMinSavings float64
@@ -55,7 +80,25 @@ type Options struct {
 	InterruptionQueue string
 	IsolatedVPC       bool
 	InstanceTypesTTL  time.Duration
+	// ClusterCABundle is the API server's CA (PEM, base64) nodes trust; empty takes the
+	// manager's own.
+	ClusterCABundle string
+	// ReservedENIs are ENIs per instance kept from the VPC CNI's pods (maxPods).
+	ReservedENIs int
+	// VMMemoryOverheadPercent of a type's memory is taken as the hypervisor's.
+	VMMemoryOverheadPercent float64
+
+	// explicit are the settings given by flag or environment, by flag name.
+	explicit map[string]bool
 }
+
+// Preference and minValues policies (PREFERENCE_POLICY, MIN_VALUES_POLICY), as upstream.
+const (
+	PreferencePolicyRespect   = "Respect"
+	PreferencePolicyIgnore    = "Ignore"
+	MinValuesPolicyStrict     = "Strict"
+	MinValuesPolicyBestEffort = "BestEffort"
+)
 
 // envName is the environment variable that stands in for a flag: --leader-elect reads
 // LEADER_ELECT.
@@ -67,14 +110,22 @@ func envName(flagName string) string {
 // Environment values that do not parse are reported by Parse, naming the variable.
 func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 	errs := &EnvErrors{}
+	o.explicit = map[string]bool{}
+	lookup := func(name string) (string, bool) {
+		v, ok := os.LookupEnv(envName(name))
+		if ok {
+			o.explicit[name] = true
+		}
+		return v, ok
+	}
 	str := func(p *string, name, def, usage string) {
-		if v, ok := os.LookupEnv(envName(name)); ok {
+		if v, ok := lookup(name); ok {
 			def = v
 		}
 		fs.StringVar(p, name, def, usage+" (env "+envName(name)+")")
 	}
 	boolean := func(p *bool, name string, def bool, usage string) {
-		if v, ok := os.LookupEnv(envName(name)); ok {
+		if v, ok := lookup(name); ok {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
 				errs.add(name, v, err)
@@ -85,7 +136,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 		fs.BoolVar(p, name, def, usage+" (env "+envName(name)+")")
 	}
 	integer := func(p *int, name string, def int, usage string) {
-		if v, ok := os.LookupEnv(envName(name)); ok {
+		if v, ok := lookup(name); ok {
 			i, err := strconv.Atoi(v)
 			if err != nil {
 				errs.add(name, v, err)
@@ -95,8 +146,19 @@ func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 		}
 		fs.IntVar(p, name, def, usage+" (env "+envName(name)+")")
 	}
+	integer64 := func(p *int64, name string, def int64, usage string) {
+		if v, ok := lookup(name); ok {
+			i, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				errs.add(name, v, err)
+			} else {
+				def = i
+			}
+		}
+		fs.Int64Var(p, name, def, usage+" (env "+envName(name)+")")
+	}
 	float := func(p *float64, name string, def float64, usage string) {
-		if v, ok := os.LookupEnv(envName(name)); ok {
+		if v, ok := lookup(name); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				errs.add(name, v, err)
@@ -107,7 +169,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 		fs.Float64Var(p, name, def, usage+" (env "+envName(name)+")")
 	}
 	duration := func(p *time.Duration, name string, def time.Duration, usage string) {
-		if v, ok := os.LookupEnv(envName(name)); ok {
+		if v, ok := lookup(name); ok {
 			d, err := time.ParseDuration(v)
 			if err != nil {
 				errs.add(name, v, err)
@@ -145,7 +207,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 	duration(&o.PolicyEvaluationTimeout, "policy-evaluation-timeout", 100*time.Millisecond, "how long one evaluation of a CapacityPolicy may run; one that runs out is an evaluation error, handled by the policy's failurePolicy")
 	str(&o.LogLevel, "log-level", "info", "log level: debug, info or error")
 	boolean(&o.Disruption, "disruption", true, "run the disruption controller: remove empty nodes, replace drifted and expired ones, consolidate underutilized ones, within the NodePools' budgets")
-	str(&o.FeatureGates, "feature-gates", "", "feature gates, e.g. SpotToSpotConsolidation=true (alpha)")
+	str(&o.FeatureGates, "feature-gates", "", "feature gates as upstream names them, Name=true,...; upstream's default string is "+UpstreamFeatureGates()+" (StaticCapacity defaults to true here)")
 	float(&o.ConsolidationMinSavings, "consolidation-min-savings", 0, "the least fraction (0 to 1) of a node's price a consolidation replacement must save; 0 takes any saving")
 	str(&o.ClusterName, "cluster-name", "", "aws: the cluster's name, for tags and resource names (required with --cloud-provider=aws)")
 	str(&o.ClusterEndpoint, "cluster-endpoint", "", "aws: the API server URL nodes join")
@@ -153,6 +215,28 @@ func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 	str(&o.InterruptionQueue, "interruption-queue", "", "aws: the SQS queue EventBridge sends interruption events to; empty: no interruption handling from AWS")
 	boolean(&o.IsolatedVPC, "isolated-vpc", false, "aws: no route to the Pricing API; on-demand prices come from the built-in table")
 	duration(&o.InstanceTypesTTL, "instance-types-ttl", 12*time.Hour, "aws: how long EC2's instance types and offerings are cached")
+	str(&o.ClusterCABundle, "cluster-ca-bundle", "", "aws: the API server's CA (PEM, base64) nodes trust; empty takes the manager's own")
+	integer(&o.ReservedENIs, "reserved-enis", 0, "aws: ENIs per instance kept from the VPC CNI's pods when maxPods is computed")
+	float(&o.VMMemoryOverheadPercent, "vm-memory-overhead-percent", 0.075, "aws: the fraction of a type's memory taken as the hypervisor's")
+
+	// Upstream's names (docs/upstream.md, "Settings").
+	integer(&o.MetricsPort, "metrics-port", 8080, "port the metrics endpoint binds to, on all interfaces, when --metrics-bind-address is not given")
+	integer(&o.HealthProbePort, "health-probe-port", 8081, "port the health probes bind to, on all interfaces, when --health-probe-bind-address is not given")
+	str(&o.LeaderElectionName, "leader-election-name", "karpenter-leader-election", "name of the leader election Lease (upstream's name for --leader-election-id, which wins when given)")
+	boolean(&o.DisableLeaderElection, "disable-leader-election", false, "run without leader election (upstream's inverse of --leader-elect)")
+	str(&o.KarpenterService, "karpenter-service", "", "the Service in front of the webhooks (upstream's name for --webhook-service, which wins when given)")
+	integer64(&o.MemoryLimit, "memory-limit", -1, "the container's memory limit in bytes; Go's soft memory limit is set to 90% of it; -1 leaves it alone")
+	integer64(&o.CPURequests, "cpu-requests", 1000, "the container's CPU request in millicores; 0 or less means 1000")
+	str(&o.LogOutputPaths, "log-output-paths", "stdout", "comma-separated paths logs are written to: stdout, stderr or files")
+	str(&o.LogErrorOutputPaths, "log-error-output-paths", "stderr", "comma-separated paths the logger's own errors are written to")
+	str(&o.PreferencePolicy, "preference-policy", PreferencePolicyRespect, "Respect or Ignore: Ignore drops preferred node and pod (anti-)affinities and ScheduleAnyway topology spreads when planning capacity")
+	str(&o.MinValuesPolicy, "min-values-policy", MinValuesPolicyStrict, "Strict or BestEffort: BestEffort relaxes a requirement's minValues that cannot be met and marks the NodeClaim karpenter.sh/nodeclaim-min-values-relaxed")
+	boolean(&o.EnableProfiling, "enable-profiling", false, "serve Go's pprof handlers (/debug/pprof/) on the metrics endpoint")
+	boolean(&o.DisableControllerWarmup, "disable-controller-warmup", true, "upstream's controller warmup; only true (no warmup) is built")
+	boolean(&o.DisableClusterStateObservability, "disable-cluster-state-observability", false, "upstream's switch for cluster state metrics and events; only false is built")
+	boolean(&o.IgnoreDRARequests, "ignore-dra-requests", true, "ignore pods' DRA resource claims when planning; only true is built")
+	boolean(&o.LegacyNodeRepair, "legacy-node-repair", false, "upstream's legacy node repair controller; not built (node repair is a disruption method here)")
+	str(&o.SchedulerConfig, "scheduler-config", "", "upstream's kube-scheduler configuration to mirror; not built yet, must be empty")
 	return errs
 }
 
@@ -207,7 +291,52 @@ func (o *Options) Validate() error {
 	switch o.LogLevel {
 	case "debug", "info", "error":
 	default:
-		errs = append(errs, fmt.Errorf("--log-level must be debug, info or error, got %q", o.LogLevel))
+		errs = append(errs, fmt.Errorf("--log-level (LOG_LEVEL) must be debug, info or error, got %q", o.LogLevel))
+	}
+	if o.PreferencePolicy != PreferencePolicyRespect && o.PreferencePolicy != PreferencePolicyIgnore {
+		errs = append(errs, fmt.Errorf("--preference-policy (PREFERENCE_POLICY) must be Respect or Ignore, got %q", o.PreferencePolicy))
+	}
+	if o.MinValuesPolicy != MinValuesPolicyStrict && o.MinValuesPolicy != MinValuesPolicyBestEffort {
+		errs = append(errs, fmt.Errorf("--min-values-policy (MIN_VALUES_POLICY) must be Strict or BestEffort, got %q", o.MinValuesPolicy))
+	}
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"metrics-port", o.MetricsPort}, {"health-probe-port", o.HealthProbePort}} {
+		if p.v < 0 || p.v > 65535 {
+			errs = append(errs, fmt.Errorf("--%s (%s) must be in 0..65535, got %d", p.name, envName(p.name), p.v))
+		}
+	}
+	if o.ClusterCABundle != "" {
+		if _, err := base64.StdEncoding.DecodeString(o.ClusterCABundle); err != nil {
+			errs = append(errs, fmt.Errorf("--cluster-ca-bundle (CLUSTER_CA_BUNDLE) must be base64 (of the CA's PEM): %w", err))
+		}
+	}
+	if o.ReservedENIs < 0 {
+		errs = append(errs, fmt.Errorf("--reserved-enis (RESERVED_ENIS) must not be negative, got %d", o.ReservedENIs))
+	}
+	if o.VMMemoryOverheadPercent < 0 || o.VMMemoryOverheadPercent >= 1 {
+		errs = append(errs, fmt.Errorf("--vm-memory-overhead-percent (VM_MEMORY_OVERHEAD_PERCENT) must be in [0, 1), got %v", o.VMMemoryOverheadPercent))
+	}
+	if o.MemoryLimit == 0 || o.MemoryLimit < -1 {
+		errs = append(errs, fmt.Errorf("--memory-limit (MEMORY_LIMIT) must be a positive number of bytes or -1, got %d", o.MemoryLimit))
+	}
+	// Upstream's switches for what is not built here: each default is accepted, the other
+	// value refused with what is missing (docs/upstream.md).
+	for _, nb := range []struct {
+		name     string
+		refused  bool
+		building string
+	}{
+		{"legacy-node-repair", o.LegacyNodeRepair, "the legacy node repair controller is not built; node repair is a disruption method here (FEATURE_GATES NodeRepair=true)"},
+		{"scheduler-config", o.SchedulerConfig != "", "mirroring kube-scheduler's configuration (podTopologySpread.defaultConstraints) is not built yet"},
+		{"disable-controller-warmup", !o.DisableControllerWarmup, "controller warmup before leader election is not built yet"},
+		{"disable-cluster-state-observability", o.DisableClusterStateObservability, "turning off cluster state metrics and events is not built yet"},
+		{"ignore-dra-requests", !o.IgnoreDRARequests, "planning for DRA resource claims is not built yet; they are always ignored"},
+	} {
+		if nb.refused {
+			errs = append(errs, fmt.Errorf("--%s (%s): %s", nb.name, envName(nb.name), nb.building))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -222,11 +351,47 @@ func Parse(fs *flag.FlagSet, args []string) (*Options, error) {
 	if err := envErrs.Err(); err != nil {
 		return nil, err
 	}
+	fs.Visit(func(f *flag.Flag) { o.explicit[f.Name] = true })
+	if err := o.resolve(); err != nil {
+		return nil, err
+	}
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	return o, nil
 }
+
+// resolve turns upstream's names into this manager's settings where this manager's own
+// were not given, and parses the feature gates.
+func (o *Options) resolve() error {
+	if !o.explicit["metrics-bind-address"] && o.explicit["metrics-port"] {
+		o.MetricsBindAddress = fmt.Sprintf(":%d", o.MetricsPort)
+	}
+	if !o.explicit["health-probe-bind-address"] && o.explicit["health-probe-port"] {
+		o.HealthProbeBindAddress = fmt.Sprintf(":%d", o.HealthProbePort)
+	}
+	if !o.explicit["leader-election-id"] {
+		o.LeaderElectionID = o.LeaderElectionName
+	}
+	if o.DisableLeaderElection {
+		o.LeaderElect = false
+	}
+	if !o.explicit["webhook-service"] && o.KarpenterService != "" {
+		o.WebhookService = o.KarpenterService
+	}
+	if o.CPURequests <= 0 {
+		o.CPURequests = 1000
+	}
+	gates, err := ParseFeatureGates(o.FeatureGates)
+	if err != nil {
+		return fmt.Errorf("--feature-gates (FEATURE_GATES): %w", err)
+	}
+	o.Gates = gates
+	return nil
+}
+
+// Explicit says whether a setting was given, by flag or environment.
+func (o *Options) Explicit(flagName string) bool { return o.explicit[flagName] }
 
 // EnvErrors collects environment variables whose values do not parse.
 type EnvErrors struct{ errs []error }
