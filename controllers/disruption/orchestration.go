@@ -216,7 +216,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 			return reconcile.Result{}, o.rollback(ctx, cmd, fmt.Sprintf("creating a replacement: %v", err))
 		}
 		o.cluster.Created(nc)
-		metrics.NodeClaimsCreated.WithLabelValues("disruption", r.NodePool).Inc()
+		metrics.Created(strings.ToLower(string(cmd.reason)), nc)
 		for _, m := range cmd.moves {
 			if m.To == r.Hostname {
 				o.cluster.Nominate(m.Pod, nc.Name)

@@ -7,22 +7,30 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 )
 
 var (
-	// NodeClaimsCreated counts NodeClaims the provisioner created.
+	// NodeClaimsCreated counts NodeClaims created, as upstream: reason "provisioned" for the
+	// provisioner and static NodePools, the disruption reason in lower case for replacements.
 	NodeClaimsCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "karpenter_nodeclaims_created_total", Help: "Number of NodeClaims created, by reason and NodePool.",
-	}, []string{"reason", "nodepool"})
+		Name: "karpenter_nodeclaims_created_total", Help: "Number of NodeClaims created, by reason, NodePool and whether minValues were relaxed.",
+	}, []string{"reason", "nodepool", "min_values_relaxed"})
 	// NodeClaimsTerminated counts NodeClaims whose instance was terminated.
 	NodeClaimsTerminated = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "karpenter_nodeclaims_terminated_total", Help: "Number of NodeClaims terminated, by NodePool.",
-	}, []string{"nodepool"})
-	// SchedulingDuration is how long one solve of a batch took.
-	SchedulingDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "karpenter_provisioner_scheduling_duration_seconds", Help: "Duration of a provisioning solve.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
-	})
+		Name: "karpenter_nodeclaims_terminated_total", Help: "Number of NodeClaims terminated, by NodePool, capacity type and zone.",
+	}, []string{"nodepool", "capacity_type", "zone"})
+	// SchedulingDuration is how long one solve of a batch took, by controller (provisioner),
+	// with upstream's name, label and buckets.
+	SchedulingDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "karpenter_scheduler_scheduling_duration_seconds", Help: "Duration of scheduling simulations used for provisioning in seconds.",
+		Buckets: DurationBuckets,
+	}, []string{"controller"})
+	// UnschedulablePods is how many pods the last solve could not place, by controller.
+	UnschedulablePods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_scheduler_unschedulable_pods_count", Help: "The number of unschedulable Pods.",
+	}, []string{"controller"})
 	// NodeClaimsUnhealthyDisrupted counts the NodeClaims node repair replaced, by the
 	// condition that made them unhealthy, as upstream.
 	NodeClaimsUnhealthyDisrupted = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -106,7 +114,7 @@ var (
 	// EvictionRequests counts the drain's requests to the Eviction API, by HTTP status code
 	// (200 accepted, 429 held by a PodDisruptionBudget, ...), as upstream Karpenter names it.
 	EvictionRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "karpenter_nodes_eviction_requests_total", Help: "Eviction requests made by the drain, by response code.",
+		Name: "karpenter_pods_eviction_requests_total", Help: "Eviction requests made by the drain, by response code.",
 	}, []string{"code"})
 	// PodsDeletedForDeadline counts pods the drain deleted, bypassing PodDisruptionBudgets,
 	// because their node's terminationGracePeriod was running out.
@@ -131,11 +139,34 @@ var (
 	}, []string{"capacity_type"})
 )
 
+// Created counts a NodeClaim created for reason, with its NodePool and whether its
+// minValues were relaxed, from its labels and annotations.
+func Created(reason string, nc *karpv1.NodeClaim) {
+	relaxed := nc.Annotations[karpv1.NodeClaimMinValuesRelaxedAnnotationKey]
+	if relaxed == "" {
+		relaxed = "false"
+	}
+	NodeClaimsCreated.WithLabelValues(reason, nc.Labels[karpv1.NodePoolLabelKey], relaxed).Inc()
+}
+
+// ProvisionedReason is the reason of NodeClaims created for pending pods or a static
+// NodePool's replicas, as upstream's.
+const ProvisionedReason = "provisioned"
+
+// DurationBuckets are upstream's histogram buckets for durations, in seconds:
+// controller-runtime's, with longer ones for singleton controllers.
+var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
+	1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60, 120, 150, 300, 450, 600}
+
+// Collectors are every metric the manager exports beyond controller-runtime's own, in the
+// order docs/metrics.md lists them (a test keeps the two the same).
+var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, PodsStartupDuration, NodesAllocatable, NodePoolUsage,
+	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
+	DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
+	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeReboots}
+
 func init() {
-	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, PodsStartupDuration, NodesAllocatable, NodePoolUsage,
-		PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
-		DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
-		EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeReboots)
+	crmetrics.Registry.MustRegister(Collectors...)
 }
 
 // PolicyObserver records the policy engine's evaluations.

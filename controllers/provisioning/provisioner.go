@@ -210,6 +210,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	if len(snap.Pods) == 0 {
 		// Nothing pending: nothing is held back either.
 		p.cluster.SetPolicyBlocked(nil, nil)
+		metrics.UnschedulablePods.WithLabelValues("provisioner").Set(0)
 		return nil
 	}
 	start := p.clock.Now()
@@ -217,7 +218,8 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("solving: %w", err)
 	}
-	metrics.SchedulingDuration.Observe(p.clock.Since(start).Seconds())
+	metrics.SchedulingDuration.WithLabelValues("provisioner").Observe(p.clock.Since(start).Seconds())
+	metrics.UnschedulablePods.WithLabelValues("provisioner").Set(float64(len(res.Unschedulable)))
 	logger.Info("solved", "pods", len(snap.Pods), "nodeClaims", len(res.NodeClaims), "unschedulable", len(res.Unschedulable),
 		"pricePerHour", res.PricePerHour(), "duration", p.clock.Since(start).String())
 	var placed []*corev1.Pod
@@ -244,7 +246,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 			return
 		}
 		p.cluster.Created(nc)
-		metrics.NodeClaimsCreated.WithLabelValues("provisioning", c.NodePool).Inc()
+		metrics.Created(metrics.ProvisionedReason, nc)
 		logger.Info("created nodeclaim", "NodeClaim", nc.Name, "NodePool", c.NodePool, "instanceType", c.InstanceType.Name,
 			"instanceTypes", len(c.InstanceTypes), "pods", len(c.Pods))
 		for _, pod := range c.Pods {

@@ -297,7 +297,7 @@ func (c *Controller) create(ctx context.Context, np *karpv1.NodePool, n int) err
 		if err := c.client.Create(ctx, nc); err != nil {
 			return fmt.Errorf("creating a nodeclaim for static nodepool %s: %w", np.Name, err)
 		}
-		metrics.NodeClaimsCreated.WithLabelValues("static", np.Name).Inc()
+		metrics.Created(metrics.ProvisionedReason, nc)
 	}
 	return nil
 }

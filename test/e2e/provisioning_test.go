@@ -219,7 +219,7 @@ func TestScaleUpRunsEveryPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"karpenter_nodeclaims_created_total{", "karpenter_provisioner_scheduling_duration_seconds_count",
+	for _, name := range []string{"karpenter_nodeclaims_created_total{", "karpenter_scheduler_scheduling_duration_seconds_count{controller=\"provisioner\"}",
 		"karpenter_pods_startup_duration_seconds_count", "karpenter_nodes_allocatable{", "karpenter_nodepools_usage{"} {
 		if !strings.Contains(body, name) {
 			t.Errorf("/metrics has no %s", name)

@@ -119,7 +119,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (recon
 	if err := c.client.Patch(ctx, nc, patch); client.IgnoreNotFound(err) != nil {
 		return ratelimit.Retry(err)
 	}
-	metrics.NodeClaimsTerminated.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey]).Inc()
+	metrics.NodeClaimsTerminated.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey], nc.Labels[karpv1.CapacityTypeLabelKey], nc.Labels[karpv1.LabelTopologyZone]).Inc()
 	log.FromContext(ctx).Info("terminated nodeclaim", "NodeClaim", nc.Name)
 	return reconcile.Result{}, nil
 }

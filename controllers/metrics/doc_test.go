@@ -1,0 +1,82 @@
+package metrics
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// described are the name, labels and type of every metric in Collectors.
+func described(t *testing.T) map[string]struct{ labels, kind string } {
+	out := map[string]struct{ labels, kind string }{}
+	desc := regexp.MustCompile(`fqName: "([a-z_]+)".*variableLabels: \{([a-z_,]*)\}`)
+	for _, c := range Collectors {
+		kind := "gauge"
+		switch c.(type) {
+		case *prometheus.CounterVec, prometheus.Counter:
+			kind = "counter"
+		case *prometheus.HistogramVec, prometheus.Histogram:
+			kind = "histogram"
+		}
+		ch := make(chan *prometheus.Desc, 4)
+		c.Describe(ch)
+		close(ch)
+		for d := range ch {
+			m := desc.FindStringSubmatch(d.String())
+			if m == nil {
+				t.Fatalf("cannot read %s", d)
+			}
+			labels := strings.Split(m[2], ",")
+			slices.Sort(labels)
+			out[m[1]] = struct{ labels, kind string }{strings.Join(labels, ","), kind}
+		}
+	}
+	return out
+}
+
+// docs/metrics.md lists every metric the manager exports with its type and labels, and
+// nothing it does not export.
+func TestMetricsDocMatchesTheRegistry(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := described(t)
+	row := regexp.MustCompile("^\\| `(karpenter_[a-z_]+)` \\| (counter|gauge|histogram) \\| ([^|]*) \\|")
+	seen := map[string]bool{}
+	for i, line := range strings.Split(string(doc), "\n") {
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		name := m[1]
+		seen[name] = true
+		w, ok := want[name]
+		if !ok {
+			t.Errorf("docs/metrics.md:%d: %s is not exported", i+1, name)
+			continue
+		}
+		var labels []string
+		for _, l := range strings.Split(m[3], ",") {
+			if l = strings.Trim(strings.TrimSpace(l), "`"); l != "" && l != "none" {
+				labels = append(labels, l)
+			}
+		}
+		slices.Sort(labels)
+		if got := strings.Join(labels, ","); got != w.labels {
+			t.Errorf("docs/metrics.md:%d: %s has labels %q, the registry %q", i+1, name, got, w.labels)
+		}
+		if m[2] != w.kind {
+			t.Errorf("docs/metrics.md:%d: %s is a %s, not a %s", i+1, name, w.kind, m[2])
+		}
+	}
+	for name := range want {
+		if !seen[name] {
+			t.Errorf("docs/metrics.md does not list %s", name)
+		}
+	}
+}
