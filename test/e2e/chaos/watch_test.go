@@ -26,8 +26,11 @@ type watcher struct {
 	budget client.ObjectKey
 
 	mu sync.Mutex
-	// launched is the CPU of every NodeClaim seen launched, by name.
-	launched map[string]float64
+	// launched is the CPU of every NodeClaim seen launched, by name, and the phase it was
+	// first seen launched in.
+	launched map[string]launch
+	// phase is the scenario's phase now, set by setPhase.
+	phase string
 	// maxDisrupting is the most nodes of the pool seen going or tainted disrupted at once.
 	maxDisrupting   int
 	maxDisruptingAt string
@@ -46,7 +49,7 @@ type watcher struct {
 }
 
 func newWatcher(np, ns string, budget client.ObjectKey, pdbMin int) *watcher {
-	return &watcher{np: np, ns: ns, budget: budget, pdbMin: pdbMin, launched: map[string]float64{}, minHealthy: -1, maxOverBudget: math.Inf(-1)}
+	return &watcher{np: np, ns: ns, budget: budget, pdbMin: pdbMin, launched: map[string]launch{}, minHealthy: -1, maxOverBudget: math.Inf(-1)}
 }
 
 // run samples every second until ctx ends.
@@ -88,7 +91,9 @@ func (w *watcher) sample(ctx context.Context) error {
 	for _, nc := range cs {
 		if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeLaunched) {
 			if cpu, ok := nc.Status.Capacity[corev1.ResourceCPU]; ok {
-				w.launched[nc.Name] = cpu.AsApproximateFloat64()
+				if _, seen := w.launched[nc.Name]; !seen {
+					w.launched[nc.Name] = launch{cpu: cpu.AsApproximateFloat64(), phase: w.phase}
+				}
 			}
 		}
 	}
@@ -114,14 +119,28 @@ func (w *watcher) sample(ctx context.Context) error {
 	return nil
 }
 
-// launchedCPU is the vCPU of every NodeClaim launched while the watcher ran; the caller
-// holds w.mu.
-func (w *watcher) launchedCPU() float64 {
-	total := 0.0
-	for _, cpu := range w.launched {
-		total += cpu
+// launch is a NodeClaim seen launched: its vCPU and the phase it was first seen in.
+type launch struct {
+	cpu   float64
+	phase string
+}
+
+// setPhase names the phase the NodeClaims seen launched from now on belong to.
+func (w *watcher) setPhase(phase string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.phase = phase
+}
+
+// launchedCPU is the vCPU of every NodeClaim launched while the watcher ran, in total and by
+// phase; the caller holds w.mu.
+func (w *watcher) launchedCPU() (float64, map[string]float64) {
+	total, byPhase := 0.0, map[string]float64{}
+	for _, l := range w.launched {
+		total += l.cpu
+		byPhase[l.phase] += l.cpu
 	}
-	return total
+	return total, byPhase
 }
 
 func usd(m policyv1.Money) float64 {
