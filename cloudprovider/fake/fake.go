@@ -23,8 +23,8 @@ type Provider struct {
 	Repair []cloudprovider.RepairPolicy
 	// InstanceTypes are what GetInstanceTypes returns for every NodePool.
 	InstanceTypes []*cloudprovider.InstanceType
-	// GetErr, when set, is what Get returns.
-	GetErr error
+	// GetErr, when set, is what Get returns; CreateErr, what Create returns.
+	GetErr, CreateErr error
 	// Reboots are the operation IDs of the Reboot calls; RebootErr, when set, is what Reboot
 	// returns.
 	Reboots   []string
@@ -66,6 +66,9 @@ func (p *Provider) Has(providerID string) bool {
 
 // Create launches an instance named after the NodeClaim.
 func (p *Provider) Create(_ context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	if p.CreateErr != nil {
+		return nil, p.CreateErr
+	}
 	out := nc.DeepCopy()
 	out.Status.ProviderID = "fake://" + nc.Name
 	p.Add(out.Status.ProviderID)

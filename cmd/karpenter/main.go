@@ -30,6 +30,7 @@ import (
 	podmetrics "github.com/karpenter-policy/karpenter/controllers/metrics/pod"
 	nodetermination "github.com/karpenter-policy/karpenter/controllers/node/termination"
 	nodeclaimdisruption "github.com/karpenter-policy/karpenter/controllers/nodeclaim/disruption"
+	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/expiration"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/garbagecollection"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/reboot"
@@ -169,6 +170,9 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	}
 	if err := podmetrics.NewController(mgr.GetClient()).Register(mgr); err != nil {
 		return fmt.Errorf("registering the pod metrics controller: %w", err)
+	}
+	if err := expiration.NewController(mgr.GetClient(), clock.RealClock{}).Register(mgr); err != nil {
+		return fmt.Errorf("registering the nodeclaim expiration controller: %w", err)
 	}
 	if err := nodeclaimdisruption.NewController(mgr.GetClient(), cloud, cluster, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim disruption-conditions controller: %w", err)

@@ -1,8 +1,9 @@
 // Package static keeps static NodePools (spec.replicas) at their size: it launches NodeClaims
 // until the pool has replicas of them, removes the cheapest to disrupt first when it has
-// more, and replaces drifted and expired ones one for one, the replacement launched and
-// initialized before the old one is deleted, within the pool's Drifted budget (expiration is
-// forceful). It is the only writer of a static pool's NodeClaims; provisioning never launches
+// more, and replaces drifted ones one for one, the replacement launched and initialized
+// before the old one is deleted, within the pool's Drifted budget. Expired NodeClaims are
+// deleted by controllers/nodeclaim/expiration, as any NodeClaim's; this controller then
+// launches up to replicas again. It is the only writer of a static pool's NodeClaims; provisioning never launches
 // for a static pool and disruption never picks its nodes (docs/disruption.md, "Static
 // NodePools"). It does not schedule pods: kube-scheduler binds them to the nodes.
 package static
@@ -112,15 +113,13 @@ func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconc
 	if act.Wait {
 		return reconcile.Result{RequeueAfter: Recheck}, nil
 	}
-	return reconcile.Result{RequeueAfter: s.nextExpiry(c.clock.Now())}, nil
+	return reconcile.Result{}, nil
 }
 
 func staticReason(why string) string {
 	switch why {
 	case WhyDrifted:
 		return string(disruption.ReasonDrifted)
-	case WhyExpired:
-		return string(disruption.ReasonExpired)
 	}
 	return "ScaleDown"
 }
@@ -131,16 +130,14 @@ type Survey struct {
 	// Active are the NodeClaims not being deleted; Deleting counts those being deleted.
 	Active   []*karpv1.NodeClaim
 	Deleting int
-	// Expired and Drifted are the initialized active NodeClaims to replace, oldest first
-	// (Plan replaces expired ones first: expiration is forceful).
-	Expired, Drifted []*karpv1.NodeClaim
+	// Drifted are the initialized active NodeClaims to replace, oldest first.
+	Drifted []*karpv1.NodeClaim
 	// Uninitialized counts active NodeClaims not yet Initialized.
 	Uninitialized int
 	// DriftAllowed is how many of the pool's nodes its Drifted budget lets be disrupted now.
 	DriftAllowed int
 	// Pods counts, by node name, the pods that would need another node.
-	Pods     map[string]int
-	expiries []time.Time
+	Pods map[string]int
 }
 
 func (c *Controller) survey(np *karpv1.NodePool, claims []karpv1.NodeClaim) Survey {
@@ -166,14 +163,6 @@ func (c *Controller) survey(np *karpv1.NodePool, claims []karpv1.NodeClaim) Surv
 			s.Uninitialized++
 			continue
 		}
-		if d := nc.Spec.ExpireAfter.Duration; d != nil {
-			at := nc.CreationTimestamp.Add(*d)
-			if !now.Before(at) {
-				s.Expired = append(s.Expired, nc)
-				continue
-			}
-			s.expiries = append(s.expiries, at)
-		}
 		if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeDrifted) {
 			s.Drifted = append(s.Drifted, nc)
 		}
@@ -182,22 +171,11 @@ func (c *Controller) survey(np *karpv1.NodePool, claims []karpv1.NodeClaim) Surv
 	return s
 }
 
-func (s Survey) nextExpiry(now time.Time) time.Duration {
-	next := time.Duration(0)
-	for _, at := range s.expiries {
-		if d := at.Sub(now); d > 0 && (next == 0 || d < next) {
-			next = d
-		}
-	}
-	return next
-}
-
 // Why an Action acts.
 const (
 	WhyScaleUp   = "scaling up to replicas"
 	WhyScaleDown = "scaling down to replicas"
 	WhyDrifted   = "replacing a drifted node"
-	WhyExpired   = "replacing an expired node"
 )
 
 // Action is the next step for a static pool: create some NodeClaims, or delete some, and
@@ -211,17 +189,13 @@ type Action struct {
 
 // Plan is the next step, pure. Too few NodeClaims: launch the rest. Too many: remove the
 // excess, stale ones first, then those whose nodes run the fewest pods, then the newest. At
-// size with a stale node (expired first, then drifted, the oldest first) and nothing
-// initializing: surge by one, its replacement; once that is initialized, the stale one goes. A
-// drifted node waits for the pool's Drifted budget; an expired one does not (expiration is
-// forceful).
+// size with a drifted node (the oldest first) and nothing initializing: surge by one, its
+// replacement, within the pool's Drifted budget; once that is initialized, the drifted one
+// goes.
 func Plan(s Survey) Action {
-	stale := append(append([]*karpv1.NodeClaim(nil), s.Expired...), s.Drifted...)
-	canRoll := len(s.Expired) > 0 || len(s.Drifted) > 0 && s.DriftAllowed > 0
+	stale := s.Drifted
+	canRoll := len(s.Drifted) > 0 && s.DriftAllowed > 0
 	why := WhyDrifted
-	if len(s.Expired) > 0 {
-		why = WhyExpired
-	}
 	surge := 0
 	if canRoll {
 		surge = 1

@@ -44,8 +44,6 @@ func TestPlan(t *testing.T) {
 		"drifted, the replacement initializing: wait":        {Survey{Desired: 3, Active: five[:4], Drifted: five[:1], DriftAllowed: 1, Uninitialized: 1}, "wait"},
 		"drifted, the replacement up: the drifted node goes": {Survey{Desired: 3, Active: five[:4], Drifted: five[:1], DriftAllowed: 1}, "delete nc-0 (replacing a drifted node)"},
 		"drifted but the budget allows none: wait":           {Survey{Desired: 3, Active: five[:3], Drifted: five[:1]}, "wait"},
-		"expired ignores the budget, before drifted":         {Survey{Desired: 3, Active: five[:3], Drifted: five[:1], Expired: five[1:2]}, "create 1 (replacing an expired node)"},
-		"expired, the replacement up: the expired node goes": {Survey{Desired: 3, Active: five[:4], Drifted: five[:1], Expired: five[1:2]}, "delete nc-1 (replacing an expired node)"},
 		"scaling down removes stale nodes first": {Survey{Desired: 2, Active: five, Drifted: five[4:5], DriftAllowed: 1, Pods: map[string]int{"node-0": 0, "node-1": 0, "node-2": 0, "node-3": 9, "node-4": 9}},
 			"delete nc-4,nc-2,nc-1 (scaling down to replicas)"},
 		"zero replicas: everything goes": {Survey{Desired: 0, Active: five[:2]}, "delete nc-1,nc-0 (scaling down to replicas)"},

@@ -22,8 +22,8 @@ type budgetKey struct {
 	reason Reason
 }
 
-// BudgetReasons are the reasons a NodePool budget can name; Expired is not subject to
-// budgets (expiration is forceful).
+// BudgetReasons are the reasons a NodePool budget can name (expiration is not disruption's:
+// controllers/nodeclaim/expiration deletes expired NodeClaims, budgets or not).
 var BudgetReasons = []Reason{ReasonEmpty, ReasonDrifted, ReasonUnderutilized, ReasonUnhealthy}
 
 // NewBudgets computes every NodePool's allowance per reason at c.Now.
@@ -43,11 +43,7 @@ func NewBudgets(c *Cluster) *Budgets {
 }
 
 // Allowed is how many more of the NodePool's nodes may be disrupted for the reason now.
-// Expired is not subject to budgets.
 func (b *Budgets) Allowed(pool string, r Reason) int {
-	if r == ReasonExpired {
-		return math.MaxInt
-	}
 	return b.allowed[budgetKey{pool, r}]
 }
 

@@ -192,7 +192,12 @@ func disruptionCost(c *Candidate, now time.Time) float64 {
 	for _, p := range c.Pods {
 		total += podEvictionCost(p)
 	}
-	if d := c.NodePool.Spec.Template.Spec.ExpireAfter.Duration; d != nil && *d > 0 {
+	expireAfter := c.NodePool.Spec.Template.Spec.ExpireAfter
+	if c.NodeClaim != nil {
+		// The NodeClaim's own, set at launch, is what expires it.
+		expireAfter = c.NodeClaim.Spec.ExpireAfter
+	}
+	if d := expireAfter.Duration; d != nil && *d > 0 {
 		remaining := 1 - float64(now.Sub(c.CreatedAt))/float64(*d)
 		total *= min(1, max(0, remaining))
 	}

@@ -166,10 +166,10 @@ func (c *Cluster) command(r Reason, cands []*Candidate, sim *simulation) *Comman
 	return cmd
 }
 
-// admit checks a command against the PodDisruptionBudgets (expiration and repair are forceful
-// and do not heed them) and the gate.
+// admit checks a command against the PodDisruptionBudgets (forceful repair does not heed
+// them) and the gate.
 func (c *Cluster) admit(ctx context.Context, cmd *Command) bool {
-	if cmd.Reason != ReasonExpired && !cmd.Forceful && c.pdbs != nil {
+	if !cmd.Forceful && c.pdbs != nil {
 		if pdb := c.pdbs.blocking(cmd.pods()); pdb != "" {
 			for _, cand := range cmd.Candidates {
 				c.note(cand, "PodDisruptionBudget "+pdb+" allows no more evictions now")

@@ -3,7 +3,6 @@ package disruption
 import (
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	k8spolicyv1 "k8s.io/api/policy/v1"
@@ -78,10 +77,6 @@ func TestCandidates(t *testing.T) {
 }
 
 func TestMethods(t *testing.T) {
-	old := func(n *corev1.Node) { n.CreationTimestamp = metav1.NewTime(now.Add(-40 * 24 * time.Hour)) }
-	expiring := nodePool("default", func(np *karpv1.NodePool) {
-		np.Spec.Template.Spec.ExpireAfter = karpv1.MustParseNillableDuration("720h")
-	})
 	whenEmpty := nodePool("default", func(np *karpv1.NodePool) {
 		np.Spec.Disruption.ConsolidationPolicy = karpv1.ConsolidationPolicyWhenEmpty
 	})
@@ -106,8 +101,6 @@ func TestMethods(t *testing.T) {
 		"drift replaces a node whose labels left its pool": {Drift{}, world{pools: []*karpv1.NodePool{drifting}, nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a")}, pods: []*corev1.Pod{pod("web", "a", "1", "2Gi")}}, "replace:a+c5.large/spot"},
 		"drift leaves nodes that match":                    {Drift{}, world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a")}, pods: []*corev1.Pod{pod("web", "a", "1", "2Gi")}}, ""},
 		"drift deletes empty drifted nodes first":          {Drift{}, world{pools: []*karpv1.NodePool{drifting}, nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a"), node("b", "m5.large", "on-demand", "z-a")}, pods: []*corev1.Pod{pod("web", "a", "1", "2Gi")}}, "delete:b"},
-		"expiration replaces expired nodes":                {Expiration{}, world{pools: []*karpv1.NodePool{expiring}, nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a", old), node("b", "m5.xlarge", "on-demand", "z-a")}, pods: []*corev1.Pod{pod("web", "a", "1", "2Gi"), pod("api", "b", "3", "6Gi")}}, "delete:a"},
-		"expiration leaves the unexpired":                  {Expiration{}, world{pools: []*karpv1.NodePool{expiring}, nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a")}}, ""},
 		"single-node deletes a node whose pods fit elsewhere": {&SingleNode{}, world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a")},
 			pods: []*corev1.Pod{pod("web", "a", "1", "2Gi"), pod("api", "b", "2", "4Gi")}}, "delete:a"},
 		"single-node replaces on-demand with cheaper Spot": {&SingleNode{}, world{nodes: []*corev1.Node{node("a", "m5.2xlarge", "on-demand", "z-a")},

@@ -12,9 +12,10 @@ import (
 )
 
 // Methods are the methods in the order a pass tries them: repair (with the NodeRepair gate),
-// emptiness, drift, expiration, multi-node then single-node consolidation.
+// emptiness, drift, multi-node then single-node consolidation. Expiration is not a method:
+// controllers/nodeclaim/expiration deletes expired NodeClaims, as upstream's does.
 func Methods() []Method {
-	return []Method{Repair{}, Emptiness{}, Drift{}, Expiration{}, &MultiNode{}, &SingleNode{}}
+	return []Method{Repair{}, Emptiness{}, Drift{}, &MultiNode{}, &SingleNode{}}
 }
 
 // Pass runs the methods in order on the cluster and returns the commands of the first that

@@ -9,7 +9,7 @@ import (
 )
 
 // NextChange is the first moment after c.Now when time alone can change what a pass decides:
-// a candidate's consolidateAfter or expireAfter running out, a pod's karpenter.sh/do-not-disrupt
+// a candidate's consolidateAfter running out, a pod's karpenter.sh/do-not-disrupt
 // duration ending, or a NodePool budget's schedule opening or closing a window. Zero when
 // nothing is due. A pass that found nothing to do need not run again before it, unless the
 // cluster changes.
@@ -23,9 +23,6 @@ func (c *Cluster) NextChange() time.Time {
 	for _, cand := range c.Candidates {
 		if after := cand.NodePool.Spec.Disruption.ConsolidateAfter.Duration; after != nil && !cand.LastPodEvent.IsZero() {
 			consider(cand.LastPodEvent.Add(*after))
-		}
-		if d := cand.NodePool.Spec.Template.Spec.ExpireAfter.Duration; d != nil {
-			consider(cand.CreatedAt.Add(*d))
 		}
 		for _, p := range cand.Pods {
 			if holds, until := scheduling.DoNotDisrupt(p, c.Now); holds && !until.IsZero() {

@@ -25,7 +25,7 @@ func Validate(ctx context.Context, cmd *Command, fresh *Cluster, m Method, nomin
 		switch {
 		case c == nil:
 			return fmt.Sprintf("node %s is no longer a candidate", old.Name())
-		case c.Blocked != "" && cmd.Reason != ReasonExpired:
+		case c.Blocked != "":
 			return fmt.Sprintf("node %s: %s", c.Name(), c.Blocked)
 		case !samePods(old, c):
 			return fmt.Sprintf("node %s: its pods changed", c.Name())
@@ -49,7 +49,7 @@ func Validate(ctx context.Context, cmd *Command, fresh *Cluster, m Method, nomin
 	switch {
 	case cmd.Reason == ReasonUnderutilized:
 		again, why, err = fresh.consolidate(cands, cmd.ConsolidationType)
-	case cmd.Decision == DecisionDelete && cmd.Reason != ReasonExpired:
+	case cmd.Decision == DecisionDelete:
 		// An empty node must still be empty: samePods checked it.
 		return ""
 	default:

@@ -341,8 +341,15 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 		}
 		return reconcile.Result{}, errDeleted
 	case cloudprovider.IsNodeClassNotReadyError(err):
-		c.setCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionFalse, "NodeClassNotReady", err.Error())
-		return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
+		// As upstream: a NodeClaim whose node class is missing or not ready is deleted, not
+		// retried forever. Its pods go back to the provisioner, which launches nothing from a
+		// NodePool whose node class cannot serve instance types.
+		c.recorder.Eventf(nc, nil, corev1.EventTypeWarning, "NodeClassNotReady", "Launch", "NodeClaim %s launch failed, %v", nc.Name, err)
+		log.FromContext(ctx).Error(err, "failed launching nodeclaim; deleting it", "NodeClaim", nc.Name)
+		if derr := c.client.Delete(ctx, nc); derr != nil && !apierrors.IsNotFound(derr) {
+			return reconcile.Result{}, derr
+		}
+		return reconcile.Result{}, errDeleted
 	case err != nil:
 		c.setCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionFalse, "LaunchFailed", err.Error())
 		return reconcile.Result{}, fmt.Errorf("launching nodeclaim %s: %w", nc.Name, err)

@@ -2,10 +2,12 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/karpenter-policy/karpenter/api/install"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	cloudfake "github.com/karpenter-policy/karpenter/cloudprovider/fake"
 	"github.com/karpenter-policy/karpenter/controllers/index"
@@ -181,5 +184,23 @@ func TestValidationBeforeLaunch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A NodeClaim whose node class is missing is deleted with a warning, as upstream's, not
+// retried forever.
+func TestNodeClassNotReadyDeletesTheNodeClaim(t *testing.T) {
+	nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "claim", Labels: map[string]string{karpv1.NodePoolLabelKey: "general"}, CreationTimestamp: metav1.Now()},
+		Spec: karpv1.NodeClaimSpec{NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "missing"}}}
+	ctl, c, rec := newController(t, nc)
+	ctl.cloud.(*cloudfake.Provider).CreateErr = cloudprovider.NewNodeClassNotReadyError(errors.New("KWOKNodeClass missing not found"))
+	if _, err := ctl.Reconcile(context.Background(), nc); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "claim"}, &karpv1.NodeClaim{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the NodeClaim is still there: %v", err)
+	}
+	if e := <-rec.Events; !strings.HasPrefix(e, "Warning NodeClassNotReady") || !strings.Contains(e, "missing not found") {
+		t.Errorf("event %q", e)
 	}
 }

@@ -110,10 +110,19 @@ func Disrupt(ctx context.Context, in *DisruptInput) (*Report, error) {
 		Totals: DisruptionTotals{PricePerHourBefore: round(c.PricePerHour()), NodesBefore: len(c.Nodes)}}
 	replacements := 0
 	methods := disruption.Methods()
+	// Expired NodeClaims go first, as the expiration controller deletes them whatever a
+	// pass would do; then the passes.
+	expired, err := c.Expirations(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for done := false; !done; {
-		cmds, _, err := disruption.Pass(ctx, c, methods)
-		if err != nil {
-			return nil, err
+		cmds := expired
+		expired = nil
+		if len(cmds) == 0 {
+			if cmds, _, err = disruption.Pass(ctx, c, methods); err != nil {
+				return nil, err
+			}
 		}
 		if len(cmds) == 0 {
 			break
