@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -10,9 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
 	"github.com/karpenter-policy/karpenter/api/install"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/test"
@@ -130,4 +134,21 @@ func applyPatch(t *testing.T, raw []byte, resp admission.Response) *corev1.Pod {
 		t.Fatal(err)
 	}
 	return pod
+}
+
+// Admission warns about EC2NodeClass fields accepted but not acted on, naming each, and still
+// admits the class.
+func TestEC2NodeClassFieldsNotActedOnAreWarned(t *testing.T) {
+	v := warned(typed(awsv1.SchemeGroupVersion.WithKind("EC2NodeClass").GroupKind(), func(context.Context, *awsv1.EC2NodeClass) field.ErrorList { return nil }),
+		(*awsv1.EC2NodeClass).FieldsNotActedOn)
+	nc := &awsv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "pinned"}}
+	nc.Spec.Context = ptr.To("reserved")
+	warnings, err := v.ValidateCreate(context.Background(), nc)
+	if err != nil || len(warnings) != 1 || !strings.HasPrefix(warnings[0], "EC2NodeClass pinned: spec.context: accepted but not acted on yet") {
+		t.Fatalf("warnings %v, err %v", warnings, err)
+	}
+	nc.Spec.Context = nil
+	if warnings, err := v.ValidateUpdate(context.Background(), nc, nc); err != nil || len(warnings) != 0 {
+		t.Fatalf("a class without such fields: warnings %v, err %v", warnings, err)
+	}
 }

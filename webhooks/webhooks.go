@@ -59,7 +59,8 @@ func Validating(scheme *runtime.Scheme, v *validation.Validator, rev Reviewer) m
 	nodePool := karpv1.SchemeGroupVersion.WithKind("NodePool")
 	add(nodePool, admission.WithValidator(scheme, reviewed(typed(nodePool.GroupKind(), func(_ context.Context, o *karpv1.NodePool) field.ErrorList { return v.NodePool(o) }), rev)))
 	ec2 := awsv1.SchemeGroupVersion.WithKind("EC2NodeClass")
-	add(ec2, admission.WithValidator(scheme, typed(ec2.GroupKind(), func(_ context.Context, o *awsv1.EC2NodeClass) field.ErrorList { return v.EC2NodeClass(o) })))
+	add(ec2, admission.WithValidator(scheme, warned(typed(ec2.GroupKind(), func(_ context.Context, o *awsv1.EC2NodeClass) field.ErrorList { return v.EC2NodeClass(o) }),
+		(*awsv1.EC2NodeClass).FieldsNotActedOn)))
 	kwok := kwokv1alpha1.SchemeGroupVersion.WithKind("KWOKNodeClass")
 	add(kwok, admission.WithValidator(scheme, typed(kwok.GroupKind(), func(_ context.Context, o *kwokv1alpha1.KWOKNodeClass) field.ErrorList { return v.KWOKNodeClass(o) })))
 	budget := policyv1.SchemeGroupVersion.WithKind("CapacityBudget")
@@ -75,6 +76,15 @@ type typedValidator[T client.Object] struct {
 	kind     schema.GroupKind
 	validate func(context.Context, T) field.ErrorList
 	rev      Reviewer
+	// warn, when set, names fields accepted but not acted on: admission warnings.
+	warn func(T) field.ErrorList
+}
+
+// warned adds warnings about fields accepted but not acted on to a validator.
+func warned[T client.Object](v admission.Validator[T], warn func(T) field.ErrorList) admission.Validator[T] {
+	t := v.(*typedValidator[T])
+	t.warn = warn
+	return t
 }
 
 // Reviewer runs the policy engine's karpenter.admission decision point on an object that
@@ -122,10 +132,20 @@ func (t *typedValidator[T]) ValidateUpdate(ctx context.Context, old, obj T) (adm
 }
 
 func (t *typedValidator[T]) review(ctx context.Context, op string, obj T, old client.Object) (admission.Warnings, error) {
-	if t.rev == nil || obj.GetDeletionTimestamp() != nil {
+	if obj.GetDeletionTimestamp() != nil {
 		return nil, nil
 	}
+	var notActedOn admission.Warnings
+	if t.warn != nil {
+		for _, e := range t.warn(obj) {
+			notActedOn = append(notActedOn, fmt.Sprintf("%s %s: %s: %s", t.kind.Kind, obj.GetName(), e.Field, e.Detail))
+		}
+	}
+	if t.rev == nil {
+		return notActedOn, nil
+	}
 	warnings, denials := t.rev.Review(ctx, op, obj, old)
+	warnings = append(notActedOn, warnings...)
 	if len(denials) > 0 {
 		return warnings, apierrors.NewForbidden(schema.GroupResource{Group: t.kind.Group, Resource: t.kind.Kind}, obj.GetName(),
 			fmt.Errorf("denied by policy: %s", strings.Join(denials, "; ")))

@@ -145,10 +145,16 @@ func validate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		_ = enc.Encode(report)
 	case "github":
 		writeProblemsGitHub(stdout, report.Problems)
+		for _, p := range report.Warnings {
+			fmt.Fprintf(stdout, "::warning file=%s,line=%d::%s\n", p.File, p.Line, escapeWorkflow(fmt.Sprintf("%s/%s: %s: %s", p.Kind, p.Name, p.Field, p.Message)))
+		}
 		fmt.Fprintln(stdout, summary(report))
 	default:
 		for _, p := range report.Problems {
 			fmt.Fprintln(stdout, p.String())
+		}
+		for _, p := range report.Warnings {
+			fmt.Fprintln(stdout, "warning: "+p.String())
 		}
 		fmt.Fprintln(stdout, summary(report))
 	}
@@ -159,8 +165,12 @@ func validate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 func summary(r offline.Report) string {
-	return fmt.Sprintf("%d objects: %d valid, %d invalid (%d problems); %d documents of other kinds skipped",
+	out := fmt.Sprintf("%d objects: %d valid, %d invalid (%d problems); %d documents of other kinds skipped",
 		r.Objects, r.Valid, r.Invalid, len(r.Problems), r.Skipped)
+	if len(r.Warnings) > 0 {
+		out += fmt.Sprintf("; %d warnings", len(r.Warnings))
+	}
+	return out
 }
 
 // writeProblemsGitHub writes each problem as a GitHub Actions error annotation on its line.

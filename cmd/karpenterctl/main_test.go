@@ -220,3 +220,35 @@ spec:
 		})
 	}
 }
+
+// An EC2NodeClass field the CRD accepts but launches do not use is a warning naming its file,
+// line and field, as admission warns about it; the object stays valid and the exit code 0.
+func TestValidateWarnsAboutFieldsNotActedOn(t *testing.T) {
+	manifest := `apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: pinned
+spec:
+  role: KarpenterNodeRole
+  amiSelectorTerms:
+    - alias: al2023@latest
+  subnetSelectorTerms:
+    - tags: {karpenter.sh/discovery: demo}
+  securityGroupSelectorTerms:
+    - tags: {karpenter.sh/discovery: demo}
+  cpuOptions:
+    nestedVirtualization: enabled
+`
+	code, out, errOut := karpenterctl(t, manifest, "validate", "-f", "-")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "warning: <stdin>:13: EC2NodeClass/pinned: spec.cpuOptions: accepted but not acted on yet: nested virtualization is not requested") ||
+		!strings.Contains(out, "1 objects: 1 valid, 0 invalid (0 problems); 0 documents of other kinds skipped; 1 warnings") {
+		t.Errorf("output:\n%s", out)
+	}
+	code, out, _ = karpenterctl(t, manifest, "validate", "-f", "-", "-o", "github")
+	if code != exitOK || !strings.Contains(out, "::warning file=<stdin>,line=13::EC2NodeClass/pinned: spec.cpuOptions: accepted but not acted on yet") {
+		t.Errorf("github: exit %d\n%s", code, out)
+	}
+}

@@ -3,6 +3,7 @@ package nodeclass
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -107,6 +108,7 @@ func (e *EC2) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (reconcile.
 		readiness.Message = fmt.Sprintf("%v not ready", notReady)
 	}
 	meta.SetStatusCondition(&nc.Status.Conditions, readiness)
+	setUnsupportedFields(nc)
 	nc.Status.ObservedGeneration = nc.Generation
 	if !equality.Semantic.DeepEqual(before.Status, nc.Status) {
 		if err := e.client.Status().Patch(ctx, nc, client.MergeFrom(before)); err != nil {
@@ -143,4 +145,21 @@ func (e *EC2) finalize(ctx context.Context, nc *awsv1.EC2NodeClass) (reconcile.R
 	patch := client.MergeFrom(nc.DeepCopy())
 	controllerutil.RemoveFinalizer(nc, EC2Finalizer)
 	return reconcile.Result{}, client.IgnoreNotFound(e.client.Patch(ctx, nc, patch))
+}
+
+// setUnsupportedFields sets the UnsupportedFields condition while the class sets fields
+// launches do not use yet, and removes it once none is set. It does not touch readiness: the
+// class launches, without what those fields ask for.
+func setUnsupportedFields(nc *awsv1.EC2NodeClass) {
+	fields := nc.FieldsNotActedOn()
+	if len(fields) == 0 {
+		meta.RemoveStatusCondition(&nc.Status.Conditions, awsv1.ConditionTypeUnsupportedFields)
+		return
+	}
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.Field
+	}
+	meta.SetStatusCondition(&nc.Status.Conditions, metav1.Condition{Type: awsv1.ConditionTypeUnsupportedFields, Status: metav1.ConditionTrue,
+		Reason: "NotActedOn", Message: strings.Join(names, ", ") + ": accepted but not acted on yet (docs/aws.md)", ObservedGeneration: nc.Generation})
 }

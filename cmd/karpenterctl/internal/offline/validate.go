@@ -46,6 +46,9 @@ type Report struct {
 	// Skipped counts documents of other kinds.
 	Skipped  int       `json:"skipped"`
 	Problems []Problem `json:"problems"`
+	// Warnings are what admission would warn about on valid objects: fields accepted but
+	// not acted on yet. They do not make an object invalid.
+	Warnings []Problem `json:"warnings"`
 }
 
 // Validator checks documents as the cluster would: schema, defaults and CEL, then the
@@ -69,7 +72,7 @@ func NewValidator(conv *conversion.Converter) (*Validator, error) {
 
 // Validate checks every document and returns the problems in file and line order.
 func (v *Validator) Validate(ctx context.Context, docs []Document) Report {
-	r := Report{Problems: []Problem{}}
+	r := Report{Problems: []Problem{}, Warnings: []Problem{}}
 	for i := range docs {
 		d := &docs[i]
 		if d.Object == nil {
@@ -81,7 +84,10 @@ func (v *Validator) Validate(ctx context.Context, docs []Document) Report {
 			continue
 		}
 		r.Objects++
-		errs := v.validate(ctx, d)
+		errs, warns := v.validate(ctx, d)
+		for _, w := range warns {
+			r.Warnings = append(r.Warnings, Problem{File: d.File, Line: lineOf(d, w), Kind: gvk.Kind, Name: d.Name(), Field: w.Field, Message: w.Detail})
+		}
 		if len(errs) == 0 {
 			r.Valid++
 			continue
@@ -91,31 +97,49 @@ func (v *Validator) Validate(ctx context.Context, docs []Document) Report {
 			r.Problems = append(r.Problems, Problem{File: d.File, Line: lineOf(d, e), Kind: gvk.Kind, Name: d.Name(), Field: e.Field, Message: e.ErrorBody()})
 		}
 	}
-	sort.SliceStable(r.Problems, func(i, j int) bool {
-		a, b := r.Problems[i], r.Problems[j]
-		if a.File != b.File {
-			return a.File < b.File
-		}
-		return a.Line < b.Line
-	})
+	for _, ps := range [][]Problem{r.Problems, r.Warnings} {
+		sort.SliceStable(ps, func(i, j int) bool {
+			a, b := ps[i], ps[j]
+			if a.File != b.File {
+				return a.File < b.File
+			}
+			return a.Line < b.Line
+		})
+	}
 	return r
 }
 
-func (v *Validator) validate(ctx context.Context, d *Document) field.ErrorList {
+// validate returns the document's problems, and the warnings admission would give it.
+func (v *Validator) validate(ctx context.Context, d *Document) (errs, warnings field.ErrorList) {
 	gvk := d.GVK()
 	obj := runtime.DeepCopyJSON(d.Object)
 	if errs := v.Schemas.Validate(ctx, gvk, obj); len(errs) > 0 {
 		// The API server stops here too: webhooks only see objects that pass the schema.
-		return errs
+		return errs, nil
 	}
 	typed, err := v.scheme.New(gvk)
 	if err != nil {
-		return field.ErrorList{field.InternalError(nil, err)}
+		return field.ErrorList{field.InternalError(nil, err)}, nil
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, typed); err != nil {
-		return field.ErrorList{field.InternalError(nil, fmt.Errorf("decoding: %w", err))}
+		return field.ErrorList{field.InternalError(nil, fmt.Errorf("decoding: %w", err))}, nil
 	}
-	return v.webhook(ctx, typed)
+	return v.webhook(ctx, typed), v.notActedOn(ctx, typed)
+}
+
+// notActedOn are the fields admission warns about as accepted but not acted on yet.
+func (v *Validator) notActedOn(ctx context.Context, obj runtime.Object) field.ErrorList {
+	switch o := obj.(type) {
+	case *awsv1.EC2NodeClass:
+		return o.FieldsNotActedOn()
+	case *awsv1beta1.EC2NodeClass:
+		hub := &awsv1.EC2NodeClass{}
+		if err := v.Converter.EC2NodeClassToV1(ctx, o, hub); err != nil {
+			return nil
+		}
+		return hub.FieldsNotActedOn()
+	}
+	return nil
 }
 
 // webhook runs the validating webhook of an object's kind, converting v1beta1 to v1 first.
