@@ -27,7 +27,7 @@ func TestExpiresAtIsTheNodeClaimsOwn(t *testing.T) {
 		cand *Candidate
 		want time.Time
 	}{
-		"the NodePool's removed later":  {&Candidate{NodePool: pool("Never"), NodeClaim: claim("720h"), CreatedAt: created}, created.Add(720 * time.Hour)},
+		"the NodePool's removed later":   {&Candidate{NodePool: pool("Never"), NodeClaim: claim("720h"), CreatedAt: created}, created.Add(720 * time.Hour)},
 		"the NodePool's shortened later": {&Candidate{NodePool: pool("1h"), NodeClaim: claim("Never"), CreatedAt: created}, time.Time{}},
 		"no NodeClaim":                   {&Candidate{NodePool: pool("24h"), CreatedAt: created}, created.Add(24 * time.Hour)},
 	} {
