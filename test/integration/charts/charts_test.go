@@ -72,6 +72,7 @@ var variants = map[string][]string{
 	"cert-manager-issuer": {"--set", "webhook.certMode=cert-manager,webhook.certManager.issuerRef.name=platform-ca,webhook.certManager.issuerRef.kind=ClusterIssuer"},
 	"self-signed":         {"--set", "webhook.certMode=self-signed"},
 	"monitoring":          {"--set", "metrics.serviceMonitor.enabled=true,dashboard.enabled=true"},
+	"upstream":            {"-f", "test/integration/charts/testdata/upstream-v1.14-values.yaml"},
 }
 
 func render(t *testing.T, chart string, args ...string) []*unstructured.Unstructured {
@@ -110,6 +111,20 @@ func TestChartsLint(t *testing.T) {
 	}
 }
 
+// applyDryRun has the API server accept the objects as they are (server-side dry-run).
+func applyDryRun(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, u := range objs {
+		data, err := u.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := testEnv.Client.Patch(context.Background(), u, client.RawPatch(types.ApplyPatchType, data), client.DryRunAll, client.FieldOwner("chart-test"), client.ForceOwnership); err != nil {
+			t.Errorf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
 // Every variant renders objects the API server accepts as they are (server-side dry-run).
 func TestEveryVariantIsAcceptedByTheAPIServer(t *testing.T) {
 	ctx := context.Background()
@@ -117,18 +132,7 @@ func TestEveryVariantIsAcceptedByTheAPIServer(t *testing.T) {
 	if err := testEnv.Client.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
 		t.Fatal(err)
 	}
-	apply := func(t *testing.T, objs []*unstructured.Unstructured) {
-		t.Helper()
-		for _, u := range objs {
-			data, err := u.MarshalJSON()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := testEnv.Client.Patch(ctx, u, client.RawPatch(types.ApplyPatchType, data), client.DryRunAll, client.FieldOwner("chart-test"), client.ForceOwnership); err != nil {
-				t.Errorf("%s %s: %v", u.GetKind(), u.GetName(), err)
-			}
-		}
-	}
+	apply := applyDryRun
 	t.Run("karpenter-crd", func(t *testing.T) {
 		objs := render(t, "charts/karpenter-crd", "--set", "webhook.certManager.enabled=true")
 		for _, u := range objs {
@@ -230,7 +234,7 @@ func TestBadValuesNameTheKey(t *testing.T) {
 		"cloudProvider=gcp":    "/cloudProvider",
 		"webhook.port=0":       "/webhook/port",
 		"webhook.certMode=acm": "/webhook/certMode",
-		"cloudProvider=aws":    "aws.clusterName is required",
+		"cloudProvider=aws":    "settings.clusterName is required",
 	} {
 		out, err := run(t, "template", "karpenter", "charts/karpenter", "--set", args)
 		if err == nil || !strings.Contains(out, want) {
