@@ -97,6 +97,8 @@ type command struct {
 	pools   map[string]*karpv1.NodePool
 	started time.Time
 	marked  bool
+	// waitingTold: the replacements were told DisruptionWaitingReadiness once.
+	waitingTold bool
 	// condition is the node condition repair acts on ("" for other reasons, and for a repair
 	// adopted after a restart); rebootDrain the drain's bound of a reboot.
 	condition   string
@@ -217,6 +219,8 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 		}
 		o.cluster.Created(nc)
 		metrics.Created(strings.ToLower(string(cmd.reason)), nc)
+		// As upstream's: the replacement says what it was launched for.
+		o.recorder.Eventf(nc, nil, corev1.EventTypeNormal, "DisruptionLaunching", "Disruption", "Launching NodeClaim: %s", cmd.reason)
 		for _, m := range cmd.moves {
 			if m.To == r.Hostname {
 				o.cluster.Nominate(m.Pod, nc.Name)
@@ -237,6 +241,13 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 	case !ready && o.clock.Since(cmd.started) > ReplacementTimeout:
 		return reconcile.Result{}, o.rollback(ctx, cmd, fmt.Sprintf("replacements did not initialize within %s", ReplacementTimeout))
 	case !ready:
+		if !cmd.waitingTold {
+			cmd.waitingTold = true
+			for _, name := range cmd.created {
+				o.recorder.Eventf(&karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil, corev1.EventTypeNormal, "DisruptionWaitingReadiness", "Disruption",
+					"Waiting on readiness to continue disruption")
+			}
+		}
 		// Their updates bring us back; the backoff is the fallback, and the timeout's clock.
 		return ratelimit.Again(), nil
 	}

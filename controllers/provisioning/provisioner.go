@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,12 +44,15 @@ import (
 type Provisioner struct {
 	// scheduling are the policies every solve runs under.
 	scheduling solver.Policies
-	client     client.Client
-	cluster    *state.Cluster
-	cloud      cloudprovider.CloudProvider
-	recorder   events.EventRecorder
-	clock      clock.Clock
-	batcher    *Batcher
+	// incompatibleTold is when each NodePool was last warned NoCompatibleInstanceTypes.
+	incompatibleMu   sync.Mutex
+	incompatibleTold map[string]time.Time
+	client           client.Client
+	cluster          *state.Cluster
+	cloud            cloudprovider.CloudProvider
+	recorder         events.EventRecorder
+	clock            clock.Clock
+	batcher          *Batcher
 	// nominationEvents limits the Nominated events, one per pod: a scale-out of a thousand pods
 	// would write a thousand Events to an API server busy binding those pods. Upstream Karpenter
 	// limits them the same way (5 per second, bursts of 10); the nomination itself is not limited.
@@ -207,6 +211,9 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		p.recorder.Eventf(u.Pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Provisioning", "Failed to schedule pod, %s", u.Reason)
 	}
 	p.holdMisfits(ctx, snap)
+	if len(snap.Pods) > 0 {
+		p.noteIncompatiblePools(snap)
+	}
 	if len(snap.Pods) == 0 {
 		// Nothing pending: nothing is held back either.
 		p.cluster.SetPolicyBlocked(nil, nil)
@@ -381,5 +388,30 @@ func (p *Provisioner) holdMisfits(ctx context.Context, snap *snapshot.Snapshot) 
 	snap.Pods = kept
 	if !first.IsZero() {
 		p.retryIn(ctx, first.Sub(p.clock.Now()))
+	}
+}
+
+// IncompatibleEvery rate-limits the NoCompatibleInstanceTypes event per NodePool, as upstream's.
+const IncompatibleEvery = time.Minute
+
+// noteIncompatiblePools warns, as upstream's NoCompatibleInstanceTypes event on the NodePool,
+// about each dynamic NodePool whose own requirements leave none of its instance types'
+// available offerings: it can launch nothing for any pod.
+func (p *Provisioner) noteIncompatiblePools(snap *snapshot.Snapshot) {
+	p.incompatibleMu.Lock()
+	defer p.incompatibleMu.Unlock()
+	now := p.clock.Now()
+	for _, np := range snap.NodePools {
+		if np.NodePool.IsStatic() || len(scheduling.Offerings(np.InstanceTypes, scheduling.NewRequirements(np.NodePool.Spec.Template.Spec.Requirements...), nil, scheduling.Available)) > 0 {
+			continue
+		}
+		if at, ok := p.incompatibleTold[np.NodePool.Name]; ok && now.Sub(at) < IncompatibleEvery {
+			continue
+		}
+		if p.incompatibleTold == nil {
+			p.incompatibleTold = map[string]time.Time{}
+		}
+		p.incompatibleTold[np.NodePool.Name] = now
+		p.recorder.Eventf(np.NodePool, nil, corev1.EventTypeWarning, "NoCompatibleInstanceTypes", "Provisioning", "NodePool requirements filtered out all compatible available instance types")
 	}
 }

@@ -13,7 +13,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/controllers/state"
+	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 )
 
 // Every pod of a scale-out is nominated, but Nominated events are written at most
@@ -71,5 +73,34 @@ func TestDisplacedPodsOpenABatchWhenTheirGraceEnds(t *testing.T) {
 	}
 	if p.retrying.Load() {
 		t.Error("the retry is done; the next displaced pods may ask for another")
+	}
+}
+
+// A NodePool whose requirements leave no instance type is warned about, as upstream's
+// NoCompatibleInstanceTypes, at most once a minute; one that can launch is not.
+func TestNoCompatibleInstanceTypesEvent(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	recorder := events.NewFakeRecorder(10)
+	p := NewProvisioner(nil, state.NewCluster(nil, clk), nil, recorder, clk, time.Second, 10*time.Second)
+	it := &cloudprovider.InstanceType{Name: "m5.large", Labels: map[string]string{karpv1.LabelInstanceType: "m5.large"},
+		Offerings: cloudprovider.Offerings{{Zone: "z-a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.1, Available: true}}}
+	pool := func(name, want string) *snapshot.NodePool {
+		np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: []string{want}}}
+		return &snapshot.NodePool{NodePool: np, InstanceTypes: []*cloudprovider.InstanceType{it}}
+	}
+	snap := &snapshot.Snapshot{NodePools: []*snapshot.NodePool{pool("gpu", "p5.48xlarge"), pool("general", "m5.large")}}
+	p.noteIncompatiblePools(snap)
+	p.noteIncompatiblePools(snap)
+	if len(recorder.Events) != 1 {
+		t.Fatalf("%d events, want one for the gpu pool", len(recorder.Events))
+	}
+	if e := <-recorder.Events; e != "Warning NoCompatibleInstanceTypes NodePool requirements filtered out all compatible available instance types" {
+		t.Errorf("event %q", e)
+	}
+	clk.Step(IncompatibleEvery)
+	p.noteIncompatiblePools(snap)
+	if len(recorder.Events) != 1 {
+		t.Fatalf("a minute later: %d events, want one", len(recorder.Events))
 	}
 }
