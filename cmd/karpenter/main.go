@@ -150,7 +150,7 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := policycontrollers.NewBudgetStatus(mgr.GetClient(), cluster, d.usage, d.engine, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the capacitybudget status controller: %w", err)
 	}
-	if err := lifecycle.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).WithValidation(validation.New().NodeClaim).Register(mgr); err != nil {
+	if err := lifecycle.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).WithValidation(validation.New().NodeClaim).WithRegistrations(cluster).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim lifecycle: %w", err)
 	}
 	if err := nodeclaimtermination.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(mgr); err != nil {
@@ -195,7 +195,7 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 			return fmt.Errorf("registering the disruption controller: %w", err)
 		}
 	}
-	if err := nodepool.NewController(mgr.GetClient(), cloud, cluster).Register(mgr); err != nil {
+	if err := nodepool.NewController(mgr.GetClient(), cloud, cluster).WithValidation(validation.New().NodePool).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodepool status controller: %w", err)
 	}
 	switch p := cloud.(type) {

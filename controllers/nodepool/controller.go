@@ -1,5 +1,6 @@
-// Package nodepool keeps NodePool status: whether its node class is ready, the resources and
-// node count of its NodeClaims, and a Ready condition that sums them up. It writes status only:
+// Package nodepool keeps NodePool status: whether its node class is ready, whether it passes
+// validation, whether its NodeClaims register (NodeRegistrationHealthy, as upstream's), the
+// resources and node count of its NodeClaims, and a Ready condition that sums them up. It writes status only:
 // a NodePool's spec and metadata belong to Git.
 package nodepool
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -30,6 +32,17 @@ type Controller struct {
 	client  client.Client
 	cloud   cloudprovider.CloudProvider
 	cluster *state.Cluster
+	// validate checks what the CRD's CEL rules cannot say (the validating webhook's checks);
+	// nil: nothing more.
+	validate func(*karpv1.NodePool) field.ErrorList
+}
+
+// WithValidation sets the checks behind the ValidationSucceeded condition: the validating
+// webhook's, so that a NodePool admitted while the webhook was not in force says what is
+// wrong with it.
+func (c *Controller) WithValidation(validate func(*karpv1.NodePool) field.ErrorList) *Controller {
+	c.validate = validate
+	return c
 }
 
 // NewController builds the NodePool status controller.
@@ -77,21 +90,64 @@ func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconc
 	if err := c.counters(ctx, np); err != nil {
 		return reconcile.Result{}, err
 	}
+	c.validation(np)
+	c.registrationHealth(np)
 	np.Status.ObservedGeneration = np.Generation
 	ready := meta.FindStatusCondition(np.Status.Conditions, karpv1.ConditionTypeNodeClassReady)
-	if ready != nil && ready.Status == metav1.ConditionTrue {
-		meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: np.Generation})
-	} else {
+	valid := meta.FindStatusCondition(np.Status.Conditions, karpv1.ConditionTypeValidationSucceeded)
+	switch {
+	case ready == nil || ready.Status != metav1.ConditionTrue:
 		msg := "node class is not ready"
 		if ready != nil {
 			msg = ready.Message
 		}
 		meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeReady, Status: metav1.ConditionFalse, Reason: "NodeClassNotReady", Message: msg, ObservedGeneration: np.Generation})
+	case valid.Status != metav1.ConditionTrue:
+		meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeReady, Status: metav1.ConditionFalse, Reason: "ValidationFailed", Message: valid.Message, ObservedGeneration: np.Generation})
+	default:
+		meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: np.Generation})
 	}
 	if equality.Semantic.DeepEqual(before.Status, np.Status) {
 		return reconcile.Result{}, nil
 	}
 	return reconcile.Result{}, client.IgnoreNotFound(c.client.Status().Patch(ctx, np, client.MergeFrom(before)))
+}
+
+// validation sets ValidationSucceeded from the validating webhook's checks.
+func (c *Controller) validation(np *karpv1.NodePool) {
+	cond := metav1.Condition{Type: karpv1.ConditionTypeValidationSucceeded, Status: metav1.ConditionTrue, Reason: "ValidationSucceeded", ObservedGeneration: np.Generation}
+	if c.validate != nil {
+		if errs := c.validate(np); len(errs) > 0 {
+			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "ValidationFailed", errs.ToAggregate().Error()
+		}
+	}
+	meta.SetStatusCondition(&np.Status.Conditions, cond)
+}
+
+// registrationHealth sets NodeRegistrationHealthy, as upstream's: Unknown for a new NodePool
+// and after each change of its spec (what failed before says nothing of what launches now),
+// then False while its latest NodeClaim to finish failed to launch or register in time, and
+// True once one registers. It is not part of Ready: the NodePool still launches.
+func (c *Controller) registrationHealth(np *karpv1.NodePool) {
+	cond := meta.FindStatusCondition(np.Status.Conditions, karpv1.ConditionTypeNodeRegistrationHealthy)
+	set := func(status metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeNodeRegistrationHealthy, Status: status, Reason: reason, Message: msg, ObservedGeneration: np.Generation})
+	}
+	if cond == nil || cond.ObservedGeneration != np.Generation {
+		if cond != nil {
+			c.cluster.ForgetRegistrations(np.Name)
+		}
+		set(metav1.ConditionUnknown, "AwaitingRegistration", "no NodeClaim of this generation has finished launching yet")
+		return
+	}
+	last, ok := c.cluster.LastRegistration(np.Name)
+	switch {
+	case !ok:
+	case last.Failed:
+		set(metav1.ConditionFalse, "RegistrationFailed", last.Message)
+	default:
+		set(metav1.ConditionTrue, "NodeRegistrationHealthy", "")
+	}
 }
 
 // nodeClassReadiness mirrors the node class's Ready condition.

@@ -72,6 +72,8 @@ type Cluster struct {
 	// by workload.
 	misfits   map[string]*misfit
 	preempted map[string]preemption
+	// registrations are the NodePools' latest registration outcomes (registration.go).
+	registrations registrations
 }
 
 type nomination struct {

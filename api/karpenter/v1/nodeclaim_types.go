@@ -164,6 +164,9 @@ const (
 	ConditionTypeDisrupting          = "Disrupting"
 	ConditionTypeNodeClassReady      = "NodeClassReady"
 	ConditionTypeValidationSucceeded = "ValidationSucceeded"
+	// ConditionTypeNodeRegistrationHealthy, on a NodePool, is False while its latest NodeClaim
+	// failed to launch or register in time, True once one registers, Unknown after a change.
+	ConditionTypeNodeRegistrationHealthy = "NodeRegistrationHealthy"
 	// ConditionTypeRebooting is True while node repair reboots the node in place, its reason
 	// the phase (RebootRequested, RebootIssued); False with RebootSucceeded or RebootFailed
 	// once the reboot ended.

@@ -57,6 +57,8 @@ type Controller struct {
 	clock    clock.Clock
 	// validate checks what the CRD's CEL rules cannot say (nil: nothing more).
 	validate func(*karpv1.NodeClaim) field.ErrorList
+	// registrations, when set, records registration outcomes per NodePool.
+	registrations Registrations
 	// launched remembers, by NodeClaim UID, what each launch returned: a reconcile that reads
 	// the NodeClaim before its status patch arrives (the metadata patch's event can come
 	// first) must not launch again. writes are the resourceVersions our last writes returned.
@@ -114,6 +116,19 @@ const launchMemory = 5 * time.Minute
 func NewController(c client.Client, cloud cloudprovider.CloudProvider, recorder events.EventRecorder, clk clock.Clock) *Controller {
 	return &Controller{client: c, cloud: cloud, recorder: recorder, clock: clk,
 		launched: newRecent[*karpv1.NodeClaim](launchMemory), writes: newRecent[string](cacheLag)}
+}
+
+// Registrations records NodeClaims' registration outcomes for their NodePool's
+// NodeRegistrationHealthy condition (controllers/state.Cluster).
+type Registrations interface {
+	RecordRegistration(pool string, failed bool, message string)
+}
+
+// WithRegistrations has the controller record each NodeClaim that registered, and each it
+// deleted for not launching or registering in time.
+func (c *Controller) WithRegistrations(r Registrations) *Controller {
+	c.registrations = r
+	return c
 }
 
 // WithValidation sets the checks a NodeClaim must pass before it is launched, beyond the
@@ -314,6 +329,9 @@ func (c *Controller) liveness(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 		return reconcile.Result{}, nil
 	}
 	c.recorder.Eventf(nc, nil, corev1.EventTypeWarning, "LivenessTimeout", "Liveness", "Deleting NodeClaim %s: %s", nc.Name, reason)
+	if pool := nc.Labels[karpv1.NodePoolLabelKey]; pool != "" && c.registrations != nil {
+		c.registrations.RecordRegistration(pool, true, fmt.Sprintf("NodeClaim %s was %s", nc.Name, reason))
+	}
 	log.FromContext(ctx).Info("deleting nodeclaim", "NodeClaim", nc.Name, "reason", reason)
 	if err := c.client.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
 		return reconcile.Result{}, err
@@ -408,6 +426,9 @@ func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 		metrics.NodesAllocatable.WithLabelValues(node.Name, nc.Labels[karpv1.NodePoolLabelKey], nc.Labels[karpv1.CapacityTypeLabelKey], string(k)).Set(q.AsApproximateFloat64())
 	}
 	c.setCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered", "")
+	if pool := nc.Labels[karpv1.NodePoolLabelKey]; pool != "" && c.registrations != nil {
+		c.registrations.RecordRegistration(pool, false, "")
+	}
 	return reconcile.Result{}, nil
 }
 
