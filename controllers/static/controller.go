@@ -83,16 +83,17 @@ func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconc
 		return reconcile.Result{}, err
 	}
 	s := c.survey(np, list.Items)
-	act := Plan(s)
-	if act.Why == WhyScaleDown {
-		// Which nodes go depends on their pods: listed only then, not on every recheck.
-		pods, err := c.podsByNode(ctx)
+	if len(s.Active) > s.Desired || len(s.Drifted) > 0 {
+		// Which nodes may go depends on their pods and do-not-disrupt: listed only when a
+		// node could go, not on every recheck.
+		pods, protected, err := c.podsByNode(ctx, np)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
 		s.Pods = pods
-		act = Plan(s)
+		s.protect(protected)
 	}
+	act := Plan(s)
 	logger := log.FromContext(ctx).WithValues("NodePool", np.Name, "replicas", s.Desired, "active", len(s.Active))
 	switch {
 	case act.Create > 0:
@@ -138,6 +139,27 @@ type Survey struct {
 	DriftAllowed int
 	// Pods counts, by node name, the pods that would need another node.
 	Pods map[string]int
+	// Protected are the NodeClaims that must not be picked: karpenter.sh/do-not-disrupt on
+	// the NodeClaim, its Node, or one of its pods, as upstream's static pools honour it.
+	Protected map[*karpv1.NodeClaim]bool
+}
+
+// protect marks the NodeClaims whose nodes are protected (by node name), or that carry
+// do-not-disrupt themselves, and leaves them out of the drifted ones to replace.
+func (s *Survey) protect(nodes map[string]bool) {
+	s.Protected = map[*karpv1.NodeClaim]bool{}
+	for _, nc := range s.Active {
+		if nodes[nc.Status.NodeName] || nc.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
+			s.Protected[nc] = true
+		}
+	}
+	var drifted []*karpv1.NodeClaim
+	for _, nc := range s.Drifted {
+		if !s.Protected[nc] {
+			drifted = append(drifted, nc)
+		}
+	}
+	s.Drifted = drifted
 }
 
 func (c *Controller) survey(np *karpv1.NodePool, claims []karpv1.NodeClaim) Survey {
@@ -204,7 +226,11 @@ func Plan(s Survey) Action {
 	case n < s.Desired:
 		return Action{Create: s.Desired - n, Why: WhyScaleUp, Wait: true}
 	case n > s.Desired+surge:
-		return Action{Delete: cheapestToDisrupt(s.Active, stale, s.Pods, n-s.Desired), Why: WhyScaleDown}
+		if del := cheapestToDisrupt(s.Active, stale, s.Pods, s.Protected, n-s.Desired); len(del) > 0 {
+			return Action{Delete: del, Why: WhyScaleDown}
+		}
+		// Every node over the size is protected: the pool stays over it until one is not.
+		return Action{Wait: true}
 	case n == s.Desired+1 && canRoll:
 		if s.Uninitialized > 0 {
 			return Action{Wait: true}
@@ -218,40 +244,68 @@ func Plan(s Survey) Action {
 
 // cheapestToDisrupt picks n of the NodeClaims to remove: stale ones first, then those whose
 // nodes run the fewest pods to reschedule, then the newest.
-func cheapestToDisrupt(active, stale []*karpv1.NodeClaim, pods map[string]int, n int) []*karpv1.NodeClaim {
+func cheapestToDisrupt(active, stale []*karpv1.NodeClaim, pods map[string]int, protected map[*karpv1.NodeClaim]bool, n int) []*karpv1.NodeClaim {
 	isStale := map[*karpv1.NodeClaim]bool{}
 	for _, nc := range stale {
 		isStale[nc] = true
 	}
-	out := append([]*karpv1.NodeClaim(nil), active...)
+	var out []*karpv1.NodeClaim
+	for _, nc := range active {
+		if !protected[nc] {
+			out = append(out, nc)
+		}
+	}
 	sort.SliceStable(out, func(i, j int) bool {
+		// As upstream's: NodeClaims not launched yet, then empty nodes, then the cheapest to
+		// disrupt (drifted ones first here, then the fewest pods, then the newest).
+		if li, lj := out[i].Status.ProviderID != "", out[j].Status.ProviderID != ""; li != lj {
+			return !li
+		}
+		pi, pj := pods[out[i].Status.NodeName], pods[out[j].Status.NodeName]
+		if (pi == 0) != (pj == 0) {
+			return pi == 0
+		}
 		if isStale[out[i]] != isStale[out[j]] {
 			return isStale[out[i]]
 		}
-		pi, pj := pods[out[i].Status.NodeName], pods[out[j].Status.NodeName]
 		if pi != pj {
 			return pi < pj
 		}
 		return out[j].CreationTimestamp.Before(&out[i].CreationTimestamp)
 	})
-	return out[:n]
+	return out[:min(n, len(out))]
 }
 
 // podsByNode counts, per node, the pods that would need another node: not DaemonSet, mirror
-// or finished pods.
-func (c *Controller) podsByNode(ctx context.Context) (map[string]int, error) {
+// or finished pods; and names the pool's nodes that do-not-disrupt protects, on the node or on
+// one of its pods.
+func (c *Controller) podsByNode(ctx context.Context, np *karpv1.NodePool) (map[string]int, map[string]bool, error) {
 	var pods corev1.PodList
 	if err := c.client.List(ctx, &pods); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := map[string]int{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.Spec.NodeName != "" && scheduling.IsReschedulable(p) {
-			out[p.Spec.NodeName]++
+	var nodes corev1.NodeList
+	if err := c.client.List(ctx, &nodes, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}); err != nil {
+		return nil, nil, err
+	}
+	out, protected := map[string]int{}, map[string]bool{}
+	for i := range nodes.Items {
+		if nodes.Items[i].Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
+			protected[nodes.Items[i].Name] = true
 		}
 	}
-	return out, nil
+	now := c.clock.Now()
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName == "" || !scheduling.IsReschedulable(p) {
+			continue
+		}
+		out[p.Spec.NodeName]++
+		if holds, _ := scheduling.DoNotDisrupt(p, now); holds {
+			protected[p.Spec.NodeName] = true
+		}
+	}
+	return out, protected, nil
 }
 
 // create launches n NodeClaims from the pool's template: the cheapest instance types its

@@ -16,7 +16,7 @@ func claims(n int) []*karpv1.NodeClaim {
 	for i := range out {
 		out[i] = &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("nc-%d", i),
 			CreationTimestamp: metav1.NewTime(time.Date(2026, 12, 1, 0, i, 0, 0, time.UTC))},
-			Status: karpv1.NodeClaimStatus{NodeName: fmt.Sprintf("node-%d", i)}}
+			Status: karpv1.NodeClaimStatus{NodeName: fmt.Sprintf("node-%d", i), ProviderID: fmt.Sprintf("fake://nc-%d", i)}}
 	}
 	return out
 }
@@ -31,6 +31,7 @@ func names(ncs []*karpv1.NodeClaim) string {
 
 func TestPlan(t *testing.T) {
 	five := claims(5)
+	unlaunched := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nc-new", CreationTimestamp: metav1.NewTime(time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC))}}
 	for name, tc := range map[string]struct {
 		s    Survey
 		want string // "create N (why)", "delete a,b (why)", or "wait"/"idle"
@@ -44,9 +45,16 @@ func TestPlan(t *testing.T) {
 		"drifted, the replacement initializing: wait":        {Survey{Desired: 3, Active: five[:4], Drifted: five[:1], DriftAllowed: 1, Uninitialized: 1}, "wait"},
 		"drifted, the replacement up: the drifted node goes": {Survey{Desired: 3, Active: five[:4], Drifted: five[:1], DriftAllowed: 1}, "delete nc-0 (replacing a drifted node)"},
 		"drifted but the budget allows none: wait":           {Survey{Desired: 3, Active: five[:3], Drifted: five[:1]}, "wait"},
-		"scaling down removes stale nodes first": {Survey{Desired: 2, Active: five, Drifted: five[4:5], DriftAllowed: 1, Pods: map[string]int{"node-0": 0, "node-1": 0, "node-2": 0, "node-3": 9, "node-4": 9}},
-			"delete nc-4,nc-2,nc-1 (scaling down to replicas)"},
-		"zero replicas: everything goes": {Survey{Desired: 0, Active: five[:2]}, "delete nc-1,nc-0 (scaling down to replicas)"},
+		"scaling down removes empty nodes first": {Survey{Desired: 2, Active: five, Drifted: five[4:5], DriftAllowed: 1, Pods: map[string]int{"node-0": 0, "node-1": 0, "node-2": 0, "node-3": 9, "node-4": 9}},
+			"delete nc-2,nc-1,nc-0 (scaling down to replicas)"},
+		"then stale ones, then the fewest pods": {Survey{Desired: 3, Active: five, Drifted: five[3:4], DriftAllowed: 1, Pods: map[string]int{"node-0": 9, "node-1": 9, "node-2": 9, "node-3": 9, "node-4": 5}},
+			"delete nc-3,nc-4 (scaling down to replicas)"},
+		"never a protected node: 3 -> 1 takes the other two": {Survey{Desired: 1, Active: five[:3], Protected: map[*karpv1.NodeClaim]bool{five[2]: true}, Pods: map[string]int{"node-0": 1, "node-1": 1, "node-2": 0}},
+			"delete nc-1,nc-0 (scaling down to replicas)"},
+		"a NodeClaim not launched yet goes before an empty node": {Survey{Desired: 2, Active: []*karpv1.NodeClaim{five[0], five[1], unlaunched}, Pods: map[string]int{"node-0": 0, "node-1": 2}},
+			"delete nc-new (scaling down to replicas)"},
+		"only protected nodes over the size: wait": {Survey{Desired: 1, Active: five[:2], Protected: map[*karpv1.NodeClaim]bool{five[0]: true, five[1]: true}}, "wait"},
+		"zero replicas: everything goes":           {Survey{Desired: 0, Active: five[:2]}, "delete nc-1,nc-0 (scaling down to replicas)"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			a := Plan(tc.s)

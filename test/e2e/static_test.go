@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -148,5 +149,63 @@ func TestStaticNodePool(t *testing.T) {
 	}
 	if running := runningOf(ctx, "on-static"); len(running) == 0 {
 		t.Error("no pod runs on the static pool's last node")
+	}
+}
+
+// A static pool scaled 3 -> 1 never picks a node with karpenter.sh/do-not-disrupt, as
+// upstream's: the two others go, and the protected one is the one left.
+func TestStaticScaleDownSparesDoNotDisrupt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	np := isolated(t, ctx, nil, func(np *karpv1.NodePool) { np.Spec.Replicas = ptr.To[int64](3) })
+	var claims karpv1.NodeClaimList
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		active, ready, deleting, _, err := staticPool(ctx, np.Name, "")
+		return err == nil && active == 3 && ready == 3 && deleting == 0, nil
+	}); err != nil {
+		t.Fatalf("the static pool never reached 3 Ready nodes\n%s", local.LogTail("karpenter", 20))
+	}
+	if err := kube.List(ctx, &claims, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}); err != nil {
+		t.Fatal(err)
+	}
+	// The newest: the one an empty pool would give up first.
+	newest := claims.Items[0]
+	for _, nc := range claims.Items {
+		if newest.CreationTimestamp.Before(&nc.CreationTimestamp) {
+			newest = nc
+		}
+	}
+	node := &corev1.Node{}
+	if err := kube.Get(ctx, client.ObjectKey{Name: newest.Status.NodeName}, node); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.Patch(ctx, node, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"karpenter.sh/do-not-disrupt":"true"}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	fresh := &karpv1.NodePool{}
+	if err := kube.Get(ctx, client.ObjectKeyFromObject(np), fresh); err != nil {
+		t.Fatal(err)
+	}
+	base := fresh.DeepCopy()
+	fresh.Spec.Replicas = ptr.To[int64](1)
+	if err := kube.Patch(ctx, fresh, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var now karpv1.NodeClaimList
+		if err := kube.List(ctx, &now, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}); err != nil {
+			return false, nil
+		}
+		left = left[:0]
+		for _, nc := range now.Items {
+			left = append(left, nc.Name)
+		}
+		return len(now.Items) == 1, nil
+	}); err != nil {
+		t.Fatalf("the static pool did not scale down to 1: %v left\n%s", left, local.LogTail("karpenter", 20))
+	}
+	if left[0] != newest.Name {
+		t.Errorf("%s is left; the protected %s must be the one kept", left[0], newest.Name)
 	}
 }
