@@ -160,7 +160,9 @@ func (p *Provider) instanceTypes(nc *kwokv1alpha1.KWOKNodeClass) ([]*cloudprovid
 	base, ok := p.catalogs[name]
 	if !ok {
 		f := catalog.Embedded()
-		if name != "embedded" {
+		if name == catalog.UpstreamKWOKName {
+			f = catalog.UpstreamKWOK()
+		} else if name != "embedded" {
 			var err error
 			if f, err = catalog.Load(name); err != nil {
 				return nil, cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("KWOKNodeClass %s: %w", nc.Name, err))

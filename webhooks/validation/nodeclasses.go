@@ -60,8 +60,8 @@ func (v *Validator) EC2NodeClass(nc *awsv1.EC2NodeClass) field.ErrorList {
 func (v *Validator) KWOKNodeClass(nc *kwokv1alpha1.KWOKNodeClass) field.ErrorList {
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
-	if c := nc.Spec.Catalog; c != "" && c != "embedded" && !filepath.IsAbs(c) {
-		errs = append(errs, field.Invalid(spec.Child("catalog"), c, `must be "embedded" or the absolute path of a catalog file`))
+	if c := nc.Spec.Catalog; c != "" && c != "embedded" && c != "upstream" && !filepath.IsAbs(c) {
+		errs = append(errs, field.Invalid(spec.Child("catalog"), c, `must be "embedded", "upstream" or the absolute path of a catalog file`))
 	}
 	for i, z := range nc.Spec.Zones {
 		for _, msg := range k8svalidation.IsValidLabelValue(z) {

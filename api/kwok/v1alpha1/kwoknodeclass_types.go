@@ -8,9 +8,11 @@ import (
 // KWOKNodeClassSpec configures the simulated cloud provider: which instance-type catalog it
 // offers, how long a launch takes, and which failures it injects.
 type KWOKNodeClassSpec struct {
-	// Catalog selects the instance-type catalog: "embedded" (the provider's built-in catalog)
-	// or the path of a catalog file mounted into the controller, in the JSON format of
-	// `karpenterctl simulate --instance-types`.
+	// Catalog selects the instance-type catalog: "embedded" (the provider's built-in catalog,
+	// EC2-like), "upstream" (the types upstream Karpenter's kwok provider generates, such as
+	// c-16x-amd64-linux, labelled karpenter.kwok.sh/instance-size, -family, -cpu and -memory,
+	// in zones test-zone-a to -d), or the path of a catalog file mounted into the controller,
+	// in the JSON format of `karpenterctl simulate --instance-types`.
 	// +kubebuilder:default:=embedded
 	// +kubebuilder:validation:MinLength:=1
 	// +optional
