@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -132,8 +133,19 @@ func TestLaunchRegisterInitializeAndLiveness(t *testing.T) {
 		t.Errorf("observedGeneration %d, generation %d", got.Status.ObservedGeneration, got.Generation)
 	}
 
-	// A NodeClaim whose node class does not exist never launches, and is deleted after 5 minutes.
-	stuck := test.NodeClaim(func(nc *karpv1.NodeClaim) { nc.Spec.NodeClassRef.Name = "missing" })
+	// A NodeClaim whose node class does not exist is deleted at once, as upstream's.
+	orphan := test.NodeClaim(func(nc *karpv1.NodeClaim) { nc.Spec.NodeClassRef.Name = "missing" })
+	if err := testEnv.Client.Create(ctx, orphan); err != nil {
+		t.Fatal(err)
+	}
+	if got := reconcileOnce(t, c, orphan.Name); got != nil && got.DeletionTimestamp == nil {
+		t.Fatal("a NodeClaim whose node class does not exist is deleted")
+	}
+	// One that fails validation never launches, and is deleted after 5 minutes.
+	c.WithValidation(func(*karpv1.NodeClaim) field.ErrorList {
+		return field.ErrorList{field.Invalid(field.NewPath("spec", "taints"), "x", "invalid for the test")}
+	})
+	stuck := test.NodeClaim()
 	if err := testEnv.Client.Create(ctx, stuck); err != nil {
 		t.Fatal(err)
 	}
