@@ -272,17 +272,23 @@ func minValues(merged scheduling.Requirements, kept []*instanceType) error {
 		if r.MinValues == nil {
 			continue
 		}
-		distinct := sets.New[string]()
-		for _, t := range kept {
-			if v, ok := t.it.Labels[r.Key]; ok && r.Has(v) {
-				distinct.Insert(v)
-			}
-		}
-		if distinct.Len() < *r.MinValues {
-			return fmt.Errorf("minValues %d on %s: only %d values would remain", *r.MinValues, r.Key, distinct.Len())
+		if n := distinctValues(r, kept); n < *r.MinValues {
+			return fmt.Errorf("minValues %d on %s: only %d values would remain", *r.MinValues, r.Key, n)
 		}
 	}
 	return nil
+}
+
+// distinctValues counts the values of the requirement's key that the kept types offer and
+// the requirement allows.
+func distinctValues(r *scheduling.Requirement, kept []*instanceType) int {
+	distinct := sets.New[string]()
+	for _, t := range kept {
+		if v, ok := t.it.Labels[r.Key]; ok && r.Has(v) {
+			distinct.Insert(v)
+		}
+	}
+	return distinct.Len()
 }
 
 // relaxMinValues lowers each minValues the kept types cannot meet to the number of distinct
@@ -295,13 +301,7 @@ func relaxMinValues(merged scheduling.Requirements, kept []*instanceType) schedu
 		if r.MinValues == nil {
 			continue
 		}
-		distinct := sets.New[string]()
-		for _, t := range kept {
-			if v, ok := t.it.Labels[r.Key]; ok && r.Has(v) {
-				distinct.Insert(v)
-			}
-		}
-		if n := distinct.Len(); n < *r.MinValues {
+		if n := distinctValues(r, kept); n < *r.MinValues {
 			cp := *r
 			cp.MinValues = &n
 			out[k] = &cp
