@@ -12,6 +12,7 @@ import (
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
 	awsv1beta1 "github.com/karpenter-policy/karpenter/api/aws/v1beta1"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
 	karpv1beta1 "github.com/karpenter-policy/karpenter/api/karpenter/v1beta1"
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
@@ -22,7 +23,7 @@ func AddToScheme(s *runtime.Scheme) error {
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme,
 		apiextensionsv1.AddToScheme,
-		karpv1.AddToScheme, karpv1beta1.AddToScheme,
+		karpv1.AddToScheme, karpv1beta1.AddToScheme, karpv1alpha1.AddToScheme,
 		awsv1.AddToScheme, awsv1beta1.AddToScheme,
 		kwokv1alpha1.AddToScheme,
 		policyv1.AddToScheme,
@@ -32,7 +33,7 @@ func AddToScheme(s *runtime.Scheme) error {
 		}
 	}
 	// Hub versions first, so that they are preferred.
-	return s.SetVersionPriority(karpv1.SchemeGroupVersion, karpv1beta1.SchemeGroupVersion)
+	return s.SetVersionPriority(karpv1.SchemeGroupVersion, karpv1beta1.SchemeGroupVersion, karpv1alpha1.SchemeGroupVersion)
 }
 
 // NewScheme returns a scheme with AddToScheme applied.
