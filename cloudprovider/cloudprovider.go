@@ -82,6 +82,10 @@ type InstanceType struct {
 	Overhead corev1.ResourceList
 	// Offerings are where and how the type can be bought.
 	Offerings Offerings
+	// PriceOverlaid and CapacityOverlaid say that a NodeOverlay changed the price of some
+	// offering, or added to the capacity (scheduling/overlay): a NodeClaim that may launch as
+	// such a type is annotated so.
+	PriceOverlaid, CapacityOverlaid bool
 }
 
 // Allocatable is Capacity less Overhead, floored at zero.
