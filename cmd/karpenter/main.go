@@ -36,6 +36,7 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/reboot"
 	nodeclaimtermination "github.com/karpenter-policy/karpenter/controllers/nodeclaim/termination"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclass"
+	"github.com/karpenter-policy/karpenter/controllers/nodeoverlay"
 	"github.com/karpenter-policy/karpenter/controllers/nodepool"
 	policycontrollers "github.com/karpenter-policy/karpenter/controllers/policy"
 	"github.com/karpenter-policy/karpenter/controllers/provisioning"
@@ -115,6 +116,9 @@ func newDeps(mgr ctrl.Manager, opts *options.Options) (*deps, error) {
 	engine.Observer = metrics.PolicyObserver{}
 	engine.EvalTimeout = opts.PolicyEvaluationTimeout
 	cluster := state.NewCluster(mgr.GetClient(), clock.RealClock{}).WithDisplacedGrace(opts.DisplacedPodGrace)
+	if opts.Gates["NodeOverlay"] {
+		cluster.WithNodeOverlays()
+	}
 	metrics.SetPolicyBlockedSource(cluster.PolicyBlockedByNamespace)
 	if err := cluster.Register(context.Background(), mgr.GetCache()); err != nil {
 		return nil, fmt.Errorf("feeding the cluster model from the informers: %w", err)
@@ -183,6 +187,11 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if opts.Gates["StaticCapacity"] {
 		if err := static.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(mgr); err != nil {
 			return fmt.Errorf("registering the static nodepool controller: %w", err)
+		}
+	}
+	if opts.Gates["NodeOverlay"] {
+		if err := nodeoverlay.NewController(mgr.GetClient(), cloud).Register(mgr); err != nil {
+			return fmt.Errorf("registering the nodeoverlay status controller: %w", err)
 		}
 	}
 	if opts.Disruption {
@@ -270,7 +279,8 @@ func run() error {
 			conv.DefaultNodeClass = conversion.EC2NodeClass
 		}
 		review := admission.NewPolicyReview(mgr.GetClient(), d.engine, d.cloud, d.usage, clock.RealClock{}).
-			WithNodeRepair(opts.Disruption && opts.Gates["NodeRepair"]).WithStaticCapacity(opts.Gates["StaticCapacity"])
+			WithNodeRepair(opts.Disruption && opts.Gates["NodeRepair"]).WithStaticCapacity(opts.Gates["StaticCapacity"]).
+			WithNodeOverlay(opts.Gates["NodeOverlay"])
 		if err := webhooks.Register(mgr, conv, validation.New(), review); err != nil {
 			return fmt.Errorf("registering webhooks: %w", err)
 		}

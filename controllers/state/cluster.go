@@ -24,7 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/scheduling/overlay"
 	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 )
 
@@ -66,6 +68,8 @@ type Cluster struct {
 	blocked map[string]map[types.NamespacedName]types.UID
 	// displacedGrace is how long a displaced pod waits after its node became Ready.
 	displacedGrace time.Duration
+	// overlays remembers the last NodeOverlays resolved for a snapshot.
+	overlays overlay.Memo
 	// podEvents are, by node name, when a pod last came to the node or left it.
 	podEvents map[string]time.Time
 	// misfits and preempted bound relaunches for pods their nodes cannot hold (backoff.go),
@@ -97,6 +101,15 @@ func NewCluster(c client.Client, clk clock.Clock) *Cluster {
 	return &Cluster{client: c, clock: clk, model: newModel(), nominations: map[types.UID]nomination{}, rejected: map[types.UID]time.Time{},
 		created: map[string]createdClaim{}, displacedGrace: DefaultDisplacedGrace, podEvents: map[string]time.Time{},
 		misfits: map[string]*misfit{}, preempted: map[string]preemption{}}
+}
+
+// WithNodeOverlays makes the model watch NodeOverlays and give them to every snapshot (the
+// NodeOverlay feature gate); call it before Register.
+func (c *Cluster) WithNodeOverlays() *Cluster {
+	c.model.mu.Lock()
+	c.model.overlaysOn = true
+	c.model.mu.Unlock()
+	return c
 }
 
 // DisplacedGrace is how long a displaced pod waits after its node became Ready.
@@ -369,16 +382,16 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 		}
 		return c.instanceTypes(ctx, cp, np)
 	}
-	return snapshot.Build(objs, snapshot.Env{Now: now, InstanceTypes: types, Nominations: c, SeenPodEvent: c.LastPodEvent}), nil
+	return snapshot.Build(objs, snapshot.Env{Now: now, InstanceTypes: types, Nominations: c, SeenPodEvent: c.LastPodEvent, Overlays: &c.overlays}), nil
 }
 
 // NodePoolUsage is what a NodePool's nodes and NodeClaims hold against its limits, by the one
 // definition (snapshot.Snapshot.Usage), over the model's objects of that NodePool only: the
 // NodePool status reads it on every NodeClaim change without building the whole snapshot.
 func (c *Cluster) NodePoolUsage(ctx context.Context, cp cloudprovider.CloudProvider, np *karpv1.NodePool) corev1.ResourceList {
-	objs := &snapshot.Objects{NodePools: []*karpv1.NodePool{np}}
 	m := c.model
 	m.mu.RLock()
+	objs := &snapshot.Objects{NodePools: []*karpv1.NodePool{np}, NodeOverlays: sortedValues(m.overlays, func(o *karpv1alpha1.NodeOverlay) string { return o.Name })}
 	for _, n := range m.nodes {
 		if n.Labels[karpv1.NodePoolLabelKey] == np.Name {
 			objs.Nodes = append(objs.Nodes, n)

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/scheduling"
 	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
@@ -45,6 +46,10 @@ type model struct {
 	pvcs       map[types.NamespacedName]*corev1.PersistentVolumeClaim
 	classes    map[string]*storagev1.StorageClass
 	csiNodes   map[string]*storagev1.CSINode
+	overlays   map[string]*karpv1alpha1.NodeOverlay
+	// overlaysOn is set by WithNodeOverlays (the NodeOverlay feature gate): only then are
+	// NodeOverlays watched and given to snapshots.
+	overlaysOn bool
 	// policies are the CapacityPolicies' generations: they are no input of a snapshot, but a
 	// change to one can change what the policy gate lets through.
 	policies map[string]int64
@@ -67,10 +72,18 @@ func newModel() *model {
 		budgets: map[types.NamespacedName]*policyv1.CapacityBudget{},
 		limits:  map[types.NamespacedName]*corev1.LimitRange{}, runtimes: map[string]*nodev1.RuntimeClass{},
 		pvs: map[string]*corev1.PersistentVolume{}, pvcs: map[types.NamespacedName]*corev1.PersistentVolumeClaim{},
-		classes: map[string]*storagev1.StorageClass{}, csiNodes: map[string]*storagev1.CSINode{}, policies: map[string]int64{}, provisionable: map[types.NamespacedName]bool{}}
+		classes: map[string]*storagev1.StorageClass{}, csiNodes: map[string]*storagev1.CSINode{}, overlays: map[string]*karpv1alpha1.NodeOverlay{}, policies: map[string]int64{}, provisionable: map[types.NamespacedName]bool{}}
 }
 
-// Watched are the kinds the model holds.
+// watched are the kinds the model holds: Watched, and NodeOverlays when they are on.
+func (m *model) watched() []client.Object {
+	if m.overlaysOn {
+		return append(Watched(), &karpv1alpha1.NodeOverlay{})
+	}
+	return Watched()
+}
+
+// Watched are the kinds the model always holds.
 func Watched() []client.Object {
 	return []client.Object{&corev1.Pod{}, &corev1.Node{}, &karpv1.NodeClaim{}, &karpv1.NodePool{}, &appsv1.DaemonSet{},
 		&k8spolicyv1.PodDisruptionBudget{}, &corev1.Namespace{}, &policyv1.CapacityBudget{}, &policyv1.CapacityPolicy{},
@@ -84,7 +97,7 @@ func (c *Cluster) Register(ctx context.Context, informers cache.Informers) error
 	c.model.mu.Lock()
 	c.model.registered = true
 	c.model.mu.Unlock()
-	for _, obj := range Watched() {
+	for _, obj := range c.model.watched() {
 		inf, err := informers.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 		if err != nil {
 			return fmt.Errorf("the informer of %T: %w", obj, err)
@@ -182,6 +195,12 @@ func (c *Cluster) update(o any, live bool) {
 		if old == nil || !equality.Semantic.DeepEqual(old.Labels, v.Labels) {
 			m.revision++
 		}
+	case *karpv1alpha1.NodeOverlay:
+		old := m.overlays[v.Name]
+		m.overlays[v.Name] = v
+		if old == nil || old.Generation != v.Generation {
+			m.revision++
+		}
 	case *policyv1.CapacityBudget:
 		old := m.budgets[client.ObjectKeyFromObject(v)]
 		m.budgets[client.ObjectKeyFromObject(v)] = v
@@ -259,6 +278,8 @@ func (c *Cluster) Delete(o any) {
 		delete(m.pdbs, client.ObjectKeyFromObject(v))
 	case *corev1.Namespace:
 		delete(m.namespaces, v.Name)
+	case *karpv1alpha1.NodeOverlay:
+		delete(m.overlays, v.Name)
 	case *policyv1.CapacityBudget:
 		delete(m.budgets, client.ObjectKeyFromObject(v))
 	case *policyv1.CapacityPolicy:
@@ -342,6 +363,7 @@ func (c *Cluster) Objects() *snapshot.Objects {
 		PersistentVolumeClaims: sortedValues(m.pvcs, func(c *corev1.PersistentVolumeClaim) string { return c.Namespace + "/" + c.Name }),
 		StorageClasses:         sortedValues(m.classes, func(sc *storagev1.StorageClass) string { return sc.Name }),
 		CSINodes:               sortedValues(m.csiNodes, func(n *storagev1.CSINode) string { return n.Name }),
+		NodeOverlays:           sortedValues(m.overlays, func(o *karpv1alpha1.NodeOverlay) string { return o.Name }),
 	}
 }
 

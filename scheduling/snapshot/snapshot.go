@@ -23,9 +23,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling/overlay"
 )
 
 // Objects is a plain set of the API objects decisions are made from: what the cluster model
@@ -50,6 +52,9 @@ type Objects struct {
 	PersistentVolumeClaims []*corev1.PersistentVolumeClaim
 	StorageClasses         []*storagev1.StorageClass
 	CSINodes               []*storagev1.CSINode
+	// NodeOverlays change the NodePools' instance types (scheduling/overlay); the manager
+	// gives them only with the NodeOverlay feature gate on.
+	NodeOverlays []*karpv1alpha1.NodeOverlay
 }
 
 // Snapshot is the cluster at one moment in the terms every decision uses: the provisioner
@@ -190,6 +195,9 @@ type Env struct {
 	Nominations Nominations
 	// SeenPodEvent, when set, is when this process last saw a pod come to a node or leave it.
 	SeenPodEvent func(node string) time.Time
+	// Overlays, when set, remembers the last NodeOverlays resolved, so that a snapshot taken
+	// every few seconds does not resolve them again while nothing changed.
+	Overlays *overlay.Memo
 }
 
 // Nominations are the places a running provisioner gave pending pods (controllers/state).
@@ -214,6 +222,7 @@ func Build(objs *Objects, env Env) *Snapshot {
 	snap := &Snapshot{Now: env.Now, Objects: objs, Requests: scheduling.NewPodRequestCache(), PDBs: objs.PDBs,
 		instanceTypes: map[string][]*cloudprovider.InstanceType{}}
 	launchable := map[string]bool{}
+	var pools []overlay.Pool
 	for _, np := range objs.NodePools {
 		if env.InstanceTypes == nil {
 			continue
@@ -221,8 +230,10 @@ func Build(objs *Objects, env Env) *Snapshot {
 		if its, err := env.InstanceTypes(np); err == nil {
 			snap.instanceTypes[np.Name] = its
 			launchable[np.Name] = np.DeletionTimestamp == nil
+			pools = append(pools, overlay.Pool{NodePool: np, InstanceTypes: its})
 		}
 	}
+	snap.applyOverlays(objs.NodeOverlays, pools, env.Overlays)
 	nodes := indexNodes(objs.Nodes)
 	claims := indexClaims(objs.NodeClaims, nodes)
 	a := assign(objs.Pods, nodes, claims, env)

@@ -10,6 +10,7 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
 	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
@@ -44,6 +45,16 @@ func NodeClaimFor(np *karpv1.NodePool, c *NodeClaim) *karpv1.NodeClaim {
 		karpv1.NodeClaimMinValuesRelaxedAnnotationKey: strconv.FormatBool(c.MinValuesRelaxed)}
 	for k, v := range np.Spec.Template.Annotations {
 		annotations[k] = v
+	}
+	// As upstream's, a NodeClaim says when a NodeOverlay changed the price or the capacity of
+	// an instance type it may launch as.
+	for _, it := range c.InstanceTypes {
+		if it.PriceOverlaid {
+			annotations[karpv1alpha1.PriceOverlayAppliedAnnotationKey] = "true"
+		}
+		if it.CapacityOverlaid {
+			annotations[karpv1alpha1.CapacityOverlayAppliedAnnotationKey] = "true"
+		}
 	}
 	t := np.Spec.Template.Spec
 	return &karpv1.NodeClaim{

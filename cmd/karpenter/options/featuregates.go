@@ -28,7 +28,7 @@ var Gates = []Gate{
 	{Name: "NodeRepair", Default: false, Upstream: false, Stage: "alpha", Built: true},
 	{Name: "ReservedCapacity", Default: true, Upstream: true, Stage: "beta", Built: true},
 	{Name: "SpotToSpotConsolidation", Default: false, Upstream: false, Stage: "alpha", Built: true},
-	{Name: "NodeOverlay", Default: false, Upstream: false, Stage: "alpha", Missing: "the NodeOverlay API (karpenter.sh/v1alpha1) is not built yet"},
+	{Name: "NodeOverlay", Default: false, Upstream: false, Stage: "alpha", Built: true},
 	{Name: "StaticCapacity", Default: true, Upstream: false, Stage: "alpha", Built: true},
 	{Name: "CapacityBuffer", Default: false, Upstream: false, Stage: "alpha", Missing: "the CapacityBuffer API (autoscaling.x-k8s.io) is not built yet"},
 	{Name: "TerminateFirstDrift", Default: false, Upstream: false, Stage: "alpha", Missing: "drift always launches the replacement first here; terminating first is not built yet"},

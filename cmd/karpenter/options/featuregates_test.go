@@ -35,7 +35,6 @@ func TestFeatureGateErrors(t *testing.T) {
 		"NodeRepairr=true":               `unknown feature gate "NodeRepairr"`,
 		"NodeRepair":                     "want NodeRepair=true or NodeRepair=false",
 		"NodeRepair=yes":                 `NodeRepair="yes": the value must be true or false`,
-		"NodeOverlay=true":               "NodeOverlay=true: the NodeOverlay API",
 		"CapacityBuffer=true":            "CapacityBuffer=true",
 		"TerminateFirstDrift=true":       "TerminateFirstDrift=true: drift always launches the replacement first",
 		"PodDeletionCostManagement=true": "PodDeletionCostManagement=true",
