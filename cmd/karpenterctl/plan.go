@@ -208,7 +208,8 @@ func readSide(spec string, stdin io.Reader) ([]offline.Document, error) {
 	return docs, nil
 }
 
-// splitSide sorts a side's documents into what the simulation reads: NodePools, and the
+// splitSide sorts a side's documents into what the simulation reads: NodePools and
+// NodeOverlays, and the
 // policy layer (CapacityBudgets, CapacityPolicies, Namespaces). Node classes and other kinds
 // are validated, not simulated (a simulation's node classes are its catalog).
 func splitSide(docs []offline.Document) (nodePools, policies []offline.Document) {
@@ -218,7 +219,7 @@ func splitSide(docs []offline.Document) (nodePools, policies []offline.Document)
 		}
 		gvk := d.GVK()
 		switch {
-		case gvk.Group == "karpenter.sh" && gvk.Kind == "NodePool":
+		case gvk.Group == "karpenter.sh" && (gvk.Kind == "NodePool" || gvk.Kind == "NodeOverlay"):
 			nodePools = append(nodePools, d)
 		case gvk.Group == "policy.karpenter.sh" && (gvk.Kind == "CapacityBudget" || gvk.Kind == "CapacityPolicy"),
 			gvk.Group == "" && gvk.Kind == "Namespace":

@@ -20,6 +20,7 @@ import (
 
 	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
 	karpv1beta1 "github.com/karpenter-policy/karpenter/api/karpenter/v1beta1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
@@ -33,7 +34,7 @@ import (
 func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs, _, provider := newFlags("simulate", stderr)
 	var nodePoolPaths, workloadPaths, nodePaths, policyPaths paths
-	fs.Var(&nodePoolPaths, "nodepools", "NodePools (v1 or v1beta1): file, directory or -; repeatable")
+	fs.Var(&nodePoolPaths, "nodepools", "NodePools (v1 or v1beta1) and NodeOverlays: file, directory or -; repeatable")
 	fs.Var(&workloadPaths, "workload", "Pods, Deployments, ReplicaSets, StatefulSets, Jobs and DaemonSets; repeatable")
 	fs.Var(&nodePaths, "nodes", "existing Nodes, with the Pods bound to them; repeatable")
 	fs.Var(&policyPaths, "policies", "CapacityBudgets, CapacityPolicies and Namespaces (for their labels) to apply; repeatable")
@@ -311,8 +312,11 @@ func loadSimulation(src simSources, in *simulate.Input, din *simulate.DisruptInp
 			}
 			in.NodePools = append(in.NodePools, hub)
 			return nil
+		case *karpv1alpha1.NodeOverlay:
+			in.NodeOverlays = append(in.NodeOverlays, np)
+			return nil
 		}
-		return fmt.Errorf("%s:%d: %s is not a NodePool", d.File, d.Line, d.GVK().Kind)
+		return fmt.Errorf("%s:%d: %s is not a NodePool or a NodeOverlay", d.File, d.Line, d.GVK().Kind)
 	})
 	if err == nil {
 		err = load(src.workload, func(o runtime.Object, d offline.Document) error {

@@ -15,6 +15,7 @@ import (
 	awsv1beta1 "github.com/karpenter-policy/karpenter/api/aws/v1beta1"
 	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
 	karpv1beta1 "github.com/karpenter-policy/karpenter/api/karpenter/v1beta1"
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
@@ -171,6 +172,8 @@ func (v *Validator) webhook(ctx context.Context, obj runtime.Object) field.Error
 		return v.Webhooks.EC2NodeClass(hub)
 	case *kwokv1alpha1.KWOKNodeClass:
 		return v.Webhooks.KWOKNodeClass(o)
+	case *karpv1alpha1.NodeOverlay:
+		return v.Webhooks.NodeOverlay(o)
 	case *policyv1.CapacityBudget:
 		return v.Webhooks.CapacityBudget(o)
 	case *policyv1.CapacityPolicy:

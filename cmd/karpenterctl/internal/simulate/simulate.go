@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/scheduling"
@@ -33,9 +34,12 @@ import (
 type Input struct {
 	// NodePools are v1: the CLI converts v1beta1 ones at its edge (webhooks/conversion).
 	NodePools []*karpv1.NodePool
-	Workloads []runtime.Object // Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets
-	Nodes     []*corev1.Node
-	BoundPods []*corev1.Pod // pods with spec.nodeName, from the nodes' files
+	// NodeOverlays change the instance types' prices and extended resources, as the manager
+	// applies them with the NodeOverlay feature gate on (scheduling/overlay).
+	NodeOverlays []*karpv1alpha1.NodeOverlay
+	Workloads    []runtime.Object // Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets
+	Nodes        []*corev1.Node
+	BoundPods    []*corev1.Pod // pods with spec.nodeName, from the nodes' files
 	// LimitRanges and RuntimeClasses, from the workloads' files, add to what pods request as
 	// the API server would admit them (scheduling.Admission).
 	LimitRanges    []*corev1.LimitRange
@@ -217,7 +221,7 @@ func (in *Input) objects(pending bool) (*snapshot.Objects, error) {
 	}
 	objs := &snapshot.Objects{Nodes: in.Nodes, NodePools: pools, LimitRanges: in.LimitRanges, RuntimeClasses: in.RuntimeClasses,
 		PersistentVolumes: in.Storage.PersistentVolumes, PersistentVolumeClaims: in.Storage.PersistentVolumeClaims,
-		StorageClasses: in.Storage.StorageClasses, CSINodes: in.Storage.CSINodes}
+		StorageClasses: in.Storage.StorageClasses, CSINodes: in.Storage.CSINodes, NodeOverlays: in.NodeOverlays}
 	adm := scheduling.Admission{LimitRanges: in.LimitRanges, RuntimeClasses: in.RuntimeClasses}
 	for _, w := range in.Workloads {
 		switch o := w.(type) {
