@@ -19,6 +19,7 @@ import (
 
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/webhooks/conversion"
@@ -29,6 +30,7 @@ import (
 // validated there, so one validator serves both versions.
 //
 // +kubebuilder:webhook:path=/validate-karpenter-sh-v1-nodepool,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.sh,resources=nodepools,verbs=create;update,versions=v1,name=validation.nodepools.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
+// +kubebuilder:webhook:path=/validate-karpenter-sh-v1alpha1-nodeoverlay,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.sh,resources=nodeoverlays,verbs=create;update,versions=v1alpha1,name=validation.nodeoverlays.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:webhook:path=/validate-karpenter-k8s-aws-v1-ec2nodeclass,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.k8s.aws,resources=ec2nodeclasses,verbs=create;update,versions=v1,name=validation.ec2nodeclasses.karpenter.k8s.aws,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:webhook:path=/validate-karpenter-kwok-sh-v1alpha1-kwoknodeclass,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.kwok.sh,resources=kwoknodeclasses,verbs=create;update,versions=v1alpha1,name=validation.kwoknodeclasses.karpenter.kwok.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:webhook:path=/validate-policy-karpenter-sh-v1-capacitybudget,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.karpenter.sh,resources=capacitybudgets,verbs=create;update,versions=v1,name=validation.capacitybudgets.policy.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
@@ -58,6 +60,8 @@ func Validating(scheme *runtime.Scheme, v *validation.Validator, rev Reviewer) m
 	}
 	nodePool := karpv1.SchemeGroupVersion.WithKind("NodePool")
 	add(nodePool, admission.WithValidator(scheme, reviewed(typed(nodePool.GroupKind(), func(_ context.Context, o *karpv1.NodePool) field.ErrorList { return v.NodePool(o) }), rev)))
+	nodeOverlay := karpv1alpha1.SchemeGroupVersion.WithKind("NodeOverlay")
+	add(nodeOverlay, admission.WithValidator(scheme, reviewed(typed(nodeOverlay.GroupKind(), func(_ context.Context, o *karpv1alpha1.NodeOverlay) field.ErrorList { return v.NodeOverlay(o) }), rev)))
 	ec2 := awsv1.SchemeGroupVersion.WithKind("EC2NodeClass")
 	add(ec2, admission.WithValidator(scheme, warned(typed(ec2.GroupKind(), func(_ context.Context, o *awsv1.EC2NodeClass) field.ErrorList { return v.EC2NodeClass(o) }),
 		(*awsv1.EC2NodeClass).FieldsNotActedOn)))

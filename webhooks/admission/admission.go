@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	policycontrollers "github.com/karpenter-policy/karpenter/controllers/policy"
@@ -40,6 +41,15 @@ type PolicyReview struct {
 	nodeRepair bool
 	// staticOff says the StaticCapacity feature gate is off: spec.replicas does nothing.
 	staticOff bool
+	// overlaysOff says the NodeOverlay feature gate is off: NodeOverlays change nothing.
+	overlaysOff bool
+}
+
+// WithNodeOverlay tells the review whether NodeOverlays are applied (the NodeOverlay feature
+// gate).
+func (a *PolicyReview) WithNodeOverlay(on bool) *PolicyReview {
+	a.overlaysOff = !on
+	return a
 }
 
 // WithStaticCapacity tells the review whether static NodePools run (the StaticCapacity
@@ -63,6 +73,13 @@ func NewPolicyReview(c client.Client, e *policies.Engine, cloud cloudprovider.Cl
 // Review implements webhooks.Reviewer. A review that cannot read the cluster warns and lets
 // the object through: admission never fails on the policy layer's own trouble.
 func (a *PolicyReview) Review(ctx context.Context, operation string, obj, old client.Object) (warnings, denials []string) {
+	if o, ok := obj.(*karpv1alpha1.NodeOverlay); ok {
+		// No policy decision point reads NodeOverlays; admission says whether one is acted on.
+		if a.overlaysOff {
+			return []string{fmt.Sprintf("NodeOverlay %s: NodeOverlays are off (--feature-gates NodeOverlay=true turns them on): it changes no price or capacity", o.Name)}, nil
+		}
+		return nil, nil
+	}
 	in := policies.AdmissionInput{Operation: operation, Now: a.clock.Now()}
 	var impact []string
 	switch o := obj.(type) {

@@ -1,12 +1,15 @@
 package admission
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
 )
 
 // A budget for Unhealthy is warned about while node repair is off, and not once it is on.
@@ -42,5 +45,17 @@ func TestStaticReplicasWarning(t *testing.T) {
 	np.Spec.Replicas = nil
 	if w := (&PolicyReview{}).WithStaticCapacity(false).staticReplicas(np); len(w) != 0 {
 		t.Fatalf("a dynamic NodePool: %v", w)
+	}
+}
+
+// A NodeOverlay is warned about while the NodeOverlay gate is off, and not once it is on.
+func TestNodeOverlayGateWarning(t *testing.T) {
+	o := &karpv1alpha1.NodeOverlay{ObjectMeta: metav1.ObjectMeta{Name: "savings"}}
+	off, denied := (&PolicyReview{}).WithNodeOverlay(false).Review(context.Background(), "CREATE", o, nil)
+	if len(off) != 1 || !strings.Contains(off[0], "NodeOverlay savings: NodeOverlays are off") || len(denied) != 0 {
+		t.Errorf("gate off: warnings %v, denials %v", off, denied)
+	}
+	if on, _ := (&PolicyReview{}).WithNodeOverlay(true).Review(context.Background(), "CREATE", o, nil); len(on) != 0 {
+		t.Errorf("gate on: warnings %v", on)
 	}
 }

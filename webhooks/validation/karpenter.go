@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
+	"github.com/karpenter-policy/karpenter/scheduling/overlay"
 )
 
 // NodePool validates a v1 NodePool (v1beta1 ones are validated after conversion).
@@ -81,4 +83,10 @@ func (v *Validator) NodeClaim(nc *karpv1.NodeClaim) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// NodeOverlay checks what the NodeOverlay CRD's schema cannot, as upstream's runtime
+// validation does (scheduling/overlay.Validate): an overlay that fails it would never apply.
+func (v *Validator) NodeOverlay(o *karpv1alpha1.NodeOverlay) field.ErrorList {
+	return overlay.Validate(o)
 }
