@@ -100,6 +100,21 @@ func Offerings(its []*cloudprovider.InstanceType, reqs Requirements, requests co
 	return out
 }
 
+// AnyOffering reports whether Offerings would return any, stopping at the first.
+func AnyOffering(its []*cloudprovider.InstanceType, reqs Requirements, keep OfferingFilter) bool {
+	for _, it := range its {
+		if !AllowsType(reqs, it) {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if AllowsOffering(reqs, o) && (keep == nil || keep(it, o)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // CheapestOffering is the first of Offerings, without sorting them all.
 func CheapestOffering(its []*cloudprovider.InstanceType, reqs Requirements, requests corev1.ResourceList, keep OfferingFilter) (Launchable, bool) {
 	var best Launchable

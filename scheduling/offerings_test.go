@@ -85,6 +85,9 @@ func TestOfferingsFollowRequirementsAndRequests(t *testing.T) {
 			if all := Offerings(its, tc.reqs, tc.requests, Available); ok != (len(all) > 0) || ok && all[0] != l {
 				t.Errorf("CheapestOffering and Offerings[0] differ: %v / %v", l, all)
 			}
+			if tc.requests == nil && AnyOffering(its, tc.reqs, Available) != ok {
+				t.Errorf("AnyOffering = %v, want %v", !ok, ok)
+			}
 		})
 	}
 }

@@ -402,10 +402,11 @@ func (p *Provisioner) noteIncompatiblePools(snap *snapshot.Snapshot) {
 	defer p.incompatibleMu.Unlock()
 	now := p.clock.Now()
 	for _, np := range snap.NodePools {
-		if np.NodePool.IsStatic() || len(scheduling.Offerings(np.InstanceTypes, scheduling.NewRequirements(np.NodePool.Spec.Template.Spec.Requirements...), nil, scheduling.Available)) > 0 {
+		// Told recently: nothing to look at. Else one available offering is enough to know.
+		if at, ok := p.incompatibleTold[np.NodePool.Name]; ok && now.Sub(at) < IncompatibleEvery {
 			continue
 		}
-		if at, ok := p.incompatibleTold[np.NodePool.Name]; ok && now.Sub(at) < IncompatibleEvery {
+		if np.NodePool.IsStatic() || scheduling.AnyOffering(np.InstanceTypes, scheduling.NewRequirements(np.NodePool.Spec.Template.Spec.Requirements...), scheduling.Available) {
 			continue
 		}
 		if p.incompatibleTold == nil {
