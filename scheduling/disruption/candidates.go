@@ -192,13 +192,9 @@ func disruptionCost(c *Candidate, now time.Time) float64 {
 	for _, p := range c.Pods {
 		total += podEvictionCost(p)
 	}
-	expireAfter := c.NodePool.Spec.Template.Spec.ExpireAfter
-	if c.NodeClaim != nil {
-		// The NodeClaim's own, set at launch, is what expires it.
-		expireAfter = c.NodeClaim.Spec.ExpireAfter
-	}
-	if d := expireAfter.Duration; d != nil && *d > 0 {
-		remaining := 1 - float64(now.Sub(c.CreatedAt))/float64(*d)
+	// The lifetime is the one the expiration controller ends (ExpiresAt).
+	if at := c.ExpiresAt(); !at.IsZero() && at.After(c.CreatedAt) {
+		remaining := float64(at.Sub(now)) / float64(at.Sub(c.CreatedAt))
 		total *= min(1, max(0, remaining))
 	}
 	return total
