@@ -68,8 +68,10 @@ type Cluster struct {
 	blocked map[string]map[types.NamespacedName]types.UID
 	// displacedGrace is how long a displaced pod waits after its node became Ready.
 	displacedGrace time.Duration
-	// overlays remembers the last NodeOverlays resolved for a snapshot.
-	overlays overlay.Memo
+	// overlays remembers the last NodeOverlays resolved for a snapshot; overlaySet is the
+	// set the last whole snapshot applied, which launches price by (LaunchOverlays).
+	overlays   overlay.Memo
+	overlaySet *overlay.Set
 	// podEvents are, by node name, when a pod last came to the node or left it.
 	podEvents map[string]time.Time
 	// misfits and preempted bound relaunches for pods their nodes cannot hold (backoff.go),
@@ -382,7 +384,31 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 		}
 		return c.instanceTypes(ctx, cp, np)
 	}
-	return snapshot.Build(objs, snapshot.Env{Now: now, InstanceTypes: types, Nominations: c, SeenPodEvent: c.LastPodEvent, Overlays: &c.overlays}), nil
+	snap := snapshot.Build(objs, snapshot.Env{Now: now, InstanceTypes: types, Nominations: c, SeenPodEvent: c.LastPodEvent, Overlays: &c.overlays})
+	c.mu.Lock()
+	c.overlaySet = snap.Overlays
+	c.mu.Unlock()
+	return snap, nil
+}
+
+// LaunchOverlays applies to a NodePool's instance types the NodeOverlays the last whole
+// snapshot applied (cloudprovider.LaunchOverlays), so that a provider launches the offering
+// the decision chose; without overlays, or for a NodePool the model does not hold, it returns
+// them as they are.
+func (c *Cluster) LaunchOverlays(nodePool string, its []*cloudprovider.InstanceType) []*cloudprovider.InstanceType {
+	c.mu.Lock()
+	set := c.overlaySet
+	c.mu.Unlock()
+	if set.Empty() {
+		return its
+	}
+	c.model.mu.RLock()
+	np := c.model.pools[nodePool]
+	c.model.mu.RUnlock()
+	if np == nil {
+		return its
+	}
+	return set.Apply(np, its)
 }
 
 // NodePoolUsage is what a NodePool's nodes and NodeClaims hold against its limits, by the one
@@ -409,5 +435,5 @@ func (c *Cluster) NodePoolUsage(ctx context.Context, cp cloudprovider.CloudProvi
 		}
 		return c.instanceTypes(ctx, cp, np)
 	}
-	return snapshot.Build(objs, snapshot.Env{Now: c.clock.Now(), InstanceTypes: types}).Usage(np.Name, nil)
+	return snapshot.Build(objs, snapshot.Env{Now: c.clock.Now(), InstanceTypes: types, Overlays: &c.overlays}).Usage(np.Name, nil)
 }

@@ -38,12 +38,17 @@ var restricted = map[corev1.ResourceName]bool{corev1.ResourceCPU: true, corev1.R
 
 // overlay is a NodeOverlay compiled for matching.
 type overlay struct {
-	name     string
-	weight   int32
-	reqs     scheduling.Requirements
-	price    func(float64) float64
-	capacity corev1.ResourceList
+	name   string
+	weight int32
+	// typeReqs are on labels an instance type and its NodePool decide; offerReqs on those an
+	// offering decides (zone, capacity type, capacity reservation), checked per offering.
+	typeReqs, offerReqs []*scheduling.Requirement
+	price               func(float64) float64
+	capacity            corev1.ResourceList
 }
+
+// offeringKeys are the labels an offering, not its instance type, decides.
+var offeringKeys = map[string]bool{karpv1.LabelTopologyZone: true, karpv1.CapacityTypeLabelKey: true, karpv1.LabelCapacityReservationID: true}
 
 // Problem is why an overlay is not applied: its condition's reason and message.
 type Problem struct {
@@ -80,7 +85,8 @@ func Validate(o *karpv1alpha1.NodeOverlay) field.ErrorList {
 func compile(o *karpv1alpha1.NodeOverlay) (*overlay, field.ErrorList) {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
-	c := &overlay{name: o.Name, reqs: scheduling.Requirements{}, capacity: o.Spec.Capacity}
+	c := &overlay{name: o.Name, capacity: o.Spec.Capacity}
+	reqs := scheduling.Requirements{}
 	if o.Spec.Weight != nil {
 		c.weight = *o.Spec.Weight
 	}
@@ -89,7 +95,14 @@ func compile(o *karpv1alpha1.NodeOverlay) (*overlay, field.ErrorList) {
 			errs = append(errs, field.Invalid(spec.Child("requirements").Index(i), r.Key, err.Error()))
 			continue
 		}
-		c.reqs.Add(scheduling.NewRequirement(r.Key, r.Operator, r.Values...))
+		reqs.Add(scheduling.NewRequirement(r.Key, r.Operator, r.Values...))
+	}
+	for _, key := range reqs.Keys() {
+		if offeringKeys[key] {
+			c.offerReqs = append(c.offerReqs, reqs[key])
+		} else {
+			c.typeReqs = append(c.typeReqs, reqs[key])
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(o.Spec.Capacity)) {
 		if q := o.Spec.Capacity[name]; restricted[name] {
@@ -183,41 +196,45 @@ func Resolve(objs []*karpv1alpha1.NodeOverlay, pools []Pool) *Set {
 	})
 	// setBy records, per pool, instance type and offering (or resource), the weight of the
 	// overlay that set it: weights only fall in this order, so an equal one is a conflict.
-	priceSetBy, capacitySetBy := map[string]int32{}, map[string]int32{}
+	priceSetBy, capacitySetBy := map[offeringRef]int32{}, map[resourceRef]int32{}
 	for _, o := range ordered {
 		c, errs := compile(o)
 		if len(errs) > 0 {
 			s.Problems[o.Name] = Problem{Reason: ReasonRuntimeValidation, Message: errs.ToAggregate().Error()}
 			continue
 		}
-		var priceKeys, capacityKeys []string
+		var priced []offeringRef
+		var sized []resourceRef
 		conflict := ""
-		for _, pool := range pools {
+		for p, pool := range pools {
 			for _, it := range pool.InstanceTypes {
+				if !c.matchesType(pool.NodePool, it) {
+					continue
+				}
 				matched := false
-				for i, of := range it.Offerings {
-					if !c.matches(pool.NodePool, it, &it.Offerings[i]) {
+				for i := range it.Offerings {
+					if !c.matchesOffering(&it.Offerings[i]) {
 						continue
 					}
 					matched = true
 					if c.price == nil {
 						continue
 					}
-					key := pool.NodePool.Name + "/" + it.Name + "/" + offeringKey(of)
-					if w, ok := priceSetBy[key]; ok && w == c.weight && conflict == "" {
-						conflict = fmt.Sprintf("sets the price of %s %s in NodePool %s, as another overlay of weight %d does", it.Name, offeringKey(of), pool.NodePool.Name, w)
+					ref := offeringRef{pool: p, it: it, offering: i}
+					if w, ok := priceSetBy[ref]; ok && w == c.weight && conflict == "" {
+						conflict = fmt.Sprintf("sets the price of %s %s in NodePool %s, as another overlay of weight %d does", it.Name, offeringKey(it.Offerings[i]), pool.NodePool.Name, w)
 					}
-					priceKeys = append(priceKeys, key)
+					priced = append(priced, ref)
 				}
 				if !matched {
 					continue
 				}
 				for name := range c.capacity {
-					key := pool.NodePool.Name + "/" + it.Name + "/" + string(name)
-					if w, ok := capacitySetBy[key]; ok && w == c.weight && conflict == "" {
+					ref := resourceRef{pool: p, it: it, name: name}
+					if w, ok := capacitySetBy[ref]; ok && w == c.weight && conflict == "" {
 						conflict = fmt.Sprintf("sets %s of %s in NodePool %s, as another overlay of weight %d does", name, it.Name, pool.NodePool.Name, w)
 					}
-					capacityKeys = append(capacityKeys, key)
+					sized = append(sized, ref)
 				}
 			}
 		}
@@ -225,15 +242,29 @@ func Resolve(objs []*karpv1alpha1.NodeOverlay, pools []Pool) *Set {
 			s.Problems[o.Name] = Problem{Reason: ReasonConflict, Message: "conflict with another overlay: " + conflict}
 			continue
 		}
-		for _, k := range priceKeys {
-			priceSetBy[k] = c.weight
+		for _, ref := range priced {
+			priceSetBy[ref] = c.weight
 		}
-		for _, k := range capacityKeys {
-			capacitySetBy[k] = c.weight
+		for _, ref := range sized {
+			capacitySetBy[ref] = c.weight
 		}
 		s.overlays = append(s.overlays, c)
 	}
 	return s
+}
+
+// offeringRef and resourceRef name an offering, and an extended resource, of an instance type
+// in the pool of that index.
+type offeringRef struct {
+	pool     int
+	it       *cloudprovider.InstanceType
+	offering int
+}
+
+type resourceRef struct {
+	pool int
+	it   *cloudprovider.InstanceType
+	name corev1.ResourceName
 }
 
 func weightOf(o *karpv1alpha1.NodeOverlay) int32 {
@@ -251,12 +282,13 @@ func offeringKey(o cloudprovider.Offering) string {
 	return k
 }
 
-// matches reports whether the overlay selects the offering of the instance type in the pool:
-// every requirement holds for the label the node would carry (a requirement on a label the
-// node would not carry holds only for NotIn and DoesNotExist).
-func (c *overlay) matches(np *karpv1.NodePool, it *cloudprovider.InstanceType, of *cloudprovider.Offering) bool {
-	for key, r := range c.reqs {
-		v, ok := labelOf(key, np, it, of)
+// matchesType reports whether the requirements on the instance type's and the NodePool's
+// labels hold; matchesOffering whether those on the offering's hold. Together: whether the
+// overlay selects the offering of the instance type in the pool. A requirement on a label the
+// node would not carry holds only for NotIn and DoesNotExist.
+func (c *overlay) matchesType(np *karpv1.NodePool, it *cloudprovider.InstanceType) bool {
+	for _, r := range c.typeReqs {
+		v, ok := labelOf(r.Key, np, it, nil)
 		if ok && !r.Has(v) || !ok && !r.AllowsAbsent() {
 			return false
 		}
@@ -264,7 +296,18 @@ func (c *overlay) matches(np *karpv1.NodePool, it *cloudprovider.InstanceType, o
 	return true
 }
 
-// labelOf is the value of a label a node of the offering in the pool would carry.
+func (c *overlay) matchesOffering(of *cloudprovider.Offering) bool {
+	for _, r := range c.offerReqs {
+		v, ok := labelOf(r.Key, nil, nil, of)
+		if ok && !r.Has(v) || !ok && !r.AllowsAbsent() {
+			return false
+		}
+	}
+	return true
+}
+
+// labelOf is the value of a label a node of the offering in the pool would carry: an
+// offering's key is read from of, any other from it and np.
 func labelOf(key string, np *karpv1.NodePool, it *cloudprovider.InstanceType, of *cloudprovider.Offering) (string, bool) {
 	switch key {
 	case karpv1.LabelInstanceType:
@@ -312,9 +355,12 @@ func (s *Set) applyType(np *karpv1.NodePool, it *cloudprovider.InstanceType) *cl
 	var priced []bool
 	var capacity corev1.ResourceList
 	for _, c := range s.overlays {
+		if !c.matchesType(np, it) {
+			continue
+		}
 		matched := false
 		for i := range it.Offerings {
-			if !c.matches(np, it, &it.Offerings[i]) {
+			if !c.matchesOffering(&it.Offerings[i]) {
 				continue
 			}
 			matched = true
@@ -355,16 +401,24 @@ func (s *Set) applyType(np *karpv1.NodePool, it *cloudprovider.InstanceType) *cl
 	return &cp
 }
 
-// Memo remembers the last resolution and application of overlays, keyed by the overlays'
-// and the NodePools' resource versions and the identity of each pool's instance-type list
+// Memo remembers the latest resolutions and applications of overlays, keyed by the overlays'
+// and the NodePools' UIDs and generations (their specs, not their status writes) and the
+// identity of each pool's instance-type list
 // (providers memoize those per generation), so that snapshots taken every few seconds reuse
-// it. It is safe for concurrent use.
+// them. It holds a few keys (the whole cluster's snapshot and the one-NodePool usage of the
+// NodePool status alternate) and forgets them all when full. It is safe for concurrent use.
 type Memo struct {
 	mu      sync.Mutex
-	key     string
+	entries map[string]memoEntry
+}
+
+type memoEntry struct {
 	set     *Set
 	applied map[string][]*cloudprovider.InstanceType
 }
+
+// memoSize bounds the keys a Memo holds.
+const memoSize = 16
 
 // Apply resolves the overlays over the pools and applies them to each, by NodePool name.
 func (m *Memo) Apply(objs []*karpv1alpha1.NodeOverlay, pools []Pool) (*Set, map[string][]*cloudprovider.InstanceType) {
@@ -373,10 +427,10 @@ func (m *Memo) Apply(objs []*karpv1alpha1.NodeOverlay, pools []Pool) (*Set, map[
 	}
 	var b strings.Builder
 	for _, o := range objs {
-		fmt.Fprintf(&b, "%s/%s/%d|", o.Name, o.ResourceVersion, o.Generation)
+		fmt.Fprintf(&b, "%s/%s/%d|", o.Name, o.UID, o.Generation)
 	}
 	for _, p := range pools {
-		fmt.Fprintf(&b, "%s/%s/%d/", p.NodePool.Name, p.NodePool.ResourceVersion, len(p.InstanceTypes))
+		fmt.Fprintf(&b, "%s/%s/%d/%d/", p.NodePool.Name, p.NodePool.UID, p.NodePool.Generation, len(p.InstanceTypes))
 		if len(p.InstanceTypes) > 0 {
 			fmt.Fprintf(&b, "%p", &p.InstanceTypes[0])
 		}
@@ -385,12 +439,15 @@ func (m *Memo) Apply(objs []*karpv1alpha1.NodeOverlay, pools []Pool) (*Set, map[
 	key := b.String()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.set != nil && m.key == key {
-		return m.set, m.applied
+	if e, ok := m.entries[key]; ok {
+		return e.set, e.applied
 	}
-	m.set, m.applied = apply(objs, pools)
-	m.key = key
-	return m.set, m.applied
+	set, applied := apply(objs, pools)
+	if m.entries == nil || len(m.entries) >= memoSize {
+		m.entries = map[string]memoEntry{}
+	}
+	m.entries[key] = memoEntry{set: set, applied: applied}
+	return set, applied
 }
 
 func apply(objs []*karpv1alpha1.NodeOverlay, pools []Pool) (*Set, map[string][]*cloudprovider.InstanceType) {

@@ -14,7 +14,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 )
 
-func catalog() []*cloudprovider.InstanceType {
+func smallCatalog() []*cloudprovider.InstanceType {
 	mk := func(name, family, cpu string, od, spot float64) *cloudprovider.InstanceType {
 		return &cloudprovider.InstanceType{Name: name,
 			Labels:   map[string]string{"karpenter.k8s.aws/instance-family": family, "karpenter.k8s.aws/instance-cpu": cpu, corev1.LabelArchStable: "amd64"},
@@ -167,14 +167,14 @@ func TestApplyRules(t *testing.T) {
 			if np == nil {
 				np = pool("default", nil)
 			}
-			its := catalog()
+			its := smallCatalog()
 			var objs []*karpv1alpha1.NodeOverlay
 			for _, o := range tc.overlays {
 				objs = append(objs, o.object())
 			}
 			set := Resolve(objs, []Pool{{NodePool: np, InstanceTypes: its}})
 			got := set.Apply(np, its)
-			for _, orig := range catalog() {
+			for _, orig := range smallCatalog() {
 				it := typeNamed(got, orig.Name)
 				want, changed := tc.want[orig.Name]
 				if !changed {
@@ -198,7 +198,7 @@ func TestApplyRules(t *testing.T) {
 				}
 			}
 			// The catalog given is never changed.
-			for i, orig := range catalog() {
+			for i, orig := range smallCatalog() {
 				if !slicesEqual(prices(its[i]), prices(orig)) || len(its[i].Capacity) != 1 || its[i].PriceOverlaid || its[i].CapacityOverlaid {
 					t.Errorf("Apply changed its input %s", orig.Name)
 				}
@@ -216,7 +216,7 @@ func TestApplyRules(t *testing.T) {
 }
 
 func TestApplyWithoutMatchReturnsTheSameSlice(t *testing.T) {
-	its := catalog()
+	its := smallCatalog()
 	np := pool("default", nil)
 	o := ov{name: "none", price: "1", reqs: []karpv1alpha1.NodeSelectorRequirement{req("karpenter.k8s.aws/instance-family", corev1.NodeSelectorOpIn, "p5")}}.object()
 	if got := Resolve([]*karpv1alpha1.NodeOverlay{o}, nil).Apply(np, its); &got[0] != &its[0] {
@@ -232,11 +232,11 @@ func TestConflictIsAcrossPools(t *testing.T) {
 		ov{name: "alpha", price: "1", weight: 3, reqs: []karpv1alpha1.NodeSelectorRequirement{req("karpenter.k8s.aws/instance-family", corev1.NodeSelectorOpIn, "m5")}}.object(),
 		ov{name: "beta", price: "2", weight: 3, reqs: []karpv1alpha1.NodeSelectorRequirement{req("tier", corev1.NodeSelectorOpIn, "b")}}.object(),
 	}
-	set := Resolve(objs, []Pool{{NodePool: a, InstanceTypes: catalog()}, {NodePool: b, InstanceTypes: catalog()}})
+	set := Resolve(objs, []Pool{{NodePool: a, InstanceTypes: smallCatalog()}, {NodePool: b, InstanceTypes: smallCatalog()}})
 	if p := set.Problems["alpha"]; p.Reason != ReasonConflict || !strings.Contains(p.Message, "NodePool b") {
 		t.Fatalf("alpha's problem = %+v, want a conflict in NodePool b", p)
 	}
-	if got := typeNamed(set.Apply(a, catalog()), "m5.large"); got.PriceOverlaid {
+	if got := typeNamed(set.Apply(a, smallCatalog()), "m5.large"); got.PriceOverlaid {
 		t.Errorf("the conflicting overlay was applied in pool a: %v", prices(got))
 	}
 }
@@ -269,3 +269,25 @@ func slicesEqual(a, b []float64) bool {
 	}
 	return true
 }
+
+func TestMemoReusesUntilASpecChanges(t *testing.T) {
+	its := smallCatalog()
+	np := pool("default", nil)
+	np.Generation = 1
+	o := ov{name: "sp", adjustment: "-50%"}.object()
+	o.Generation, o.UID = 1, "u1"
+	var m Memo
+	_, first := m.Apply([]*karpv1alpha1.NodeOverlay{o}, []Pool{{NodePool: np, InstanceTypes: its}})
+	np.ResourceVersion = "999" // a status write
+	if _, again := m.Apply([]*karpv1alpha1.NodeOverlay{o}, []Pool{{NodePool: np, InstanceTypes: its}}); &again["default"][0] != &first["default"][0] {
+		t.Error("a status write resolved the overlays again")
+	}
+	changed := o.DeepCopy()
+	changed.Generation, changed.Spec.PriceAdjustment = 2, ptrTo("+100%")
+	_, second := m.Apply([]*karpv1alpha1.NodeOverlay{changed}, []Pool{{NodePool: np, InstanceTypes: its}})
+	if got := second["default"][0].Offerings[0].Price; math.Abs(got-2*its[0].Offerings[0].Price) > 1e-9 {
+		t.Errorf("after the spec changed: price %v, want double %v", got, its[0].Offerings[0].Price)
+	}
+}
+
+func ptrTo(s string) *string { return &s }
