@@ -66,6 +66,11 @@ type CapacityReporter interface {
 	MarkUnavailable(instanceType, zone, capacityType string)
 }
 
+// LaunchOverlays gives a NodePool's instance types as the decisions saw them, NodeOverlays
+// applied (docs/architecture.md, "NodeOverlays"): a provider that takes it launches the
+// offering the solver chose, at the prices the solver compared, not at its own.
+type LaunchOverlays func(nodePool string, its []*InstanceType) []*InstanceType
+
 // DriftReason says why an instance drifted, e.g. "AMIDrift"; empty means not drifted.
 type DriftReason string
 

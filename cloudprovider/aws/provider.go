@@ -40,6 +40,9 @@ type Provider struct {
 	batches   *batches
 	// ReservationRoom says how many more instances a capacity reservation takes; nil: none.
 	ReservationRoom func(id string) int
+	// Overlays, when set, prices a NodeClaim's instance types as the solver did (the
+	// NodeOverlay feature gate), so the fleet's types are ordered by those prices.
+	Overlays cloudprovider.LaunchOverlays
 }
 
 var _ cloudprovider.CloudProvider = (*Provider)(nil)
@@ -134,6 +137,9 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1
 	types, err := p.Types.List(ctx, nc, p.room)
 	if err != nil {
 		return nil, err
+	}
+	if pool := claim.Labels[karpv1.NodePoolLabelKey]; p.Overlays != nil && pool != "" {
+		types = p.Overlays(pool, types)
 	}
 	// The launchable offerings, cheapest first (scheduling.Offerings), grouped by capacity type
 	// and instance type in that order.

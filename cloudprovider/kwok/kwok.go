@@ -49,6 +49,8 @@ const (
 type Provider struct {
 	client client.Client
 	clock  clock.Clock
+	// overlays, when set, prices a NodeClaim's instance types as the solver did.
+	overlays cloudprovider.LaunchOverlays
 
 	mu          sync.Mutex
 	catalogs    map[string][]*cloudprovider.InstanceType
@@ -200,8 +202,15 @@ func (p *Provider) GetInstanceTypes(ctx context.Context, np *karpv1.NodePool) ([
 	return p.instanceTypes(nc)
 }
 
-// Create launches the cheapest available offering that the NodeClaim's requirements allow,
-// as a Node object.
+// WithOverlays makes Create launch the cheapest offering at the prices NodeOverlays give
+// (the NodeOverlay feature gate).
+func (p *Provider) WithOverlays(o cloudprovider.LaunchOverlays) *Provider {
+	p.overlays = o
+	return p
+}
+
+// Create launches the cheapest available offering that the NodeClaim's requirements allow
+// (at the overlaid prices, WithOverlays), as a Node object.
 func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
 	nc, err := p.nodeClass(ctx, claim.Spec.NodeClassRef)
 	if err != nil {
@@ -217,6 +226,9 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1
 	types, err := p.instanceTypes(nc)
 	if err != nil {
 		return nil, err
+	}
+	if pool := claim.Labels[karpv1.NodePoolLabelKey]; p.overlays != nil && pool != "" {
+		types = p.overlays(pool, types)
 	}
 	offers := scheduling.Offerings(types, scheduling.NewRequirements(claim.Spec.Requirements...), claim.Spec.Resources.Requests, scheduling.Available)
 	var failed []string

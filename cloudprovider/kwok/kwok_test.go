@@ -105,3 +105,45 @@ func TestDeleteTerminatesTheInstance(t *testing.T) {
 		t.Fatalf("the provider lists no terminated instance: %d", len(list))
 	}
 }
+
+// With overlays, Create launches the cheapest offering at the overlaid prices: of c6a.large
+// ($0.0765/h) and m5.large ($0.096/h), m5.large once it is priced at $0.01/h.
+func TestCreateLaunchesAtOverlaidPrices(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	nc := &kwokv1alpha1.KWOKNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: kwokv1alpha1.KWOKNodeClassSpec{Catalog: "embedded"}}
+	c := fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(nc).WithStatusSubresource(&corev1.Node{}).Build()
+	claim := func(name string) *karpv1.NodeClaim {
+		return &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpv1.NodePoolLabelKey: "p"}}, Spec: karpv1.NodeClaimSpec{
+			NodeClassRef: pool().Spec.Template.Spec.NodeClassRef,
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{
+				{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"c6a.large", "m5.large"}},
+				{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{karpv1.CapacityTypeOnDemand}}}}}
+	}
+	p := New(c, clk, 1)
+	plain, err := p.Create(ctx, claim("plain"))
+	if err != nil || plain.Labels[corev1.LabelInstanceTypeStable] != "c6a.large" {
+		t.Fatalf("without overlays: %v, %v", plain.Labels, err)
+	}
+	var asked string
+	p.WithOverlays(func(pool string, its []*cloudprovider.InstanceType) []*cloudprovider.InstanceType {
+		asked = pool
+		out := make([]*cloudprovider.InstanceType, len(its))
+		for i, it := range its {
+			out[i] = it
+			if it.Name == "m5.large" {
+				cp := *it
+				cp.Offerings = append(cloudprovider.Offerings(nil), it.Offerings...)
+				for j := range cp.Offerings {
+					cp.Offerings[j].Price = 0.01
+				}
+				out[i] = &cp
+			}
+		}
+		return out
+	})
+	overlaid, err := p.Create(ctx, claim("overlaid"))
+	if err != nil || overlaid.Labels[corev1.LabelInstanceTypeStable] != "m5.large" || asked != "p" {
+		t.Fatalf("with m5.large at $0.01/h: %v (asked for pool %q), %v", overlaid.Labels, asked, err)
+	}
+}

@@ -118,6 +118,13 @@ func newDeps(mgr ctrl.Manager, opts *options.Options) (*deps, error) {
 	cluster := state.NewCluster(mgr.GetClient(), clock.RealClock{}).WithDisplacedGrace(opts.DisplacedPodGrace)
 	if opts.Gates["NodeOverlay"] {
 		cluster.WithNodeOverlays()
+		// A launch buys what the decision chose: at the overlaid prices.
+		switch p := cloud.(type) {
+		case *kwok.Provider:
+			p.WithOverlays(cluster.LaunchOverlays)
+		case *awsprovider.Provider:
+			p.Overlays = cluster.LaunchOverlays
+		}
 	}
 	metrics.SetPolicyBlockedSource(cluster.PolicyBlockedByNamespace)
 	if err := cluster.Register(context.Background(), mgr.GetCache()); err != nil {

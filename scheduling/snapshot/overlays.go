@@ -13,7 +13,8 @@ func (s *Snapshot) applyOverlays(objs []*karpv1alpha1.NodeOverlay, pools []overl
 	if len(objs) == 0 || len(pools) == 0 {
 		return
 	}
-	_, applied := memo.Apply(objs, pools)
+	set, applied := memo.Apply(objs, pools)
+	s.Overlays = set
 	for name, its := range applied {
 		s.instanceTypes[name] = its
 	}

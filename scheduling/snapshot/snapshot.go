@@ -64,6 +64,8 @@ type Objects struct {
 // builder (Build) makes it, from a plain set of objects; nothing else turns objects into nodes.
 type Snapshot struct {
 	Now time.Time
+	// Overlays are the NodeOverlays applied to the NodePools' instance types; nil: none.
+	Overlays *overlay.Set
 	// Objects are what it was built from.
 	Objects *Objects
 	// Pods are the pending pods to place, less those a nomination holds.
