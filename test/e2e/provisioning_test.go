@@ -57,8 +57,11 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 	var ports cluster.ManagerPorts
-	// Node repair is behind its feature gate; the suite tests it (TestNodeRepair).
-	gates := func(string) ([]string, []string) { return []string{"--feature-gates=NodeRepair=true"}, nil }
+	// Node repair and NodeOverlays are behind their feature gates; the suite tests them
+	// (TestNodeRepair, TestNodeOverlay*).
+	gates := func(string) ([]string, []string) {
+		return []string{"--feature-gates=NodeRepair=true,NodeOverlay=true"}, nil
+	}
 	if local, ports, err = cluster.StartWithManager(ctx, cluster.ManagedOptions{Dir: dir, BinDir: bins, RepoRoot: env.RepoRoot(), Provider: gates}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
