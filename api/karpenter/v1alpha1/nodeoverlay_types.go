@@ -23,6 +23,8 @@ type NodeSelectorRequirement struct {
 	// Values are the operator's values: at least one for In and NotIn, none for Exists and
 	// DoesNotExist, one integer for Gt, Lt, Gte and Lte.
 	// +kubebuilder:validation:MaxItems:=100
+	// +kubebuilder:validation:items:MaxLength:=63
+	// +kubebuilder:validation:items:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
 	// +listType=atomic
 	// +optional
 	Values []string `json:"values,omitempty"`
