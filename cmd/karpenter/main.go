@@ -192,7 +192,11 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 		return fmt.Errorf("registering the interruption controller: %w", err)
 	}
 	if opts.Gates["StaticCapacity"] {
-		if err := static.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(mgr); err != nil {
+		sc := static.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{})
+		if opts.Gates["NodeOverlay"] {
+			sc.WithOverlays(cluster.LaunchOverlays)
+		}
+		if err := sc.Register(mgr); err != nil {
 			return fmt.Errorf("registering the static nodepool controller: %w", err)
 		}
 	}

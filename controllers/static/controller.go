@@ -47,11 +47,20 @@ type Controller struct {
 	cloud    cloudprovider.CloudProvider
 	recorder events.EventRecorder
 	clock    clock.Clock
+	// overlays, when set, applies NodeOverlays to the pool's instance types (the NodeOverlay
+	// feature gate), as the provisioner's snapshot and the launch do.
+	overlays cloudprovider.LaunchOverlays
 }
 
 // NewController builds the static NodePool controller.
 func NewController(c client.Client, cloud cloudprovider.CloudProvider, recorder events.EventRecorder, clk clock.Clock) *Controller {
 	return &Controller{client: c, cloud: cloud, recorder: recorder, clock: clk}
+}
+
+// WithOverlays makes the pool's NodeClaims chosen, and marked, at overlaid prices.
+func (c *Controller) WithOverlays(o cloudprovider.LaunchOverlays) *Controller {
+	c.overlays = o
+	return c
 }
 
 // Register watches NodePools and their NodeClaims.
@@ -315,6 +324,9 @@ func (c *Controller) create(ctx context.Context, np *karpv1.NodePool, n int) err
 	its, err := c.cloud.GetInstanceTypes(ctx, np)
 	if err != nil {
 		return fmt.Errorf("instance types of nodepool %s: %w", np.Name, err)
+	}
+	if c.overlays != nil {
+		its = c.overlays(np.Name, its)
 	}
 	shape, err := Shape(np, its)
 	if err != nil {
