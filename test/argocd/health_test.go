@@ -142,6 +142,18 @@ status: {conditions: [{type: Ready, status: "True", observedGeneration: 1}]}`, "
 status: {conditions: [{type: Ready, status: "False", reason: CatalogUnreadable, observedGeneration: 1}]}`, "Degraded", "CatalogUnreadable")
 }
 
+func TestNodeOverlayHealth(t *testing.T) {
+	const s = "health-nodeoverlay.lua"
+	check(t, s, "metadata: {generation: 1}", "Healthy", "gate may be off")
+	check(t, s, `metadata: {generation: 1}
+status: {conditions: [{type: ValidationSucceeded, status: "True", observedGeneration: 1}]}`, "Healthy", "Applied")
+	check(t, s, `metadata: {generation: 2}
+status: {conditions: [{type: ValidationSucceeded, status: "True", observedGeneration: 1}]}`, "Progressing", "new spec")
+	check(t, s, `metadata: {generation: 1}
+status: {conditions: [{type: ValidationSucceeded, status: "False", reason: Conflict, message: "conflict with another overlay: sets the price of m5.large", observedGeneration: 1}]}`,
+		"Degraded", "Not applied (Conflict): conflict with another overlay")
+}
+
 // The kustomization maps every script to ArgoCD's key for its kind.
 func TestKustomizationNamesEveryScript(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(env.RepoRoot(), "config", "argocd", "kustomization.yaml"))
@@ -151,6 +163,7 @@ func TestKustomizationNamesEveryScript(t *testing.T) {
 	for _, want := range []string{
 		"resource.customizations.health.policy.karpenter.sh_CapacityBudget=health-capacitybudget.lua",
 		"resource.customizations.health.policy.karpenter.sh_CapacityPolicy=health-capacitypolicy.lua",
+		"resource.customizations.health.karpenter.sh_NodeOverlay=health-nodeoverlay.lua",
 		"resource.customizations.health.karpenter.kwok.sh_KWOKNodeClass=health-nodeclass.lua",
 		"resource.customizations.health.karpenter.k8s.aws_EC2NodeClass=health-nodeclass.lua",
 	} {

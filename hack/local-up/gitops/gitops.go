@@ -328,6 +328,7 @@ func configure(ctx context.Context, kube client.Client, o Options) error {
 	health := map[string]string{
 		"policy.karpenter.sh_CapacityBudget": "health-capacitybudget.lua",
 		"policy.karpenter.sh_CapacityPolicy": "health-capacitypolicy.lua",
+		"karpenter.sh_NodeOverlay":           "health-nodeoverlay.lua",
 		"karpenter.kwok.sh_KWOKNodeClass":    "health-nodeclass.lua",
 		"karpenter.k8s.aws_EC2NodeClass":     "health-nodeclass.lua",
 	}
