@@ -10,6 +10,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -64,17 +65,21 @@ func TestDaemonSetRequestsAsTheAPIServerAdmitsThem(t *testing.T) {
 	)
 	for _, app := range []string{"beside-limits", "beside-defaulted"} {
 		pods := runningPods(t, ctx, app, 1)
-		agents := &corev1.PodList{}
-		if err := kube.List(ctx, agents, client.MatchingFields{"spec.nodeName": pods[0].Spec.NodeName}); err != nil {
-			t.Fatal(err)
-		}
+		// The DaemonSet's pod may start a moment after the workload's: wait for both.
 		running := 0
-		for _, p := range agents.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				running++
+		if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			agents := &corev1.PodList{}
+			if err := kube.List(ctx, agents, client.MatchingFields{"spec.nodeName": pods[0].Spec.NodeName}); err != nil {
+				return false, nil
 			}
-		}
-		if running != 2 {
+			running = 0
+			for _, p := range agents.Items {
+				if p.Status.Phase == corev1.PodRunning {
+					running++
+				}
+			}
+			return running == 2, nil
+		}); err != nil {
 			t.Errorf("%s's node runs %d pods, want the pod and its DaemonSet's", app, running)
 		}
 	}
