@@ -102,10 +102,29 @@ func TestNodeRepair(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the unhealthy node %s was not replaced: %v\n%s", sick, err, local.LogTail("karpenter", 30))
 	}
-	for _, p := range runningPods(t, ctx, "repair", 4) {
-		if p.Spec.NodeName == sick {
-			t.Errorf("pod %s still on the repaired node", p.Name)
+	// The pod of the sick node runs elsewhere: until its replacement runs, the evicted pod
+	// may still read Running while it is being deleted, so wait for four running off the sick
+	// node and none running on it.
+	var onSick []string
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := kube.List(ctx, &pods, client.InNamespace("default"), client.MatchingLabels{"app": "repair"}); err != nil {
+			return false, nil
 		}
+		running := 0
+		onSick = onSick[:0]
+		for _, p := range pods.Items {
+			switch {
+			case p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil:
+			case p.Spec.NodeName == sick:
+				onSick = append(onSick, p.Name)
+			default:
+				running++
+			}
+		}
+		return running == 4 && len(onSick) == 0, nil
+	}); err != nil {
+		t.Errorf("four pods never ran off the repaired node %s; still on it: %v", sick, onSick)
 	}
 
 	// Three of four unhealthy: the breaker holds them all.
