@@ -37,6 +37,7 @@ type versionSchema struct {
 }
 
 // Schemas are the schemas of every served version of the CRDs, by group, version and kind.
+// A Schemas is not changed once LoadSchemas returns it, so it may be shared.
 type Schemas struct {
 	byGVK map[schema.GroupVersionKind]*versionSchema
 	// groups are the API groups the CRDs define, to tell unserved versions from other kinds.

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -61,10 +62,15 @@ type Validator struct {
 	scheme    *runtime.Scheme
 }
 
+// embeddedSchemas compiles the embedded CRDs once per process: compiling their CEL rules is
+// most of a validate run's time, the CRDs never change within a process, and Schemas is
+// read-only once loaded, so every Validator may share it.
+var embeddedSchemas = sync.OnceValues(func() (*Schemas, error) { return LoadSchemas(crds.Bases, "bases") })
+
 // NewValidator loads the embedded CRDs. defaultNodeClass is the node class a v1beta1
 // nodeClassRef without kind means, as the cluster's cloud provider decides.
 func NewValidator(conv *conversion.Converter) (*Validator, error) {
-	s, err := LoadSchemas(crds.Bases, "bases")
+	s, err := embeddedSchemas()
 	if err != nil {
 		return nil, fmt.Errorf("loading the embedded CRDs: %w", err)
 	}
