@@ -9,6 +9,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	autoscalingv1beta1 "github.com/karpenter-policy/karpenter/api/autoscaling/v1beta1"
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
 	awsv1beta1 "github.com/karpenter-policy/karpenter/api/aws/v1beta1"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
@@ -27,6 +28,7 @@ func AddToScheme(s *runtime.Scheme) error {
 		awsv1.AddToScheme, awsv1beta1.AddToScheme,
 		kwokv1alpha1.AddToScheme,
 		policyv1.AddToScheme,
+		autoscalingv1beta1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return err
