@@ -23,6 +23,7 @@ import (
 	awsprovider "github.com/karpenter-policy/karpenter/cloudprovider/aws"
 	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
 	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
+	"github.com/karpenter-policy/karpenter/controllers/capacitybuffer"
 	"github.com/karpenter-policy/karpenter/controllers/disruption"
 	"github.com/karpenter-policy/karpenter/controllers/index"
 	"github.com/karpenter-policy/karpenter/controllers/interruption"
@@ -92,6 +93,8 @@ type deps struct {
 	cluster *state.Cluster
 	engine  *policies.Engine
 	usage   *policycontrollers.Usage
+	// buffers are the CapacityBuffers' virtual pods (the CapacityBuffer gate); nil: off.
+	buffers *capacitybuffer.Store
 }
 
 // newDeps builds the cloud provider, the cluster state and the policy engine.
@@ -126,11 +129,16 @@ func newDeps(mgr ctrl.Manager, opts *options.Options) (*deps, error) {
 			p.Overlays = cluster.LaunchOverlays
 		}
 	}
+	var buffers *capacitybuffer.Store
+	if opts.Gates["CapacityBuffer"] {
+		buffers = capacitybuffer.NewStore()
+		cluster.WithBuffers(buffers.Pods)
+	}
 	metrics.SetPolicyBlockedSource(cluster.PolicyBlockedByNamespace)
 	if err := cluster.Register(context.Background(), mgr.GetCache()); err != nil {
 		return nil, fmt.Errorf("feeding the cluster model from the informers: %w", err)
 	}
-	return &deps{cloud: cloud, cluster: cluster, engine: engine, usage: policycontrollers.NewUsage(cluster, cloud, clock.RealClock{})}, nil
+	return &deps{cloud: cloud, cluster: cluster, engine: engine, usage: policycontrollers.NewUsage(cluster, cloud, clock.RealClock{}), buffers: buffers}, nil
 }
 
 // registerControllers registers the controllers that exist, with their dependencies injected.
@@ -140,8 +148,18 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("registering the cache indexes: %w", err)
 	}
-	if err := provisioning.NewProvisioner(mgr.GetClient(), cluster, cloud, recorder, clock.RealClock{}, opts.BatchIdleDuration, opts.BatchMaxDuration).
-		WithPolicies(d.engine).WithScheduling(scheduling(opts)).Register(mgr); err != nil {
+	prov := provisioning.NewProvisioner(mgr.GetClient(), cluster, cloud, recorder, clock.RealClock{}, opts.BatchIdleDuration, opts.BatchMaxDuration).
+		WithPolicies(d.engine).WithScheduling(scheduling(opts))
+	if d.buffers != nil {
+		prov.WithBuffers(d.buffers.Placed)
+		// A buffer that changed is new work for the provisioner, and for disruption (its room
+		// is not empty while it is kept).
+		changed := func() { cluster.BuffersChanged(); prov.Trigger() }
+		if err := capacitybuffer.NewController(mgr.GetClient(), d.buffers, changed).Register(mgr); err != nil {
+			return fmt.Errorf("registering the capacitybuffer controller: %w", err)
+		}
+	}
+	if err := prov.Register(mgr); err != nil {
 		return fmt.Errorf("registering the provisioner: %w", err)
 	}
 	if kp, ok := cloud.(*kwok.Provider); ok {
@@ -291,7 +309,7 @@ func run() error {
 		}
 		review := admission.NewPolicyReview(mgr.GetClient(), d.engine, d.cloud, d.usage, clock.RealClock{}).
 			WithNodeRepair(opts.Disruption && opts.Gates["NodeRepair"]).WithStaticCapacity(opts.Gates["StaticCapacity"]).
-			WithNodeOverlay(opts.Gates["NodeOverlay"])
+			WithNodeOverlay(opts.Gates["NodeOverlay"]).WithCapacityBuffer(opts.Gates["CapacityBuffer"])
 		if err := webhooks.Register(mgr, conv, validation.New(), review); err != nil {
 			return fmt.Errorf("registering webhooks: %w", err)
 		}

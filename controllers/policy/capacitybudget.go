@@ -86,7 +86,7 @@ func (u *Usage) ByNamespace(ctx context.Context) (map[string]policies.Usage, err
 	if err != nil {
 		return nil, err
 	}
-	u.usage, u.at, u.revision = planner.UsageOf(snap.Nodes, planner.NewPriceBook(snap.InstanceTypes()...)), u.clock.Now(), rev
+	u.usage, u.at, u.revision = planner.UsageOf(snap.NodesWithBufferRoom(), planner.NewPriceBook(snap.InstanceTypes()...)), u.clock.Now(), rev
 	return u.usage, nil
 }
 

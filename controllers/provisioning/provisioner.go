@@ -61,7 +61,18 @@ type Provisioner struct {
 	engine *policies.Engine
 	// retrying is set while a batch is due for displaced pods (see state.DefaultDisplacedGrace).
 	retrying atomic.Bool
+	// buffers, when set, is told what each batch did with the CapacityBuffers' virtual pods.
+	buffers func(map[types.NamespacedName]BufferPlacement)
 }
+
+// WithBuffers has every batch report what it did with the CapacityBuffers' virtual pods.
+func (p *Provisioner) WithBuffers(report func(map[types.NamespacedName]BufferPlacement)) *Provisioner {
+	p.buffers = report
+	return p
+}
+
+// Trigger opens a batch: something pending pods wait for changed (a CapacityBuffer).
+func (p *Provisioner) Trigger() { p.batcher.Trigger() }
 
 // WithPolicies makes the provisioner consult the policy engine.
 func (p *Provisioner) WithPolicies(e *policies.Engine) *Provisioner {
@@ -149,8 +160,10 @@ func (p *Provisioner) Start(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-p.clock.After(RetryInterval):
-				// Only pods still pending need another look; an idle cluster costs nothing.
-				if p.cluster.PendingPods() > 0 {
+				// Only pods still pending need another look; an idle cluster costs nothing. A
+				// buffer's room is looked at again too: pods that took it bind without ever
+				// being pending, and no event announces that.
+				if p.cluster.PendingPods() > 0 || len(p.cluster.BufferPods()) > 0 {
 					p.batcher.Nudge()
 				}
 			}
@@ -226,17 +239,29 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		return fmt.Errorf("solving: %w", err)
 	}
 	metrics.SchedulingDuration.WithLabelValues("provisioner").Observe(p.clock.Since(start).Seconds())
-	metrics.UnschedulablePods.WithLabelValues("provisioner").Set(float64(len(res.Unschedulable)))
+	unschedulable := 0
+	for _, u := range res.Unschedulable {
+		if !scheduling.IsVirtual(u.Pod) {
+			unschedulable++
+		}
+	}
+	metrics.UnschedulablePods.WithLabelValues("provisioner").Set(float64(unschedulable))
 	logger.Info("solved", "pods", len(snap.Pods), "nodeClaims", len(res.NodeClaims), "unschedulable", len(res.Unschedulable),
 		"pricePerHour", res.PricePerHour(), "duration", p.clock.Since(start).String())
 	var placed []*corev1.Pod
 	for name, pods := range res.Existing {
+		pods = realPods(pods)
 		for _, pod := range pods {
 			p.cluster.Nominate(pod, name)
 		}
 		if p.cluster.Launched(name) {
 			placed = append(placed, pods...)
 		}
+	}
+	// A buffer's virtual pods are not nominated, gated or evented: what the batch did with
+	// them goes on the buffer (controllers/capacitybuffer).
+	if p.buffers != nil {
+		p.buffers(bufferPlacements(res))
 	}
 	// Pods with room on a node, or on a launched NodeClaim, go ahead now; those on NodeClaims
 	// still launching or new once these launch (gate.go).
@@ -256,7 +281,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		metrics.Created(metrics.ProvisionedReason, nc)
 		logger.Info("created nodeclaim", "NodeClaim", nc.Name, "NodePool", c.NodePool, "instanceType", c.InstanceType.Name,
 			"instanceTypes", len(c.InstanceTypes), "pods", len(c.Pods))
-		for _, pod := range c.Pods {
+		for _, pod := range realPods(c.Pods) {
 			p.nominate(pod, nc)
 		}
 	})
@@ -274,7 +299,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		return fmt.Errorf("%d of %d NodeClaims not created, the first: %w", failed, len(errs), first)
 	}
 	for _, u := range res.Unschedulable {
-		if blocked[u.Pod] {
+		if blocked[u.Pod] || scheduling.IsVirtual(u.Pod) {
 			continue
 		}
 		p.recorder.Eventf(u.Pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Provisioning", "Failed to schedule pod, %s", u.Reason)
@@ -313,6 +338,10 @@ func (p *Provisioner) reportPolicies(ctx context.Context, out *planner.Outcome) 
 	pods := make([]*corev1.Pod, 0, len(out.Blocked))
 	for _, b := range out.Blocked {
 		blocked[b.Pod] = true
+		if scheduling.IsVirtual(b.Pod) {
+			// The buffer's Provisioning condition says it (bufferPlacements).
+			continue
+		}
 		pods = append(pods, b.Pod)
 		p.recorder.Eventf(b.Pod, nil, corev1.EventTypeWarning, "PolicyDenied", "Provisioning", "%s", b.Violation.Message)
 	}

@@ -80,6 +80,8 @@ type Cluster struct {
 	preempted map[string]preemption
 	// registrations are the NodePools' latest registration outcomes (registration.go).
 	registrations registrations
+	// buffers, when set, are the CapacityBuffers' virtual pods (WithBuffers).
+	buffers func() []*corev1.Pod
 }
 
 type nomination struct {
@@ -112,6 +114,25 @@ func (c *Cluster) WithNodeOverlays() *Cluster {
 	c.model.overlaysOn = true
 	c.model.mu.Unlock()
 	return c
+}
+
+// WithBuffers gives every snapshot the CapacityBuffers' virtual pods, as pending pods (the
+// CapacityBuffer feature gate); call it before the first snapshot.
+func (c *Cluster) WithBuffers(pods func() []*corev1.Pod) *Cluster {
+	c.buffers = pods
+	return c
+}
+
+// BuffersChanged moves the revision: a CapacityBuffer's virtual pods changed, which changes
+// what disruption may take (a buffer's room is not empty), as a pod would.
+func (c *Cluster) BuffersChanged() { c.changed() }
+
+// BufferPods are the CapacityBuffers' virtual pods now; none without WithBuffers.
+func (c *Cluster) BufferPods() []*corev1.Pod {
+	if c.buffers == nil {
+		return nil
+	}
+	return c.buffers()
 }
 
 // DisplacedGrace is how long a displaced pod waits after its node became Ready.
@@ -358,8 +379,8 @@ func ReplicaSetOf(pod *corev1.Pod) types.NamespacedName {
 }
 
 // Snapshot is the model as it stands, with this process's nominations and the NodeClaims it
-// created that the model does not show yet, built by snapshot.Build. Without pending pods it
-// is empty: the provisioner has nothing to do, and no snapshot is built.
+// created that the model does not show yet, and the CapacityBuffers' virtual pods, built by
+// snapshot.Build. Without pending or virtual pods it is empty: the provisioner has nothing to do, and no snapshot is built.
 func (c *Cluster) Snapshot(ctx context.Context, cp cloudprovider.CloudProvider) (*snapshot.Snapshot, error) {
 	return c.snapshot(ctx, cp, true)
 }
@@ -373,10 +394,12 @@ func (c *Cluster) Placed(ctx context.Context, cp cloudprovider.CloudProvider) (*
 func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, forPending bool) (*snapshot.Snapshot, error) {
 	now := c.clock.Now()
 	c.forgetSettled(now)
-	if forPending && c.PendingPods() == 0 {
+	buffers := c.BufferPods()
+	if forPending && c.PendingPods() == 0 && len(buffers) == 0 {
 		return snapshot.Build(&snapshot.Objects{}, snapshot.Env{Now: now}), nil
 	}
 	objs := c.Objects()
+	objs.BufferPods = buffers
 	objs.NodeClaims = c.withCreated(objs.NodeClaims)
 	types := func(np *karpv1.NodePool) ([]*cloudprovider.InstanceType, error) {
 		if cp == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
 // Emptiness deletes nodes with no pod to reschedule (DaemonSet and mirror pods do not count)
@@ -32,9 +33,18 @@ func (m Emptiness) Commands(ctx context.Context, c *Cluster, candidates []*Candi
 func emptyCommands(ctx context.Context, c *Cluster, candidates []*Candidate, budgets *Budgets, r Reason, consolidationType string) []*Command {
 	byPool := map[string][]*Candidate{}
 	for _, cand := range candidates {
-		if len(cand.Pods) == 0 {
-			byPool[cand.NodePoolName()] = append(byPool[cand.NodePoolName()], cand)
+		if len(cand.Pods) != 0 {
+			continue
 		}
+		if b, ok := c.holdsBuffer(cand); ok && r == ReasonEmpty {
+			// Empty of pods, but it is the room a CapacityBuffer keeps: deleting it would only
+			// have the provisioner launch it again. Consolidation may still replace it with
+			// cheaper room (its simulation moves the virtual pods), and drift deletes it (the
+			// provisioner launches the room again from the current spec).
+			c.note(cand, "it holds the room of CapacityBuffer "+b)
+			continue
+		}
+		byPool[cand.NodePoolName()] = append(byPool[cand.NodePoolName()], cand)
 	}
 	var out []*Command
 	for _, pool := range sortedKeys(byPool) {
@@ -53,6 +63,18 @@ func emptyCommands(ctx context.Context, c *Cluster, candidates []*Candidate, bud
 		}
 	}
 	return out
+}
+
+// holdsBuffer names a CapacityBuffer whose virtual pods wait for the candidate's room
+// (placeWaiting); ok is false when none does.
+func (c *Cluster) holdsBuffer(cand *Candidate) (string, bool) {
+	c.placeWaiting()
+	for _, p := range c.waiting[cand.Name()] {
+		if key, ok := scheduling.BufferOf(p); ok {
+			return key.String(), true
+		}
+	}
+	return "", false
 }
 
 // consolidatable reports whether consolidation may look at the candidate: its NodePool's

@@ -102,6 +102,8 @@ type world struct {
 	nominated string
 	// claims are NodeClaims of the nodes (by node name, see claim).
 	claims []*karpv1.NodeClaim
+	// buffers are CapacityBuffers' virtual pods.
+	buffers []*corev1.Pod
 }
 
 // claim is an initialized NodeClaim of the named node.
@@ -120,7 +122,7 @@ func (w world) cluster() *Cluster {
 	if len(pools) == 0 {
 		pools = []*karpv1.NodePool{nodePool("default")}
 	}
-	objs := &snapshot.Objects{Nodes: w.nodes, Pods: w.pods, NodePools: pools, PDBs: w.pdbs, NodeClaims: w.claims}
+	objs := &snapshot.Objects{Nodes: w.nodes, Pods: w.pods, NodePools: pools, PDBs: w.pdbs, NodeClaims: w.claims, BufferPods: w.buffers}
 	env := snapshot.Env{Now: now, InstanceTypes: func(*karpv1.NodePool) ([]*cloudprovider.InstanceType, error) { return types(), nil }}
 	if w.nominated != "" {
 		// A pending pod the provisioner nominated to the node.

@@ -55,6 +55,9 @@ type Objects struct {
 	// NodeOverlays change the NodePools' instance types (scheduling/overlay); the manager
 	// gives them only with the NodeOverlay feature gate on.
 	NodeOverlays []*karpv1alpha1.NodeOverlay
+	// BufferPods are the CapacityBuffers' virtual pods (scheduling.BufferPods): pending pods
+	// that exist nowhere but here, solved after the real ones.
+	BufferPods []*corev1.Pod
 }
 
 // Snapshot is the cluster at one moment in the terms every decision uses: the provisioner
@@ -68,7 +71,8 @@ type Snapshot struct {
 	Overlays *overlay.Set
 	// Objects are what it was built from.
 	Objects *Objects
-	// Pods are the pending pods to place, less those a nomination holds.
+	// Pods are the pending pods to place, less those a nomination holds, then the
+	// CapacityBuffers' virtual pods (scheduling.IsVirtual).
 	Pods []*corev1.Pod
 	// Deleting are the reschedulable pods of nodes being deleted: they need a place soon.
 	Deleting []*corev1.Pod
@@ -244,6 +248,9 @@ func Build(objs *Objects, env Env) *Snapshot {
 	snap.volumeLimits = volumeLimits(objs.CSINodes)
 	snap.Displaced, snap.RetryAfter = holdNominations(objs.Nodes, nodes, claims, a, snap, env)
 	snap.leaveOutUnresolved(unresolved)
+	// The buffers' room is wanted as any pending pod's: placed on existing and in-flight room
+	// first, launched for otherwise. Nothing nominates, gates or binds them.
+	snap.Pods = append(snap.Pods, objs.BufferPods...)
 	snap.StateNodes = snap.stateNodes(objs, nodes, claims, a, env)
 	for _, n := range snap.StateNodes {
 		if n.Sched != nil {

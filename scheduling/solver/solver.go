@@ -168,17 +168,28 @@ func Solve(in *Input) (*Result, error) {
 	requests := make(map[*corev1.Pod]corev1.ResourceList, len(pods))
 	out := &Result{Existing: map[string][]*corev1.Pod{}, Requests: requests}
 	s.podRes = make(map[*corev1.Pod]res, len(pods))
+	var virtual map[*corev1.Pod]bool
 	for _, p := range pods {
 		requests[p] = s.requests.Of(p)
 		s.podRes[p] = toRes(requests[p])
+		if scheduling.IsVirtual(p) {
+			if virtual == nil {
+				virtual = map[*corev1.Pod]bool{}
+			}
+			virtual[p] = true
+		}
 	}
 	// Largest first, measuring cpu and memory together (a vCPU weighs as much as 4 GiB, the
-	// general-purpose shape), so that cpu-heavy and memory-heavy pods arrive interleaved.
+	// general-purpose shape), so that cpu-heavy and memory-heavy pods arrive interleaved. Real
+	// pods come before CapacityBuffers' virtual ones: room that exists goes to pods that exist.
 	size := func(p *corev1.Pod) float64 {
 		r := s.podRes[p]
 		return float64(r.cpu)/1000 + float64(r.mem)/(4<<30)
 	}
 	sort.SliceStable(pods, func(i, j int) bool {
+		if virtual != nil && virtual[pods[i]] != virtual[pods[j]] {
+			return virtual[pods[j]]
+		}
 		if a, b := size(pods[i]), size(pods[j]); a != b {
 			return a > b
 		}

@@ -30,7 +30,7 @@ var Gates = []Gate{
 	{Name: "SpotToSpotConsolidation", Default: false, Upstream: false, Stage: "alpha", Built: true},
 	{Name: "NodeOverlay", Default: false, Upstream: false, Stage: "alpha", Built: true},
 	{Name: "StaticCapacity", Default: true, Upstream: false, Stage: "alpha", Built: true},
-	{Name: "CapacityBuffer", Default: false, Upstream: false, Stage: "alpha", Missing: "the CapacityBuffer API (autoscaling.x-k8s.io) is not built yet"},
+	{Name: "CapacityBuffer", Default: false, Upstream: false, Stage: "alpha", Built: true},
 	{Name: "TerminateFirstDrift", Default: false, Upstream: false, Stage: "alpha", Missing: "drift always launches the replacement first here; terminating first is not built yet"},
 	{Name: "TerminateFirstRepair", Default: false, Upstream: false, Stage: "alpha", Built: true},
 	{Name: "PodDeletionCostManagement", Default: false, Upstream: false, Stage: "alpha", Missing: "setting controller.kubernetes.io/pod-deletion-cost is not built yet"},

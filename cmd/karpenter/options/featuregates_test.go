@@ -35,7 +35,6 @@ func TestFeatureGateErrors(t *testing.T) {
 		"NodeRepairr=true":               `unknown feature gate "NodeRepairr"`,
 		"NodeRepair":                     "want NodeRepair=true or NodeRepair=false",
 		"NodeRepair=yes":                 `NodeRepair="yes": the value must be true or false`,
-		"CapacityBuffer=true":            "CapacityBuffer=true",
 		"TerminateFirstDrift=true":       "TerminateFirstDrift=true: drift always launches the replacement first",
 		"PodDeletionCostManagement=true": "PodDeletionCostManagement=true",
 	} {
@@ -43,6 +42,9 @@ func TestFeatureGateErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: want an error with %q, got %v", s, want, err)
 		}
+	}
+	if g, err := ParseFeatureGates("CapacityBuffer=true"); err != nil || !g["CapacityBuffer"] {
+		t.Errorf("CapacityBuffer is built: %v %v", g, err)
 	}
 	g, err := ParseFeatureGates(" NodeRepair=true , TerminateFirstRepair=TRUE,SpotToSpotConsolidation=true,SpotToSpotConsolidation=false")
 	if err != nil {
