@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	autoscalingv1beta1 "github.com/karpenter-policy/karpenter/api/autoscaling/v1beta1"
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
@@ -31,6 +32,7 @@ import (
 //
 // +kubebuilder:webhook:path=/validate-karpenter-sh-v1-nodepool,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.sh,resources=nodepools,verbs=create;update,versions=v1,name=validation.nodepools.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:webhook:path=/validate-karpenter-sh-v1alpha1-nodeoverlay,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.sh,resources=nodeoverlays,verbs=create;update,versions=v1alpha1,name=validation.nodeoverlays.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
+// +kubebuilder:webhook:path=/validate-autoscaling-x-k8s-io-v1beta1-capacitybuffer,mutating=false,failurePolicy=ignore,sideEffects=None,groups=autoscaling.x-k8s.io,resources=capacitybuffers,verbs=create;update,versions=v1beta1,name=validation.capacitybuffers.autoscaling.x-k8s.io,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:webhook:path=/validate-karpenter-k8s-aws-v1-ec2nodeclass,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.k8s.aws,resources=ec2nodeclasses,verbs=create;update,versions=v1,name=validation.ec2nodeclasses.karpenter.k8s.aws,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:webhook:path=/validate-karpenter-kwok-sh-v1alpha1-kwoknodeclass,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.kwok.sh,resources=kwoknodeclasses,verbs=create;update,versions=v1alpha1,name=validation.kwoknodeclasses.karpenter.kwok.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:webhook:path=/validate-policy-karpenter-sh-v1-capacitybudget,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.karpenter.sh,resources=capacitybudgets,verbs=create;update,versions=v1,name=validation.capacitybudgets.policy.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
@@ -62,6 +64,11 @@ func Validating(scheme *runtime.Scheme, v *validation.Validator, rev Reviewer) m
 	add(nodePool, admission.WithValidator(scheme, reviewed(typed(nodePool.GroupKind(), func(_ context.Context, o *karpv1.NodePool) field.ErrorList { return v.NodePool(o) }), rev)))
 	nodeOverlay := karpv1alpha1.SchemeGroupVersion.WithKind("NodeOverlay")
 	add(nodeOverlay, admission.WithValidator(scheme, reviewed(typed(nodeOverlay.GroupKind(), func(_ context.Context, o *karpv1alpha1.NodeOverlay) field.ErrorList { return v.NodeOverlay(o) }), rev)))
+	// CapacityBuffers: the CRD's schema and CEL say what is valid; admission only warns about
+	// what is accepted and not acted on (failurePolicy Ignore: warnings are all it has).
+	buffer := autoscalingv1beta1.SchemeGroupVersion.WithKind("CapacityBuffer")
+	add(buffer, admission.WithValidator(scheme, reviewed(warned(typed(buffer.GroupKind(), func(context.Context, *autoscalingv1beta1.CapacityBuffer) field.ErrorList { return nil }),
+		(*autoscalingv1beta1.CapacityBuffer).FieldsNotActedOn), rev)))
 	ec2 := awsv1.SchemeGroupVersion.WithKind("EC2NodeClass")
 	add(ec2, admission.WithValidator(scheme, warned(typed(ec2.GroupKind(), func(_ context.Context, o *awsv1.EC2NodeClass) field.ErrorList { return v.EC2NodeClass(o) }),
 		(*awsv1.EC2NodeClass).FieldsNotActedOn)))

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	autoscalingv1beta1 "github.com/karpenter-policy/karpenter/api/autoscaling/v1beta1"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
@@ -43,6 +44,15 @@ type PolicyReview struct {
 	staticOff bool
 	// overlaysOff says the NodeOverlay feature gate is off: NodeOverlays change nothing.
 	overlaysOff bool
+	// buffersOff says the CapacityBuffer feature gate is off: CapacityBuffers keep no room.
+	buffersOff bool
+}
+
+// WithCapacityBuffer tells the review whether CapacityBuffers are kept (the CapacityBuffer
+// feature gate).
+func (a *PolicyReview) WithCapacityBuffer(on bool) *PolicyReview {
+	a.buffersOff = !on
+	return a
 }
 
 // WithNodeOverlay tells the review whether NodeOverlays are applied (the NodeOverlay feature
@@ -77,6 +87,14 @@ func (a *PolicyReview) Review(ctx context.Context, operation string, obj, old cl
 		// No policy decision point reads NodeOverlays; admission says whether one is acted on.
 		if a.overlaysOff {
 			return []string{fmt.Sprintf("NodeOverlay %s: NodeOverlays are off (--feature-gates NodeOverlay=true turns them on): it changes no price or capacity", o.Name)}, nil
+		}
+		return nil, nil
+	}
+	if o, ok := obj.(*autoscalingv1beta1.CapacityBuffer); ok {
+		// No policy decision point reads CapacityBuffers at admission (the provisioning one
+		// attributes their room to the namespace); admission says whether one is acted on.
+		if a.buffersOff {
+			return []string{fmt.Sprintf("CapacityBuffer %s: CapacityBuffers are off (--feature-gates CapacityBuffer=true turns them on): it keeps no room", o.Name)}, nil
 		}
 		return nil, nil
 	}

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	autoscalingv1beta1 "github.com/karpenter-policy/karpenter/api/autoscaling/v1beta1"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
 )
@@ -56,6 +57,17 @@ func TestNodeOverlayGateWarning(t *testing.T) {
 		t.Errorf("gate off: warnings %v, denials %v", off, denied)
 	}
 	if on, _ := (&PolicyReview{}).WithNodeOverlay(true).Review(context.Background(), "CREATE", o, nil); len(on) != 0 {
+		t.Errorf("gate on: warnings %v", on)
+	}
+}
+
+func TestCapacityBufferGateWarning(t *testing.T) {
+	cb := &autoscalingv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "headroom"}}
+	off, denied := (&PolicyReview{}).WithCapacityBuffer(false).Review(context.Background(), "CREATE", cb, nil)
+	if len(off) != 1 || !strings.Contains(off[0], "CapacityBuffer headroom: CapacityBuffers are off") || len(denied) != 0 {
+		t.Errorf("gate off: warnings %v, denials %v", off, denied)
+	}
+	if on, _ := (&PolicyReview{}).WithCapacityBuffer(true).Review(context.Background(), "CREATE", cb, nil); len(on) != 0 {
 		t.Errorf("gate on: warnings %v", on)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	autoscalingv1beta1 "github.com/karpenter-policy/karpenter/api/autoscaling/v1beta1"
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
 	awsv1beta1 "github.com/karpenter-policy/karpenter/api/aws/v1beta1"
 	"github.com/karpenter-policy/karpenter/api/install"
@@ -145,6 +146,8 @@ func (v *Validator) notActedOn(ctx context.Context, obj runtime.Object) field.Er
 			return nil
 		}
 		return hub.FieldsNotActedOn()
+	case *autoscalingv1beta1.CapacityBuffer:
+		return o.FieldsNotActedOn()
 	}
 	return nil
 }
