@@ -57,10 +57,10 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 	var ports cluster.ManagerPorts
-	// Node repair and NodeOverlays are behind their feature gates; the suite tests them
-	// (TestNodeRepair, TestNodeOverlay*).
+	// Node repair, NodeOverlays and CapacityBuffers are behind their feature gates; the suite
+	// tests them (TestNodeRepair, TestNodeOverlay*, TestCapacityBuffer*).
 	gates := func(string) ([]string, []string) {
-		return []string{"--feature-gates=NodeRepair=true,NodeOverlay=true"}, nil
+		return []string{"--feature-gates=NodeRepair=true,NodeOverlay=true,CapacityBuffer=true"}, nil
 	}
 	if local, ports, err = cluster.StartWithManager(ctx, cluster.ManagedOptions{Dir: dir, BinDir: bins, RepoRoot: env.RepoRoot(), Provider: gates}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
