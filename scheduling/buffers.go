@@ -136,6 +136,14 @@ func virtualSpec(in *corev1.PodSpec) *corev1.PodSpec {
 	return spec
 }
 
+// BufferPlacement is what one provisioning batch did with a CapacityBuffer's virtual pods:
+// how many have room on existing or in-flight capacity, how many went on the NodeClaims it
+// launched, and how many found no place, with the first reason.
+type BufferPlacement struct {
+	Existing, Launched, Unplaced int
+	Reason                       string
+}
+
 // IsVirtual reports whether a pod is a CapacityBuffer's virtual pod.
 func IsVirtual(p *corev1.Pod) bool {
 	return p != nil && p.Annotations[autoscalingv1beta1.VirtualPodAnnotation] == "true"

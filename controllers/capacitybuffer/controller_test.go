@@ -17,7 +17,6 @@ import (
 
 	autoscalingv1beta1 "github.com/karpenter-policy/karpenter/api/autoscaling/v1beta1"
 	"github.com/karpenter-policy/karpenter/api/install"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning"
 	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
@@ -94,7 +93,7 @@ func TestReconcile(t *testing.T) {
 
 	// The provisioner placed by-template's pods: 1 on existing room, 2 on new NodeClaims.
 	key := types.NamespacedName{Namespace: "team", Name: "by-template"}
-	store.Placed(map[types.NamespacedName]provisioning.BufferPlacement{key: {Existing: 1, Launched: 2}})
+	store.Placed(map[types.NamespacedName]scheduling.BufferPlacement{key: {Existing: 1, Launched: 2}})
 	if len(store.changed) != 1 {
 		t.Fatalf("a changed placement is queued for reconcile: %d", len(store.changed))
 	}
@@ -110,13 +109,13 @@ func TestReconcile(t *testing.T) {
 	if p := provisioned(); p == nil || p.Status != metav1.ConditionFalse || p.Reason != ReasonRequiresNewCapacity {
 		t.Errorf("launched for: %+v", p)
 	}
-	store.Placed(map[types.NamespacedName]provisioning.BufferPlacement{key: {Existing: 3}})
+	store.Placed(map[types.NamespacedName]scheduling.BufferPlacement{key: {Existing: 3}})
 	if p := provisioned(); p == nil || p.Status != metav1.ConditionTrue || p.Reason != ReasonFitsExistingCapacity {
 		t.Errorf("all on existing room: %+v", p)
 	}
 	// The same placement again changes nothing, and queues nothing.
 	<-store.changed
-	store.Placed(map[types.NamespacedName]provisioning.BufferPlacement{key: {Existing: 3}})
+	store.Placed(map[types.NamespacedName]scheduling.BufferPlacement{key: {Existing: 3}})
 	if len(store.changed) != 0 {
 		t.Error("an unchanged placement was queued")
 	}

@@ -11,11 +11,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	autoscalingv1beta1 "github.com/karpenter-policy/karpenter/api/autoscaling/v1beta1"
-	"github.com/karpenter-policy/karpenter/controllers/provisioning"
+	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
 // Placement is what one batch did with a buffer's virtual pods.
-type Placement = provisioning.BufferPlacement
+type Placement = scheduling.BufferPlacement
 
 // Store holds the virtual pods of every buffer ready for provisioning, for the cluster model
 // to give to each snapshot, and what the provisioner last did with them, for the buffers'

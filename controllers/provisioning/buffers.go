@@ -8,18 +8,10 @@ import (
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
 
-// BufferPlacement is what one batch did with a CapacityBuffer's virtual pods: how many have
-// room on existing or in-flight capacity, how many went on the NodeClaims it launched, and
-// how many found no place, with the first reason.
-type BufferPlacement struct {
-	Existing, Launched, Unplaced int
-	Reason                       string
-}
-
 // bufferPlacements counts, by buffer, where a batch put the virtual pods.
-func bufferPlacements(res *solver.Result) map[types.NamespacedName]BufferPlacement {
-	out := map[types.NamespacedName]BufferPlacement{}
-	count := func(p *corev1.Pod, f func(*BufferPlacement)) {
+func bufferPlacements(res *solver.Result) map[types.NamespacedName]scheduling.BufferPlacement {
+	out := map[types.NamespacedName]scheduling.BufferPlacement{}
+	count := func(p *corev1.Pod, f func(*scheduling.BufferPlacement)) {
 		if key, ok := scheduling.BufferOf(p); ok {
 			b := out[key]
 			f(&b)
@@ -28,16 +20,16 @@ func bufferPlacements(res *solver.Result) map[types.NamespacedName]BufferPlaceme
 	}
 	for _, pods := range res.Existing {
 		for _, p := range pods {
-			count(p, func(b *BufferPlacement) { b.Existing++ })
+			count(p, func(b *scheduling.BufferPlacement) { b.Existing++ })
 		}
 	}
 	for _, c := range res.NodeClaims {
 		for _, p := range c.Pods {
-			count(p, func(b *BufferPlacement) { b.Launched++ })
+			count(p, func(b *scheduling.BufferPlacement) { b.Launched++ })
 		}
 	}
 	for _, u := range res.Unschedulable {
-		count(u.Pod, func(b *BufferPlacement) {
+		count(u.Pod, func(b *scheduling.BufferPlacement) {
 			b.Unplaced++
 			if b.Reason == "" {
 				b.Reason = u.Reason

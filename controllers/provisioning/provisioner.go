@@ -62,11 +62,11 @@ type Provisioner struct {
 	// retrying is set while a batch is due for displaced pods (see state.DefaultDisplacedGrace).
 	retrying atomic.Bool
 	// buffers, when set, is told what each batch did with the CapacityBuffers' virtual pods.
-	buffers func(map[types.NamespacedName]BufferPlacement)
+	buffers func(map[types.NamespacedName]scheduling.BufferPlacement)
 }
 
 // WithBuffers has every batch report what it did with the CapacityBuffers' virtual pods.
-func (p *Provisioner) WithBuffers(report func(map[types.NamespacedName]BufferPlacement)) *Provisioner {
+func (p *Provisioner) WithBuffers(report func(map[types.NamespacedName]scheduling.BufferPlacement)) *Provisioner {
 	p.buffers = report
 	return p
 }

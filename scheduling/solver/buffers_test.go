@@ -16,11 +16,11 @@ func TestRealPodsBeforeVirtualOnes(t *testing.T) {
 	cb := &autoscalingv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "default", UID: "u"}}
 	tmpl := &corev1.PodTemplateSpec{Spec: pod("x", "2", "2Gi").Spec}
 	virtual := scheduling.BufferPods(cb, tmpl, 1)
-	real := pod("real", "1500m", "1Gi")
+	realPod := pod("real", "1500m", "1Gi")
 	room := node("room", "z-a", "2", "4Gi")
-	r := solve(t, &Input{Pods: append(virtual, real), NodePools: pools(nodePool("default")), Nodes: []*scheduling.Node{room}})
+	r := solve(t, &Input{Pods: append(virtual, realPod), NodePools: pools(nodePool("default")), Nodes: []*scheduling.Node{room}})
 	expectPlaced(t, r)
-	if got := r.Existing["room"]; len(got) != 1 || got[0] != real {
+	if got := r.Existing["room"]; len(got) != 1 || got[0] != realPod {
 		t.Fatalf("the real pod takes the existing room: %v", r.Existing)
 	}
 	if len(r.NodeClaims) != 1 || len(r.NodeClaims[0].Pods) != 1 || !scheduling.IsVirtual(r.NodeClaims[0].Pods[0]) {
