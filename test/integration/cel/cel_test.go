@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	autoscalingv1beta1 "github.com/karpenter-policy/karpenter/api/autoscaling/v1beta1"
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
 	awsv1beta1 "github.com/karpenter-policy/karpenter/api/aws/v1beta1"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
@@ -54,6 +55,14 @@ func kwokNodeClass(f func(*kwokv1alpha1.KWOKNodeClass)) func() client.Object {
 }
 func budget(f func(*policyv1.CapacityBudget)) func() client.Object {
 	return func() client.Object { return test.CapacityBudget(f) }
+}
+func capacityBuffer(f func(*autoscalingv1beta1.CapacityBufferSpec)) func() client.Object {
+	return func() client.Object {
+		cb := &autoscalingv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{GenerateName: "buffer-", Namespace: "default"},
+			Spec: autoscalingv1beta1.CapacityBufferSpec{PodTemplateRef: &autoscalingv1beta1.LocalObjectRef{Name: "chunk"}, Replicas: ptr.To[int32](3)}}
+		f(&cb.Spec)
+		return cb
+	}
 }
 func policy(f func(*policyv1.CapacityPolicy)) func() client.Object {
 	return func() client.Object { return test.CapacityPolicy(f) }
@@ -379,6 +388,17 @@ var cases = []celCase{
 				u["spec"].(map[string]any)["schedules"] = []any{map[string]any{"schedule": "@daily", "duration": "1d"}}
 			})
 		}},
+
+	// CapacityBuffer (upstream's rules)
+	{name: "capacitybuffer/valid", obj: capacityBuffer(func(*autoscalingv1beta1.CapacityBufferSpec) {})},
+	{name: "capacitybuffer/podTemplateRef without replicas or limits", field: "spec", message: "If podTemplateRef is set, replicas or limits must also be set",
+		obj: capacityBuffer(func(s *autoscalingv1beta1.CapacityBufferSpec) { s.Replicas = nil })},
+	{name: "capacitybuffer/both references", field: "spec", message: "You must define either PodTemplateRef or ScalableRef, but not both",
+		obj: capacityBuffer(func(s *autoscalingv1beta1.CapacityBufferSpec) {
+			s.ScalableRef = &autoscalingv1beta1.ScalableRef{Kind: "Deployment", Name: "web"}
+		})},
+	{name: "capacitybuffer/negative replicas", field: "spec.replicas", message: "should be greater than or equal to 0",
+		obj: capacityBuffer(func(s *autoscalingv1beta1.CapacityBufferSpec) { s.Replicas = ptr.To[int32](-1) })},
 
 	// CapacityPolicy
 	{name: "capacitypolicy/valid", obj: policy(func(p *policyv1.CapacityPolicy) {
