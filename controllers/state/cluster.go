@@ -72,6 +72,8 @@ type Cluster struct {
 	// set the last whole snapshot applied, which launches price by (LaunchOverlays).
 	overlays   overlay.Memo
 	overlaySet *overlay.Set
+	// launchApplied are LaunchOverlays' last answers, by NodePool.
+	launchApplied map[string]launchApplied
 	// podEvents are, by node name, when a pod last came to the node or left it.
 	podEvents map[string]time.Time
 	// misfits and preempted bound relaunches for pods their nodes cannot hold (backoff.go),
@@ -428,10 +430,37 @@ func (c *Cluster) LaunchOverlays(nodePool string, its []*cloudprovider.InstanceT
 	c.model.mu.RLock()
 	np := c.model.pools[nodePool]
 	c.model.mu.RUnlock()
-	if np == nil {
+	if np == nil || len(its) == 0 {
 		return its
 	}
-	return set.Apply(np, its)
+	// A launch after another of the same NodePool, under the same overlays, over the same
+	// list from the provider, buys at the same prices: applying a set to a catalog of 1363
+	// types costs milliseconds, once per list.
+	key := launchApplied{set: set, pool: np, first: &its[0], n: len(its)}
+	c.mu.Lock()
+	if last, ok := c.launchApplied[nodePool]; ok && last.set == key.set && last.pool == key.pool && last.first == key.first && last.n == key.n {
+		c.mu.Unlock()
+		return last.out
+	}
+	c.mu.Unlock()
+	key.out = set.Apply(np, its)
+	c.mu.Lock()
+	if c.launchApplied == nil {
+		c.launchApplied = map[string]launchApplied{}
+	}
+	c.launchApplied[nodePool] = key
+	c.mu.Unlock()
+	return key.out
+}
+
+// launchApplied is LaunchOverlays' last answer for a NodePool, with what it was made from:
+// the set, the NodePool object (the model replaces it on every change) and the provider's list.
+type launchApplied struct {
+	set   *overlay.Set
+	pool  *karpv1.NodePool
+	first **cloudprovider.InstanceType
+	n     int
+	out   []*cloudprovider.InstanceType
 }
 
 // NodePoolUsage is what a NodePool's nodes and NodeClaims hold against its limits, by the one
