@@ -18,6 +18,10 @@ type Launchable struct {
 // offeringKeys are the requirement keys an offering, not its instance type, decides.
 var offeringKeys = map[string]bool{karpv1.LabelTopologyZone: true, karpv1.CapacityTypeLabelKey: true, karpv1.LabelCapacityReservationID: true}
 
+// IsOfferingKey reports whether an offering, not its instance type, decides a label: the
+// zone, the capacity type and the capacity reservation.
+func IsOfferingKey(key string) bool { return offeringKeys[key] }
+
 // AllowsType reports whether the requirements allow an instance type, the offering keys
 // (zone, capacity type, reservation) aside: every key its labels define must keep a value the
 // requirements allow, and a well-known key it does not define must allow absence; any other

@@ -47,9 +47,6 @@ type overlay struct {
 	capacity            corev1.ResourceList
 }
 
-// offeringKeys are the labels an offering, not its instance type, decides.
-var offeringKeys = map[string]bool{karpv1.LabelTopologyZone: true, karpv1.CapacityTypeLabelKey: true, karpv1.LabelCapacityReservationID: true}
-
 // Problem is why an overlay is not applied: its condition's reason and message.
 type Problem struct {
 	Reason, Message string
@@ -98,7 +95,7 @@ func compile(o *karpv1alpha1.NodeOverlay) (*overlay, field.ErrorList) {
 		reqs.Add(scheduling.NewRequirement(r.Key, r.Operator, r.Values...))
 	}
 	for _, key := range reqs.Keys() {
-		if offeringKeys[key] {
+		if scheduling.IsOfferingKey(key) {
 			c.offerReqs = append(c.offerReqs, reqs[key])
 		} else {
 			c.typeReqs = append(c.typeReqs, reqs[key])
