@@ -64,9 +64,13 @@ func (s *Store) set(key types.NamespacedName, pods []*corev1.Pod) bool {
 		delete(s.placed, key)
 		return had
 	}
+	if had && len(old) == len(pods) && equality.Semantic.DeepEqual(old[0].Spec, pods[0].Spec) &&
+		equality.Semantic.DeepEqual(old[0].Labels, pods[0].Labels) {
+		// The same room: the pods keep their identity, which snapshots' caches key on.
+		return false
+	}
 	s.pods[key] = pods
-	return !had || len(old) != len(pods) || !equality.Semantic.DeepEqual(old[0].Spec, pods[0].Spec) ||
-		!equality.Semantic.DeepEqual(old[0].Labels, pods[0].Labels)
+	return true
 }
 
 // placement is the last placement of a buffer's pods; ok is false before any batch.

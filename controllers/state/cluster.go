@@ -382,7 +382,8 @@ func ReplicaSetOf(pod *corev1.Pod) types.NamespacedName {
 
 // Snapshot is the model as it stands, with this process's nominations and the NodeClaims it
 // created that the model does not show yet, and the CapacityBuffers' virtual pods, built by
-// snapshot.Build. Without pending or virtual pods it is empty: the provisioner has nothing to do, and no snapshot is built.
+// snapshot.Build. Without pending or virtual pods it is empty: the provisioner has nothing to
+// do, and no snapshot is built.
 func (c *Cluster) Snapshot(ctx context.Context, cp cloudprovider.CloudProvider) (*snapshot.Snapshot, error) {
 	return c.snapshot(ctx, cp, true)
 }
