@@ -199,6 +199,7 @@ func (p *InstanceTypes) described(ctx context.Context, nc *awsv1.EC2NodeClass) (
 	if err != nil {
 		return nil, err
 	}
+	p.pricing.SpotKnown(ctx)
 	od, spot := p.pricing.Updated()
 	gen, until := p.availability()
 	key := fmt.Sprintf("%s/%s/%d/%d/%d/%d", nc.Name, nc.ResourceVersion, fetched.UnixNano(), od.UnixNano(), spot.UnixNano(), gen)

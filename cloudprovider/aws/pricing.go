@@ -31,11 +31,40 @@ type Pricing struct {
 	spot     map[string]map[string]float64 // instance type -> zone -> USD/hour
 	// OnDemandUpdated and SpotUpdated are when the API last answered; zero: never.
 	onDemandUpdated, spotUpdated time.Time
+	// held is set by HoldUntilFirstSpot; firstSpot is closed once Start's first spot update
+	// has answered or failed.
+	held      bool
+	firstSpot chan struct{}
+	firstOnce sync.Once
+}
+
+// FirstSpotWait bounds how long instance types wait for the first spot prices
+// (HoldUntilFirstSpot): past it they are offered without spot, as when the API fails.
+var FirstSpotWait = 30 * time.Second
+
+// HoldUntilFirstSpot makes SpotKnown wait for Start's first spot update: until it answers,
+// no type is offered as spot, and a decision taken then would launch every node of a new
+// manager's first scale-up on demand (the AWS e2e caught one doing so). Call it before Start
+// runs; the manager does.
+func (p *Pricing) HoldUntilFirstSpot() { p.held = true }
+
+// SpotKnown waits, when held, until the first spot update has answered or failed, ctx ends
+// or FirstSpotWait passes since the call; it never waits once the first update is over.
+func (p *Pricing) SpotKnown(ctx context.Context) {
+	if !p.held {
+		return
+	}
+	select {
+	case <-p.firstSpot:
+	case <-ctx.Done():
+	case <-time.After(FirstSpotWait):
+	}
 }
 
 // NewPricing starts from the built-in on-demand table.
 func NewPricing(c *Clients, isolatedVPC bool) *Pricing {
-	return &Pricing{clients: c, isolated: isolatedVPC, onDemand: maps.Clone(fallbackOnDemandPrices), spot: map[string]map[string]float64{}}
+	return &Pricing{clients: c, isolated: isolatedVPC, onDemand: maps.Clone(fallbackOnDemandPrices), spot: map[string]map[string]float64{},
+		firstSpot: make(chan struct{})}
 }
 
 // OnDemand is the on-demand price of an instance type.
@@ -162,8 +191,9 @@ func (p *Pricing) Start(ctx context.Context) error {
 			p.OnError(err)
 		}
 	}
-	update(p.UpdateOnDemand)
 	update(p.UpdateSpot)
+	p.firstOnce.Do(func() { close(p.firstSpot) })
+	update(p.UpdateOnDemand)
 	for {
 		select {
 		case <-ctx.Done():

@@ -53,6 +53,9 @@ func newAWS(mgr ctrl.Manager, opts *options.Options) (*awsprovider.Provider, err
 	pricing := awsprovider.NewPricing(clients, s.IsolatedVPC)
 	log := ctrl.Log.WithName("aws")
 	pricing.OnError = func(err error) { log.Error(err, "updating prices; keeping the ones known") }
+	// A new manager's first decisions wait for spot prices: without them nothing is offered
+	// as spot.
+	pricing.HoldUntilFirstSpot()
 	region, n := awsprovider.Fallback()
 	log.Info("starting on the built-in on-demand prices until the Pricing API answers", "pricesOf", region, "instanceTypes", n, "region", clients.Region)
 	if err := mgr.Add(pricing); err != nil {
