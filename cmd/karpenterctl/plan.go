@@ -52,7 +52,7 @@ func planCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	base := fs.String("base", "", "the configuration before the change: a file, a directory, or git:REF[:DIR]")
 	head := fs.String("head", "", "the configuration after the change: a file, a directory, or git:REF[:DIR]")
 	var workloadPaths, nodePaths paths
-	fs.Var(&workloadPaths, "workload", "Pods, Deployments, ReplicaSets, StatefulSets, Jobs and DaemonSets both sides run; repeatable")
+	fs.Var(&workloadPaths, "workload", "Pods, Deployments, ReplicaSets, StatefulSets, Jobs and DaemonSets (and CapacityBuffers with their PodTemplates) both sides run; repeatable")
 	fs.Var(&nodePaths, "nodes", "existing Nodes, with the Pods bound to them; repeatable")
 	instanceTypes := fs.String("instance-types", "", "instance-type catalog (JSON); default: the kwok provider's embedded catalog")
 	nowFlag := fs.String("now", "", "the time budgets are evaluated at (RFC 3339, UTC); default: now")
@@ -112,8 +112,10 @@ func planCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	side := func(name string, docs []offline.Document) (*simulate.Report, error) {
-		src := simSources{workload: workload, nodes: nodes}
-		src.nodePools, src.policies = splitSide(docs)
+		var buffers []offline.Document
+		src := simSources{nodes: nodes}
+		src.nodePools, src.policies, buffers = splitSide(docs)
+		src.workload = append(append([]offline.Document(nil), workload...), buffers...)
 		in := &simulate.Input{InstanceTypes: cat.ForProvider()}
 		if err := loadSimulation(src, in, &simulate.DisruptInput{Now: now}, false, conv, now); err != nil {
 			return nil, fmt.Errorf("--%s: %w", name, err)
@@ -209,10 +211,11 @@ func readSide(spec string, stdin io.Reader) ([]offline.Document, error) {
 }
 
 // splitSide sorts a side's documents into what the simulation reads: NodePools and
-// NodeOverlays, and the
-// policy layer (CapacityBudgets, CapacityPolicies, Namespaces). Node classes and other kinds
-// are validated, not simulated (a simulation's node classes are its catalog).
-func splitSide(docs []offline.Document) (nodePools, policies []offline.Document) {
+// NodeOverlays, the policy layer (CapacityBudgets, CapacityPolicies, Namespaces), and the
+// room kept (CapacityBuffers and the PodTemplates they name), which joins the workload.
+// Node classes and other kinds are validated, not simulated (a simulation's node classes are
+// its catalog).
+func splitSide(docs []offline.Document) (nodePools, policies, buffers []offline.Document) {
 	for _, d := range docs {
 		if d.Object == nil {
 			continue
@@ -224,9 +227,11 @@ func splitSide(docs []offline.Document) (nodePools, policies []offline.Document)
 		case gvk.Group == "policy.karpenter.sh" && (gvk.Kind == "CapacityBudget" || gvk.Kind == "CapacityPolicy"),
 			gvk.Group == "" && gvk.Kind == "Namespace":
 			policies = append(policies, d)
+		case gvk.Group == "autoscaling.x-k8s.io" && gvk.Kind == "CapacityBuffer", gvk.Group == "" && gvk.Kind == "PodTemplate":
+			buffers = append(buffers, d)
 		}
 	}
-	return nodePools, policies
+	return nodePools, policies, buffers
 }
 
 // blocked are a report's pods that stay pending, with the reason: the policies' for pods they

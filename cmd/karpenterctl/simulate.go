@@ -18,6 +18,7 @@ import (
 	k8spolicyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	autoscalingv1beta1 "github.com/karpenter-policy/karpenter/api/autoscaling/v1beta1"
 	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
@@ -35,7 +36,7 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs, _, provider := newFlags("simulate", stderr)
 	var nodePoolPaths, workloadPaths, nodePaths, policyPaths paths
 	fs.Var(&nodePoolPaths, "nodepools", "NodePools (v1 or v1beta1) and NodeOverlays: file, directory or -; repeatable")
-	fs.Var(&workloadPaths, "workload", "Pods, Deployments, ReplicaSets, StatefulSets, Jobs and DaemonSets; repeatable")
+	fs.Var(&workloadPaths, "workload", "Pods, Deployments, ReplicaSets, StatefulSets, Jobs and DaemonSets, and CapacityBuffers with their PodTemplates; repeatable")
 	fs.Var(&nodePaths, "nodes", "existing Nodes, with the Pods bound to them; repeatable")
 	fs.Var(&policyPaths, "policies", "CapacityBudgets, CapacityPolicies and Namespaces (for their labels) to apply; repeatable")
 	instanceTypes := fs.String("instance-types", "", "instance-type catalog (JSON); default: the kwok provider's embedded catalog")
@@ -333,11 +334,18 @@ func loadSimulation(src simSources, in *simulate.Input, din *simulate.DisruptInp
 			case *nodev1.RuntimeClass:
 				in.RuntimeClasses = append(in.RuntimeClasses, v)
 				return nil
+			case *autoscalingv1beta1.CapacityBuffer:
+				in.CapacityBuffers = append(in.CapacityBuffers, v)
+				return nil
+			case *corev1.PodTemplate:
+				in.PodTemplates = append(in.PodTemplates, v)
+				return nil
 			}
 			if in.Storage.Add(o) {
 				return nil
 			}
-			return fmt.Errorf("%s:%d: %s is not a workload (Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet), what admits one (Namespace, LimitRange, RuntimeClass) "+
+			return fmt.Errorf("%s:%d: %s is not a workload (Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet), what admits one (Namespace, LimitRange, RuntimeClass), "+
+				"room kept for one (CapacityBuffer, PodTemplate) "+
 				"or storage (PersistentVolume, PersistentVolumeClaim, StorageClass, CSINode)", d.File, d.Line, d.GVK().Kind)
 		})
 	}

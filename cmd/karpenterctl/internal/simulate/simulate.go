@@ -1,5 +1,5 @@
 // Package simulate runs the solver on manifests instead of a cluster: NodePools, workloads
-// (Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets) and existing Nodes with
+// (Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets), CapacityBuffers and existing Nodes with
 // their pods, as a repository holds them, and reports what the provisioner would launch. It
 // backs `karpenterctl simulate`; like the solver it does no I/O.
 package simulate
@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	autoscalingv1beta1 "github.com/karpenter-policy/karpenter/api/autoscaling/v1beta1"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
@@ -48,6 +49,11 @@ type Input struct {
 	// read from any input file: where pods' volumes can be reached, how many a node attaches.
 	Storage       Storage
 	InstanceTypes []*cloudprovider.InstanceType
+	// CapacityBuffers keep room as virtual pending pods (scheduling.BufferPods), resolved
+	// against PodTemplates and the Workloads; their NodeClaims and prices count as the
+	// manager's do, against the buffer's namespace's CapacityBudget too.
+	CapacityBuffers []*autoscalingv1beta1.CapacityBuffer
+	PodTemplates    []*corev1.PodTemplate
 	// Planner, when set, applies CapacityBudgets and CapacityPolicies around the solver.
 	Planner *planner.Planner
 }
@@ -239,6 +245,9 @@ func (in *Input) objects(pending bool) (*snapshot.Objects, error) {
 		}
 	}
 	objs.Pods = append(objs.Pods, in.BoundPods...)
+	if objs.BufferPods, err = in.bufferPods(); err != nil {
+		return nil, err
+	}
 	return objs, nil
 }
 
