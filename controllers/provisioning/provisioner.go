@@ -239,15 +239,19 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		return fmt.Errorf("solving: %w", err)
 	}
 	metrics.SchedulingDuration.WithLabelValues("provisioner").Observe(p.clock.Since(start).Seconds())
-	unschedulable := 0
+	// A buffer's virtual pod that finds no place is headroom not kept, not a pod that waits:
+	// it is counted apart from the unschedulable ones.
+	unschedulable, bufferUnplaced := 0, 0
 	for _, u := range res.Unschedulable {
-		if !scheduling.IsVirtual(u.Pod) {
+		if scheduling.IsVirtual(u.Pod) {
+			bufferUnplaced++
+		} else {
 			unschedulable++
 		}
 	}
 	metrics.UnschedulablePods.WithLabelValues("provisioner").Set(float64(unschedulable))
-	logger.Info("solved", "pods", len(snap.Pods), "nodeClaims", len(res.NodeClaims), "unschedulable", len(res.Unschedulable),
-		"pricePerHour", res.PricePerHour(), "duration", p.clock.Since(start).String())
+	logger.Info("solved", "pods", len(snap.Pods), "nodeClaims", len(res.NodeClaims), "unschedulable", unschedulable,
+		"bufferPodsUnplaced", bufferUnplaced, "pricePerHour", res.PricePerHour(), "duration", p.clock.Since(start).String())
 	var placed []*corev1.Pod
 	for name, pods := range res.Existing {
 		pods = realPods(pods)
