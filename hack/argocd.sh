@@ -28,6 +28,14 @@ if [[ -x "$dir/argocd" && -x "$dir/git-verify-wrapper.sh" ]]; then
   exit 0
 fi
 mkdir -p "$cache_root"
+# One build at a time per cache: a second caller waits, then finds the first one's result
+# (see hack/kube-binaries.sh).
+exec 9>"$cache_root/.argocd.lock"
+flock 9
+if [[ -x "$dir/argocd" && -x "$dir/git-verify-wrapper.sh" ]]; then
+  echo "$dir/argocd"
+  exit 0
+fi
 work=$(mktemp -d "$cache_root/.build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 echo "argocd: building ${ARGOCD_VERSION} with ${GOTOOLCHAIN} (cold: about 7 minutes on 2 cores)" >&2

@@ -19,6 +19,14 @@ if [[ -x "$dir/helm" ]]; then
   exit 0
 fi
 mkdir -p "$cache_root"
+# One build at a time per cache: a second caller waits, then finds the first one's result
+# (see hack/kube-binaries.sh).
+exec 9>"$cache_root/.helm.lock"
+flock 9
+if [[ -x "$dir/helm" ]]; then
+  echo "$dir/helm"
+  exit 0
+fi
 work=$(mktemp -d "$cache_root/.build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 echo "helm: building ${HELM_VERSION} (cold: a few minutes on 2 cores)" >&2

@@ -34,6 +34,15 @@ fi
 
 log() { echo "kube-binaries: $*" >&2; }
 mkdir -p "$cache_root"
+# One build at a time per cache: a second caller (another checkout, `make run` beside
+# `make test`) waits for the first and then finds the binaries, instead of building them
+# again and replacing the directory under the first one's running processes.
+exec 9>"$cache_root/.kube-binaries.lock"
+flock 9
+if [[ -f "$dir/.complete" ]]; then
+  echo "$dir"
+  exit 0
+fi
 work=$(mktemp -d "$cache_root/.build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 

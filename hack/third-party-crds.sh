@@ -20,6 +20,14 @@ if [[ -f "$dir/.complete" ]]; then
   exit 0
 fi
 mkdir -p "$cache_root"
+# One build at a time per cache: a second caller waits, then finds the first one's result
+# (see hack/kube-binaries.sh).
+exec 9>"$cache_root/.third-party-crds.lock"
+flock 9
+if [[ -f "$dir/.complete" ]]; then
+  echo "$dir"
+  exit 0
+fi
 work=$(mktemp -d "$cache_root/.build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 echo "third-party CRDs: cert-manager ${CERT_MANAGER_VERSION}, ServiceMonitor ${PROMETHEUS_OPERATOR_VERSION}" >&2
