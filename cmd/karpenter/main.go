@@ -236,6 +236,9 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := nodepool.NewController(mgr.GetClient(), cloud, cluster).WithValidation(validation.New().NodePool).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodepool status controller: %w", err)
 	}
+	if err := nodepool.NewHashController(mgr.GetClient()).Register(mgr); err != nil {
+		return fmt.Errorf("registering the nodepool hash controller: %w", err)
+	}
 	switch p := cloud.(type) {
 	case *kwok.Provider:
 		if err := nodeclass.NewKWOK(mgr.GetClient(), cloud).Register(mgr); err != nil {

@@ -11,6 +11,7 @@ package main
 //
 // +kubebuilder:rbac:groups=karpenter.sh,resources=nodepools;nodeclaims;nodeoverlays,verbs=get;list;watch
 // +kubebuilder:rbac:groups=karpenter.sh,resources=nodeclaims,verbs=create;delete;patch;update
+// +kubebuilder:rbac:groups=karpenter.sh,resources=nodepools,verbs=patch
 // +kubebuilder:rbac:groups=karpenter.sh,resources=nodepools/status;nodeclaims/status;nodeoverlays/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=karpenter.sh,resources=nodeclaims/finalizers,verbs=update
 // +kubebuilder:rbac:groups=karpenter.k8s.aws,resources=ec2nodeclasses,verbs=get;list;watch

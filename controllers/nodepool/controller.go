@@ -1,7 +1,8 @@
 // Package nodepool keeps NodePool status: whether its node class is ready, whether it passes
 // validation, whether its NodeClaims register (NodeRegistrationHealthy, as upstream's), the
-// resources and node count of its NodeClaims, and a Ready condition that sums them up. It writes status only:
-// a NodePool's spec and metadata belong to Git.
+// resources and node count of its NodeClaims, and a Ready condition that sums them up; and
+// (HashController) upstream's hash annotations. It writes status and those two annotations
+// only: a NodePool's spec and the rest of its metadata belong to Git.
 package nodepool
 
 import (

@@ -18,7 +18,7 @@ type NillableDuration struct {
 	*time.Duration `json:"-"`
 
 	// Raw is the original JSON text, so that the value re-marshals as it was written.
-	Raw []byte `json:"-"`
+	Raw []byte `json:"-" hash:"ignore"`
 }
 
 // MustParseNillableDuration parses "Never" or a Go duration and panics on error; for tests

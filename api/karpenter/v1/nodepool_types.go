@@ -148,7 +148,8 @@ type ObjectMeta struct {
 }
 
 // NodeClaimTemplateSpec is the NodeClaimSpec of a NodePool's template, without resources:
-// those come from the pods each NodeClaim is launched for.
+// those come from the pods each NodeClaim is launched for. Its fields, their names and their
+// order are upstream's: NodePool.Hash, as upstream's, depends on all three.
 type NodeClaimTemplateSpec struct {
 	// Taints will be applied to the NodeClaim's node.
 	// +kubebuilder:validation:XValidation:message="taint effect must be one of NoSchedule, PreferNoSchedule or NoExecute",rule="self.all(x, x.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])"
@@ -168,12 +169,18 @@ type NodeClaimTemplateSpec struct {
 	// +kubebuilder:validation:XValidation:message="requirement key \"karpenter.sh/nodepool\" is restricted",rule="self.all(x, x.key != 'karpenter.sh/nodepool')"
 	// +kubebuilder:validation:MaxItems:=100
 	// +required
-	Requirements []NodeSelectorRequirementWithMinValues `json:"requirements"`
+	Requirements []NodeSelectorRequirementWithMinValues `json:"requirements" hash:"ignore"`
 	// NodeClassRef is a reference to an object that defines provider specific configuration.
 	// +kubebuilder:validation:XValidation:rule="self.group == oldSelf.group",message="nodeClassRef.group is immutable"
 	// +kubebuilder:validation:XValidation:rule="self.kind == oldSelf.kind",message="nodeClassRef.kind is immutable"
 	// +required
 	NodeClassRef *NodeClassReference `json:"nodeClassRef"`
+	// TerminationGracePeriod is the maximum duration the controller will wait before forcefully
+	// deleting the pods on a node, measured from when deletion is first initiated.
+	// +kubebuilder:validation:Pattern=`^([0-9]+(s|m|h))+$`
+	// +kubebuilder:validation:Type="string"
+	// +optional
+	TerminationGracePeriod *metav1.Duration `json:"terminationGracePeriod,omitempty"`
 	// ExpireAfter is the duration the controller will wait before terminating a node, measured
 	// from when the node is created. "Never" disables expiry.
 	// +kubebuilder:default:="720h"
@@ -182,12 +189,6 @@ type NodeClaimTemplateSpec struct {
 	// +kubebuilder:validation:Schemaless
 	// +optional
 	ExpireAfter NillableDuration `json:"expireAfter,omitzero"`
-	// TerminationGracePeriod is the maximum duration the controller will wait before forcefully
-	// deleting the pods on a node, measured from when deletion is first initiated.
-	// +kubebuilder:validation:Pattern=`^([0-9]+(s|m|h))+$`
-	// +kubebuilder:validation:Type="string"
-	// +optional
-	TerminationGracePeriod *metav1.Duration `json:"terminationGracePeriod,omitempty"`
 }
 
 // NodePoolStatus is the observed state of a NodePool.
