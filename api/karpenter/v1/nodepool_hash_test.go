@@ -1,60 +1,24 @@
 package v1
 
 import (
+	"encoding/json"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // The hashes upstream Karpenter v1.15.0's NodePool.Hash gives these NodePools
-// (sigs.k8s.io/karpenter/pkg/apis/v1, decoded with sigs.k8s.io/yaml as here): a NodeClaim
+// (sigs.k8s.io/karpenter/pkg/apis/v1, decoded from the same JSON): a NodeClaim
 // upstream launched carries the same karpenter.sh/nodepool-hash as one launched here, so a
 // cluster moving from upstream sees no drift and one moving back neither.
 func TestNodePoolHashIsUpstreams(t *testing.T) {
-	for _, tc := range []struct{ yaml, hash string }{{`
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: a}
-spec:
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
-      requirements:
-      - {key: kubernetes.io/os, operator: In, values: [linux]}
-`, "7428780003907761376"}, {`
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: b}
-spec:
-  template:
-    metadata:
-      labels: {team: a, tier: web}
-      annotations: {example.com/owner: platform}
-    spec:
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-      requirements:
-      - {key: karpenter.sh/capacity-type, operator: In, values: [spot, on-demand]}
-      taints:
-      - {key: dedicated, value: web, effect: NoSchedule}
-      - {key: gpu, effect: NoExecute}
-      startupTaints:
-      - {key: node.cilium.io/agent-not-ready, value: "true", effect: NoSchedule}
-      expireAfter: 720h
-      terminationGracePeriod: 48h
-`, "15307399556129307110"}, {`
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: c}
-spec:
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
-      requirements: []
-      expireAfter: Never
-`, "7428780003907761376"}} {
+	for _, tc := range []struct{ json, hash string }{
+		{`{"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "a"}, "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}, "requirements": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}}}}`, "7428780003907761376"},
+		{`{"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "b"}, "spec": {"template": {"metadata": {"labels": {"team": "a", "tier": "web"}, "annotations": {"example.com/owner": "platform"}}, "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}], "taints": [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}, {"key": "gpu", "effect": "NoExecute"}], "startupTaints": [{"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoSchedule"}], "expireAfter": "720h", "terminationGracePeriod": "48h"}}}}`, "15307399556129307110"},
+		{`{"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "c"}, "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}, "requirements": [], "expireAfter": "Never"}}}}`, "7428780003907761376"},
+	} {
 		np := &NodePool{}
-		if err := yaml.Unmarshal([]byte(tc.yaml), np); err != nil {
+		if err := json.Unmarshal([]byte(tc.json), np); err != nil {
 			t.Fatal(err)
 		}
 		if got := np.Hash(); got != tc.hash {
