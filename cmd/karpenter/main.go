@@ -30,6 +30,7 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	podmetrics "github.com/karpenter-policy/karpenter/controllers/metrics/pod"
 	nodetermination "github.com/karpenter-policy/karpenter/controllers/node/termination"
+	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/consistency"
 	nodeclaimdisruption "github.com/karpenter-policy/karpenter/controllers/nodeclaim/disruption"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/expiration"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/garbagecollection"
@@ -202,6 +203,9 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	}
 	if err := expiration.NewController(mgr.GetClient(), clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim expiration controller: %w", err)
+	}
+	if err := consistency.NewController(mgr.GetClient(), recorder, clock.RealClock{}).Register(mgr); err != nil {
+		return fmt.Errorf("registering the nodeclaim consistency controller: %w", err)
 	}
 	if err := nodeclaimdisruption.NewController(mgr.GetClient(), cloud, cluster, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim disruption-conditions controller: %w", err)

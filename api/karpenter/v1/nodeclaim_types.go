@@ -171,6 +171,9 @@ const (
 	// the phase (RebootRequested, RebootIssued); False with RebootSucceeded or RebootFailed
 	// once the reboot ended.
 	ConditionTypeRebooting = "Rebooting"
+	// ConditionTypeConsistentStateFound is True once the node is what the NodeClaim said it
+	// would be, False (reason ConsistencyCheckFailed) when it came up short, as upstream's.
+	ConditionTypeConsistentStateFound = "ConsistentStateFound"
 )
 
 // Phases of a reboot, the reasons of the Rebooting condition, as upstream.
