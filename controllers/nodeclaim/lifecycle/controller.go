@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -460,6 +461,14 @@ func (c *Controller) registerNode(ctx context.Context, nc *karpv1.NodeClaim) (*c
 	}
 	node.Labels[karpv1.NodeRegisteredLabelKey] = "true"
 	controllerutil.AddFinalizer(node, karpv1.TerminationFinalizer)
+	// The Node is owned by its NodeClaim, as upstream's: tools that walk owner references
+	// (kubectl tree, ArgoCD's resource tree, upstream's suites) find the node under its claim.
+	// The NodeClaim's finalizer keeps it until termination has drained the node, so the
+	// garbage collector never deletes a Node termination is still working on.
+	ownerRef := metav1.OwnerReference{APIVersion: karpv1.GroupVersion.String(), Kind: "NodeClaim", Name: nc.Name, UID: nc.UID, BlockOwnerDeletion: ptr.To(true)}
+	if !slices.ContainsFunc(node.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == nc.UID }) {
+		node.OwnerReferences = append(node.OwnerReferences, ownerRef)
+	}
 	if firstTime && !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&karpv1.UnregisteredNoExecuteTaint) }) {
 		// The taint keeps pods off a node until it carries its NodeClaim's labels and taints;
 		// a bootstrap that leaves it out lets pods land on a node that is not ready for them.
@@ -468,7 +477,8 @@ func (c *Controller) registerNode(ctx context.Context, nc *karpv1.NodeClaim) (*c
 	}
 	node.Spec.Taints = syncTaints(node, nc)
 	if !equality.Semantic.DeepEqual(original.Labels, node.Labels) || !equality.Semantic.DeepEqual(original.Annotations, node.Annotations) ||
-		!equality.Semantic.DeepEqual(original.Finalizers, node.Finalizers) || !equality.Semantic.DeepEqual(original.Spec.Taints, node.Spec.Taints) {
+		!equality.Semantic.DeepEqual(original.Finalizers, node.Finalizers) || !equality.Semantic.DeepEqual(original.Spec.Taints, node.Spec.Taints) ||
+		!equality.Semantic.DeepEqual(original.OwnerReferences, node.OwnerReferences) {
 		if err := c.client.Patch(ctx, node, patch); err != nil {
 			return nil, fmt.Errorf("registering node %s: %w", node.Name, err)
 		}

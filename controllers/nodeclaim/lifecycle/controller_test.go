@@ -91,6 +91,10 @@ func TestRegistrationSyncsTheNodeClaim(t *testing.T) {
 			if got.Labels[karpv1.NodePoolLabelKey] != "general" || got.Labels[karpv1.NodeRegisteredLabelKey] != "true" || got.Annotations["example.com/owner"] != "team-a" {
 				t.Errorf("labels %v, annotations %v", got.Labels, got.Annotations)
 			}
+			if refs := got.OwnerReferences; len(refs) != 1 || refs[0].Kind != "NodeClaim" || refs[0].APIVersion != "karpenter.sh/v1" || refs[0].Name != nc.Name ||
+				refs[0].UID != nc.UID || refs[0].BlockOwnerDeletion == nil || !*refs[0].BlockOwnerDeletion {
+				t.Errorf("owner references %+v, want the NodeClaim's, blocking owner deletion", refs)
+			}
 			warned := len(rec.Events) > 0
 			if warned != tc.wantWarning {
 				t.Errorf("UnregisteredTaintMissing event: %v, want %v", warned, tc.wantWarning)
