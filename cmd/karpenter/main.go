@@ -136,6 +136,7 @@ func newDeps(mgr ctrl.Manager, opts *options.Options) (*deps, error) {
 		cluster.WithBuffers(buffers.Pods)
 	}
 	metrics.SetPolicyBlockedSource(cluster.PolicyBlockedByNamespace)
+	metrics.SetClusterStateSource(metrics.ClusterStateSource{NodeCount: cluster.NodeCount, Synced: cluster.Synced})
 	if err := cluster.Register(context.Background(), mgr.GetCache()); err != nil {
 		return nil, fmt.Errorf("feeding the cluster model from the informers: %w", err)
 	}

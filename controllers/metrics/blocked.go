@@ -37,3 +37,42 @@ func (blockedCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(policyBlockedDesc, prometheus.GaugeValue, float64(n), ns)
 	}
 }
+
+// karpenter_cluster_state_node_count and karpenter_cluster_state_synced, as upstream's, are
+// read from the cluster model when scraped.
+var (
+	clusterStateNodeCountDesc = prometheus.NewDesc("karpenter_cluster_state_node_count", "Current count of nodes in cluster state.", nil, nil)
+	clusterStateSyncedDesc    = prometheus.NewDesc("karpenter_cluster_state_synced",
+		"1 when the cluster model has been given everything the API server held when its informers started, 0 before.", nil, nil)
+	clusterStateSource atomic.Pointer[ClusterStateSource]
+	clusterState       prometheus.Collector = clusterStateCollector{}
+)
+
+// ClusterStateSource is what the cluster-state gauges read.
+type ClusterStateSource struct {
+	NodeCount func() int
+	Synced    func() bool
+}
+
+// SetClusterStateSource sets what the cluster-state gauges report (state.Cluster).
+func SetClusterStateSource(s ClusterStateSource) { clusterStateSource.Store(&s) }
+
+type clusterStateCollector struct{}
+
+func (clusterStateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- clusterStateNodeCountDesc
+	ch <- clusterStateSyncedDesc
+}
+
+func (clusterStateCollector) Collect(ch chan<- prometheus.Metric) {
+	s := clusterStateSource.Load()
+	if s == nil {
+		return
+	}
+	synced := 0.0
+	if s.Synced() {
+		synced = 1
+	}
+	ch <- prometheus.MustNewConstMetric(clusterStateNodeCountDesc, prometheus.GaugeValue, float64(s.NodeCount()))
+	ch <- prometheus.MustNewConstMetric(clusterStateSyncedDesc, prometheus.GaugeValue, synced)
+}

@@ -121,6 +121,14 @@ var (
 	PodsDeletedForDeadline = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "karpenter_pods_deleted_for_termination_deadline_total", Help: "Pods deleted (not evicted) so that their node's terminationGracePeriod is kept.",
 	})
+	// NodesCreated counts nodes registered to their NodeClaims, by NodePool and zone.
+	NodesCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_nodes_created_total", Help: "Nodes registered to their NodeClaims, by NodePool and zone.",
+	}, []string{"nodepool", "zone"})
+	// NodesTerminated counts nodes whose termination finished, by NodePool and zone.
+	NodesTerminated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_nodes_terminated_total", Help: "Nodes whose termination finished (finalizer removed), by NodePool and zone.",
+	}, []string{"nodepool", "zone"})
 	// NodesDrained counts nodes whose drain finished, by NodePool.
 	NodesDrained = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_nodes_drained_total", Help: "Nodes drained, by NodePool.",
@@ -163,7 +171,8 @@ var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 
 var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, PodsStartupDuration, NodesAllocatable, NodePoolUsage,
 	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
 	DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
-	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeReboots}
+	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeReboots,
+	NodesCreated, NodesTerminated, clusterState}
 
 func init() {
 	crmetrics.Registry.MustRegister(Collectors...)

@@ -136,6 +136,13 @@ func (c *Cluster) Synced() bool {
 	return true
 }
 
+// NodeCount is how many Nodes the model holds (karpenter_cluster_state_node_count).
+func (c *Cluster) NodeCount() int {
+	c.model.mu.RLock()
+	defer c.model.mu.RUnlock()
+	return len(c.model.nodes)
+}
+
 // Update records an object's new state (an informer's add or update, or an object read from a
 // manifest).
 func (c *Cluster) Update(o any) { c.update(o, true) }

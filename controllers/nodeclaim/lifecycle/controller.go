@@ -482,6 +482,9 @@ func (c *Controller) registerNode(ctx context.Context, nc *karpv1.NodeClaim) (*c
 		if err := c.client.Patch(ctx, node, patch); err != nil {
 			return nil, fmt.Errorf("registering node %s: %w", node.Name, err)
 		}
+		if firstTime {
+			metrics.NodesCreated.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey], node.Labels[corev1.LabelTopologyZone]).Inc()
+		}
 	}
 	return node, nil
 }

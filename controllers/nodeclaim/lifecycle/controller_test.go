@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +22,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	cloudfake "github.com/karpenter-policy/karpenter/cloudprovider/fake"
 	"github.com/karpenter-policy/karpenter/controllers/index"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/webhooks/validation"
 )
 
@@ -69,8 +71,16 @@ func TestRegistrationSyncsTheNodeClaim(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			nc, node := claimAndNode(tc.taints, tc.labels)
 			ctl, c, rec := newController(t, nc, node)
+			created := metrics.NodesCreated.WithLabelValues("general", node.Labels[corev1.LabelTopologyZone])
+			before := testutil.ToFloat64(created)
 			if _, err := ctl.registerNode(context.Background(), nc); err != nil {
 				t.Fatal(err)
+			}
+			if _, err := ctl.registerNode(context.Background(), nc); err != nil {
+				t.Fatal(err)
+			}
+			if n := testutil.ToFloat64(created) - before; n != 1 {
+				t.Errorf("karpenter_nodes_created_total rose by %v for one node registered (twice), want 1", n)
 			}
 			got := &corev1.Node{}
 			if err := c.Get(context.Background(), client.ObjectKey{Name: "node"}, got); err != nil {
