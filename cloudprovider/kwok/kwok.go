@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
@@ -215,6 +216,12 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1
 	nc, err := p.nodeClass(ctx, claim.Spec.NodeClassRef)
 	if err != nil {
 		return nil, err
+	}
+	// As upstream's kwok provider: a node class whose Ready condition is False launches
+	// nothing (the lifecycle then deletes the NodeClaim with NodeClassNotReady). One not
+	// reconciled yet (no condition) is not refused.
+	if cond := meta.FindStatusCondition(nc.Status.Conditions, "Ready"); cond != nil && cond.Status == metav1.ConditionFalse {
+		return nil, cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("KWOKNodeClass %s is not ready: %s", nc.Name, cond.Message))
 	}
 	if d := nc.Spec.LaunchDelay; d != nil && d.Duration > 0 {
 		select {

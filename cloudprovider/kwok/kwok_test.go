@@ -147,3 +147,26 @@ func TestCreateLaunchesAtOverlaidPrices(t *testing.T) {
 		t.Fatalf("with m5.large at $0.01/h: %v (asked for pool %q), %v", overlaid.Labels, asked, err)
 	}
 }
+
+// A node class whose Ready condition is False launches nothing, with a NodeClassNotReady
+// error (the lifecycle deletes the NodeClaim), as upstream's kwok provider; one without a
+// condition yet launches.
+func TestCreateRefusesANodeClassNotReady(t *testing.T) {
+	ctx := context.Background()
+	nc := &kwokv1alpha1.KWOKNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: kwokv1alpha1.KWOKNodeClassSpec{Catalog: "embedded"}}
+	c := fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(nc).WithStatusSubresource(&corev1.Node{}, &kwokv1alpha1.KWOKNodeClass{}).Build()
+	p := New(c, clocktesting.NewFakeClock(time.Now()), 1)
+	claim := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Labels: map[string]string{karpv1.NodePoolLabelKey: "p"}},
+		Spec: karpv1.NodeClaimSpec{NodeClassRef: pool().Spec.Template.Spec.NodeClassRef}}
+	if _, err := p.Create(ctx, claim.DeepCopy()); err != nil {
+		t.Fatalf("a node class not reconciled yet: %v", err)
+	}
+	nc.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "TestingNotReady", Message: "not ready", LastTransitionTime: metav1.Now()}}
+	if err := c.Status().Update(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	claim.Name = "d"
+	if _, err := p.Create(ctx, claim); !cloudprovider.IsNodeClassNotReadyError(err) {
+		t.Errorf("Ready False: %v, want a NodeClassNotReady error", err)
+	}
+}
