@@ -189,6 +189,7 @@ func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
 	}
 	c.noteUnconsolidatable(snap)
 	c.noteRepair(snap)
+	c.noteScores(snap)
 	if err != nil {
 		return false, err
 	}
@@ -210,6 +211,9 @@ func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
 	}
 	c.setIdle(false, rev, time.Time{})
 	if m.Reason() == methods.ReasonUnderutilized {
+		for _, cmd := range cmds {
+			c.noteCandidate(cmd)
+		}
 		select {
 		case <-ctx.Done():
 			return false, nil
@@ -223,6 +227,7 @@ func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
 		for _, cmd := range cmds {
 			if why := methods.Validate(ctx, cmd, fresh, m, nil); why != "" {
 				log.FromContext(ctx).Info("dropped a consolidation that no longer holds", "nodes", names(cmd.Candidates), "why", why)
+				c.noteRejected(cmd, why)
 				continue
 			}
 			valid = append(valid, cmd)

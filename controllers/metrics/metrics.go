@@ -111,6 +111,18 @@ var (
 	ConsolidationTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_voluntary_disruption_consolidation_timeouts_total", Help: "Consolidation searches that ran out of time, by consolidation type.",
 	}, []string{"consolidation_type"})
+	// ConsolidationMoves counts the consolidation moves scored, by decision (approved,
+	// rejected), NodePool and consolidation policy, as upstream's (every policy's moves;
+	// docs/disruption.md, "Balanced").
+	ConsolidationMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_consolidation_moves_total", Help: "Consolidation moves scored, by decision (approved, rejected), NodePool and consolidation policy.",
+	}, []string{"decision", "nodepool", "policy"})
+	// ConsolidationScore is the score of Balanced pools' consolidation moves, with upstream's
+	// buckets.
+	ConsolidationScore = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "karpenter_consolidation_score", Help: "Score of Balanced consolidation moves (savings share over disruption share), by decision, NodePool and policy.",
+		Buckets: []float64{0.1, 0.25, 0.33, 0.5, 1.0, 2.0, 5.0, 10.0},
+	}, []string{"decision", "nodepool", "policy"})
 	// EvictionRequests counts the drain's requests to the Eviction API, by HTTP status code
 	// (200 accepted, 429 held by a PodDisruptionBudget, ...), as upstream Karpenter names it.
 	EvictionRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -170,7 +182,7 @@ var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 
 // order docs/metrics.md lists them (a test keeps the two the same).
 var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, PodsStartupDuration, NodesAllocatable, NodePoolUsage,
 	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
-	DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
+	DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeReboots,
 	NodesCreated, NodesTerminated, clusterState}
 

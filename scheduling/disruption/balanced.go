@@ -75,63 +75,106 @@ func (c *Cluster) balance(pool string) poolBalance {
 	return c.balances[pool]
 }
 
-// balancedScore scores a move that removes the candidates and saves savings per hour, for
-// each of the candidates' NodePools that is Balanced, against that pool's totals: its share of
+// PoolScore is how a consolidation move was judged for one of its candidates' NodePools, for
+// upstream's karpenter_consolidation_moves_total and karpenter_consolidation_score and its
+// ConsolidationApproved event (controllers/disruption). Only a Balanced pool is scored; any
+// other pool approves every move.
+type PoolScore struct {
+	NodePool string
+	Policy   karpv1.ConsolidationPolicy
+	Approved bool
+	// Scored is true for a Balanced pool: Score is its SavedShare over its DisruptedShare.
+	Scored                            bool
+	Score, SavedShare, DisruptedShare float64
+}
+
+// MoveScore is a consolidation move that reached scoring in a pass: each single-node move
+// found, and multi-node's chosen move (or, when it chose none, its last one Balanced refused),
+// as upstream counts them.
+type MoveScore struct {
+	Candidates []*Candidate
+	// Multi is true for a multi-node move (its ConsolidationApproved event is on the NodePool).
+	Multi    bool
+	Approved bool
+	Pools    []PoolScore
+}
+
+// poolScores scores a move that removes the candidates and saves savings per hour for each of
+// the candidates' NodePools, in name order: a Balanced pool against its totals, its share of
 // the savings (split by the candidates' prices when the move spans pools) over its total
-// price, against its candidates' disruption cost over its total, as upstream does. It
-// returns the lowest score (every Balanced source pool must approve: a permissive pool cannot
-// carry a Balanced one's node along) with that pool's shares; scored is false when no
-// candidate's pool is Balanced.
-func (c *Cluster) balancedScore(cands []*Candidate, savings float64) (score, savedShare, disruptedShare float64, scored bool) {
-	type part struct{ price, disruption float64 }
+// price, against its candidates' disruption cost over its total, as upstream does. A move
+// that saves nothing, or a Balanced pool that cannot be priced, scores 0: nothing shows the
+// move is worth it. The tolerance lets a move exactly on the threshold (a uniform pool's
+// half-price replacement) through despite rounding.
+func (c *Cluster) poolScores(cands []*Candidate, savings float64) []PoolScore {
+	type part struct {
+		policy            karpv1.ConsolidationPolicy
+		price, disruption float64
+	}
 	parts := map[string]*part{}
 	total := 0.0
 	for _, cand := range cands {
 		total += cand.PricePerHour
-		if cand.NodePool.Spec.Disruption.ConsolidationPolicy != karpv1.ConsolidationPolicyBalanced {
-			continue
-		}
 		p := parts[cand.NodePoolName()]
 		if p == nil {
-			p = &part{}
+			p = &part{policy: cand.NodePool.Spec.Disruption.ConsolidationPolicy}
 			parts[cand.NodePoolName()] = p
 		}
 		p.price += cand.PricePerHour
-		p.disruption += balancedNodeCost(cand.Pods)
+		if p.policy == karpv1.ConsolidationPolicyBalanced {
+			p.disruption += balancedNodeCost(cand.Pods)
+		}
 	}
+	out := make([]PoolScore, 0, len(parts))
 	for _, pool := range sortedKeys(parts) {
-		p, b := parts[pool], c.balance(pool)
-		if b.price <= 0 || b.disruption <= 0 {
-			continue
+		p := parts[pool]
+		ps := PoolScore{NodePool: pool, Policy: p.policy, Approved: true}
+		if p.policy == karpv1.ConsolidationPolicyBalanced {
+			ps.Scored = true
+			if b := c.balance(pool); b.price > 0 && b.disruption > 0 && savings > 0 {
+				share := savings
+				if total > 0 && p.price < total {
+					share = savings * p.price / total
+				}
+				ps.SavedShare, ps.DisruptedShare = share/b.price, p.disruption/b.disruption
+				ps.Score = ps.SavedShare / ps.DisruptedShare
+			}
+			ps.Approved = savings > 0 && ps.Score >= 1/BalancedThreshold-1e-9
 		}
-		share := savings
-		if total > 0 && p.price < total {
-			share = savings * p.price / total
-		}
-		saved, disrupted := share/b.price, p.disruption/b.disruption
-		if s := saved / disrupted; !scored || s < score {
-			score, savedShare, disruptedShare, scored = s, saved, disrupted, true
-		}
+		out = append(out, ps)
 	}
-	// A Balanced pool that cannot be priced scores 0: nothing shows the move is worth it.
-	return score, savedShare, disruptedShare, len(parts) > 0
+	return out
 }
 
-// balancedRefusal is why the Balanced policy refuses a move saving savings per hour, "" when
-// it approves it or no candidate's NodePool is Balanced. A move that saves nothing is refused
-// at any threshold.
-func (c *Cluster) balancedRefusal(cands []*Candidate, savings float64) string {
-	score, saved, disrupted, scored := c.balancedScore(cands, savings)
+// recordMove notes a consolidation move that reached scoring, for the controller's metrics
+// and events.
+func (c *Cluster) recordMove(cands []*Candidate, multi bool, pools []PoolScore) {
+	approved := true
+	for _, p := range pools {
+		approved = approved && p.Approved
+	}
+	c.Scores = append(c.Scores, MoveScore{Candidates: cands, Multi: multi, Approved: approved, Pools: pools})
+}
+
+// balancedRefusal is why the Balanced policy refuses a move whose pools were scored so, ""
+// when every pool approves (a pool not Balanced always does). Every Balanced source pool must
+// approve: a permissive pool cannot carry a Balanced one's node along; the lowest score is
+// the one told.
+func balancedRefusal(pools []PoolScore, savings float64) string {
+	var worst *PoolScore
+	for i := range pools {
+		if p := &pools[i]; p.Scored && (worst == nil || p.Score < worst.Score) {
+			worst = p
+		}
+	}
 	switch {
-	case !scored:
+	case worst == nil:
 		return ""
 	case savings <= 0:
 		return "Balanced: the move saves nothing"
-	// The tolerance lets a move exactly on the threshold (a uniform pool's half-price
-	// replacement) through despite rounding.
-	case score < 1/BalancedThreshold-1e-9:
+	case !worst.Approved:
 		return fmt.Sprintf("Balanced: score %.2f < %.2f (saves %.1f%% of the NodePool's cost for %.1f%% of its disruption cost)",
-			score, 1/BalancedThreshold, 100*saved, 100*disrupted)
+			worst.Score, 1/BalancedThreshold, 100*worst.SavedShare, 100*worst.DisruptedShare)
 	}
 	return ""
 }

@@ -55,34 +55,38 @@ func TestBalanced(t *testing.T) {
 		w      world
 		want   string
 		why    string // a substring of a's Unconsolidatable note, when nothing acts
+		scores string // the moves scored, for the metrics and events (scoresString)
 	}{
 		// Deleting a: saves 1/3 of the cost, disrupts (1+1)/(2+2+2) = 1/3: score 1.
-		"a delete of default-cost pods passes": {&SingleNode{}, with(deletable(), balanced()), "delete:a", ""},
+		"a delete of default-cost pods passes": {&SingleNode{}, with(deletable(), balanced()), "delete:a", "", "a approved default=1.00"},
 		// The same delete with a pod that is expensive to evict: a costs 1+10 of 15, score 0.45.
-		"a delete evicting an expensive pod is refused": {&SingleNode{}, with(deletable(expensive), balanced()), "", "Balanced: score 0.45 < 0.50"},
-		"WhenEmptyOrUnderutilized takes that delete":    {&SingleNode{}, deletable(expensive), "delete:a", ""},
+		"a delete evicting an expensive pod is refused": {&SingleNode{}, with(deletable(expensive), balanced()), "", "Balanced: score 0.45 < 0.50", ""},
+		"WhenEmptyOrUnderutilized takes that delete":    {&SingleNode{}, deletable(expensive), "delete:a", "", "a approved default=-"},
 		// Replacing a (4 pods) by a large: saves 1/8, disrupts 5/17: score 0.42.
-		"a replace saving too little for its pods is refused": {&SingleNode{}, uniform(4), "", "Balanced: score 0.42 < 0.50"},
+		"a replace saving too little for its pods is refused": {&SingleNode{}, uniform(4), "", "Balanced: score 0.42 < 0.50", "a rejected default=0.42"},
 		// With 3 pods: saves 1/8, disrupts 4/16: exactly 0.5, the uniform pool's boundary.
-		"a half-price replace in a uniform pool passes": {&SingleNode{}, uniform(3), "replace:a+c5.large/on-demand", ""},
+		"a half-price replace in a uniform pool passes": {&SingleNode{}, uniform(3), "replace:a+c5.large/on-demand", "", "a approved default=0.50"},
 		"WhenEmptyOrUnderutilized takes the marginal replace": {&SingleNode{}, with(uniform(4), []*karpv1.NodePool{nodePool("default", onDemandOnly)}),
-			"replace:a+c5.large/on-demand", ""},
+			"replace:a+c5.large/on-demand", "", "a approved default=-"},
 		// Three m5.xlarge for one m5.2xlarge on Spot: saves 80%, disrupts all: score 0.8.
-		"multi-node passes when the saving is large": {&MultiNode{}, threeBusy(balanced()), "replace:a,b,c+m5.2xlarge/spot", ""},
+		"multi-node passes when the saving is large": {&MultiNode{}, threeBusy(balanced()), "replace:a,b,c+m5.2xlarge/spot", "", "multi a,b,c approved default=0.80"},
 		// The same on-demand only: all three for an m5.2xlarge save 1/3 for all the disruption
 		// (0.33), so the search settles on a and b for a large beside c: saves 1/2, disrupts
 		// 2/3 (0.75).
-		"multi-node takes the largest prefix worth its pods": {&MultiNode{}, threeBusy(balanced(onDemandOnly)), "replace:a,b+c5.large/on-demand", ""},
-		"WhenEmptyOrUnderutilized takes all three":           {&MultiNode{}, threeBusy([]*karpv1.NodePool{nodePool("default", onDemandOnly)}), "replace:a,b,c+m5.2xlarge/on-demand", ""},
+		"multi-node takes the largest prefix worth its pods": {&MultiNode{}, threeBusy(balanced(onDemandOnly)), "replace:a,b+c5.large/on-demand", "", "multi a,b approved default=0.75"},
+		"WhenEmptyOrUnderutilized takes all three":           {&MultiNode{}, threeBusy([]*karpv1.NodePool{nodePool("default", onDemandOnly)}), "replace:a,b,c+m5.2xlarge/on-demand", "", "multi a,b,c approved default=-"},
 		// Emptiness is not scored: an empty node goes under Balanced too.
 		"an empty node goes": {Emptiness{}, world{pools: balanced(), nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a"), node("b", "m5.4xlarge", "on-demand", "z-a")},
-			pods: []*corev1.Pod{pod("w1", "b", "2", "4Gi")}}, "delete:a", ""},
+			pods: []*corev1.Pod{pod("w1", "b", "2", "4Gi")}}, "delete:a", "", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := tc.w.cluster()
 			got := strings.Join(commandNames(commands(t, tc.method, c)), " | ")
 			if got != tc.want {
 				t.Errorf("commands %q, want %q", got, tc.want)
+			}
+			if got := scoresString(c.Scores); got != tc.scores {
+				t.Errorf("scored moves %q, want %q", got, tc.scores)
 			}
 			if tc.why == "" {
 				return
@@ -128,11 +132,94 @@ func TestBalancedScoreAcrossPools(t *testing.T) {
 	}
 	// a and b go for $0.20 saved: default's share is half ($0.10) of its $0.40, for a's
 	// disruption 2 of its 4: score 0.5.
-	score, saved, disrupted, scored := c.balancedScore([]*Candidate{a, b}, 0.2)
-	if near := func(x, y float64) bool { return math.Abs(x-y) < 1e-9 }; !scored || !near(saved, 0.25) || !near(disrupted, 0.5) || !near(score, 0.5) {
-		t.Errorf("score %v (saved %v, disrupted %v, scored %v), want 0.5 (0.25, 0.5, true)", score, saved, disrupted, scored)
+	pools := c.poolScores([]*Candidate{a, b}, 0.2)
+	want := []PoolScore{
+		{NodePool: "default", Policy: karpv1.ConsolidationPolicyBalanced, Approved: true, Scored: true, Score: 0.5, SavedShare: 0.25, DisruptedShare: 0.5},
+		{NodePool: "other", Policy: karpv1.ConsolidationPolicyWhenEmptyOrUnderutilized, Approved: true},
 	}
-	if _, _, _, scored := c.balancedScore([]*Candidate{b}, 0.2); scored {
-		t.Error("a move off a WhenEmptyOrUnderutilized pool only was scored")
+	near := func(x, y float64) bool { return math.Abs(x-y) < 1e-9 }
+	if len(pools) != len(want) {
+		t.Fatalf("scores %+v, want %+v", pools, want)
 	}
+	for i, p := range pools {
+		w := want[i]
+		if p.NodePool != w.NodePool || p.Policy != w.Policy || p.Approved != w.Approved || p.Scored != w.Scored ||
+			!near(p.Score, w.Score) || !near(p.SavedShare, w.SavedShare) || !near(p.DisruptedShare, w.DisruptedShare) {
+			t.Errorf("score of %s %+v, want %+v", p.NodePool, p, w)
+		}
+	}
+	if why := balancedRefusal(pools, 0.2); why != "" {
+		t.Errorf("refused a move on the threshold: %s", why)
+	}
+	if pools := c.poolScores([]*Candidate{b}, 0.2); len(pools) != 1 || pools[0].Scored || !pools[0].Approved {
+		t.Errorf("a move off a WhenEmptyOrUnderutilized pool only: %+v, want unscored and approved", pools)
+	}
+	if why := balancedRefusal(c.poolScores([]*Candidate{a}, 0), 0); why != "Balanced: the move saves nothing" {
+		t.Errorf("a move saving nothing: %q", why)
+	}
+}
+
+// Balanced candidates are tried in order of their deletion's score, highest first, in the
+// places Balanced candidates hold; a WhenEmptyOrUnderutilized pool's keep theirs (cheapest to
+// disrupt first).
+func TestBalancedCandidatesOrderedByScore(t *testing.T) {
+	balancedPool := nodePool("default", func(np *karpv1.NodePool) { np.Spec.Disruption.ConsolidationPolicy = karpv1.ConsolidationPolicyBalanced })
+	inOther := func(n *corev1.Node) { n.Labels[karpv1.NodePoolLabelKey] = "other" }
+	w := world{pools: []*karpv1.NodePool{balancedPool, nodePool("other")},
+		nodes: []*corev1.Node{
+			// Balanced: a $0.20 with one pod (score 0.2/2), b $0.40 with one (0.4/2), c $0.20
+			// with three (0.2/4): by score b, a, c; by disruption cost a, b, c.
+			node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.2xlarge", "on-demand", "z-a"), node("c", "m5.xlarge", "on-demand", "z-a"),
+			node("x", "m5.2xlarge", "on-demand", "z-a", inOther), node("y", "m5.xlarge", "on-demand", "z-a", inOther)},
+		pods: []*corev1.Pod{pod("a1", "a", "100m", "128Mi"), pod("b1", "b", "100m", "128Mi"),
+			pod("c1", "c", "100m", "128Mi"), pod("c2", "c", "100m", "128Mi"), pod("c3", "c", "100m", "128Mi"),
+			pod("x1", "x", "100m", "128Mi"), pod("y1", "y", "100m", "128Mi")}}
+	c := w.cluster()
+	var got []string
+	for _, cand := range consolidationCandidates(t.Context(), c, c.Candidates) {
+		if cand.NodePoolName() == "default" {
+			got = append(got, cand.Name())
+		}
+	}
+	if strings.Join(got, ",") != "b,a,c" {
+		t.Errorf("Balanced candidates in order %v, want [b a c]", got)
+	}
+	var others []string
+	for _, cand := range consolidationCandidates(t.Context(), c, c.Candidates) {
+		if cand.NodePoolName() == "other" {
+			others = append(others, cand.Name())
+		}
+	}
+	if strings.Join(others, ",") != "x,y" {
+		t.Errorf("other candidates in order %v, want [x y] (equal disruption cost, by name)", others)
+	}
+}
+
+// scoresString is each scored move as "[multi ]<nodes> approved|rejected <pool>=<score>|-",
+// joined by " | ".
+func scoresString(scores []MoveScore) string {
+	var out []string
+	for _, m := range scores {
+		var names, pools []string
+		for _, cand := range m.Candidates {
+			names = append(names, cand.Name())
+		}
+		for _, p := range m.Pools {
+			if p.Scored {
+				pools = append(pools, fmt.Sprintf("%s=%.2f", p.NodePool, p.Score))
+			} else {
+				pools = append(pools, p.NodePool+"=-")
+			}
+		}
+		decision := "rejected"
+		if m.Approved {
+			decision = "approved"
+		}
+		s := strings.Join(names, ",") + " " + decision + " " + strings.Join(pools, ",")
+		if m.Multi {
+			s = "multi " + s
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " | ")
 }

@@ -43,12 +43,43 @@ func consolidationCandidates(ctx context.Context, c *Cluster, candidates []*Cand
 		}
 		return out[i].Name() < out[j].Name()
 	})
+	orderBalancedByScore(c, out, preferred)
 	return out
+}
+
+// orderBalancedByScore puts the candidates of Balanced NodePools, in the places they hold
+// among those as preferred as they are, in order of their deletion's score (the best any move
+// on them can do), highest first: the moves most worth their disruption go first, as
+// upstream orders them. The others keep their places (cheapest to disrupt first).
+func orderBalancedByScore(c *Cluster, out []*Candidate, preferred map[*Candidate]bool) {
+	for _, pref := range []bool{true, false} {
+		var at []int
+		var balanced []*Candidate
+		score := map[*Candidate]float64{}
+		for i, cand := range out {
+			if preferred[cand] == pref && cand.NodePool.Spec.Disruption.ConsolidationPolicy == karpv1.ConsolidationPolicyBalanced {
+				at = append(at, i)
+				balanced = append(balanced, cand)
+				score[cand] = c.poolScores([]*Candidate{cand}, cand.PricePerHour)[0].Score
+			}
+		}
+		sort.SliceStable(balanced, func(i, j int) bool { return score[balanced[i]] > score[balanced[j]] })
+		for k, i := range at {
+			out[i] = balanced[k]
+		}
+	}
 }
 
 // consolidate is the command that removes the candidates, their pods moved to the other nodes
 // and at most one new node that costs less than they do; nil, with why, when there is none.
 func (c *Cluster) consolidate(cands []*Candidate, consolidationType string) (*Command, string, error) {
+	cmd, why, _, err := c.consolidateScored(cands, consolidationType)
+	return cmd, why, err
+}
+
+// consolidateScored is consolidate with how the move was scored for each of the candidates'
+// NodePools (balanced.go), nil when no move reached scoring.
+func (c *Cluster) consolidateScored(cands []*Candidate, consolidationType string) (*Command, string, []PoolScore, error) {
 	before := 0.0
 	allSpot := true
 	for _, cand := range cands {
@@ -69,36 +100,37 @@ func (c *Cluster) consolidate(cands []*Candidate, consolidationType string) (*Co
 	}
 	sim, err := c.simulate(cands, rule)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	if sim.unschedulable == "" && len(sim.result.NodeClaims) > 1 {
 		// The cheapest cover took several smaller nodes; consolidation launches one, so try
 		// again with each NodePool limited to one more node.
 		rule.oneNode = true
 		if again, err := c.simulate(cands, rule); err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		} else if again.unschedulable == "" && len(again.result.NodeClaims) == 1 {
 			sim = again
 		}
 	}
 	if sim.unschedulable != "" {
-		return nil, sim.unschedulable, nil
+		return nil, sim.unschedulable, nil, nil
 	}
 	switch n := len(sim.result.NodeClaims); {
 	case n > 1:
-		return nil, fmt.Sprintf("its pods would need %d new nodes", n), nil
+		return nil, fmt.Sprintf("its pods would need %d new nodes", n), nil, nil
 	case n == 1 && allSpot && c.Options.SpotToSpotConsolidation && len(cands) == 1 && len(sim.result.NodeClaims[0].InstanceTypes) < MinSpotToSpotTypes:
-		return nil, fmt.Sprintf("a Spot replacement needs %d cheaper instance types, %d are", MinSpotToSpotTypes, len(sim.result.NodeClaims[0].InstanceTypes)), nil
+		return nil, fmt.Sprintf("a Spot replacement needs %d cheaper instance types, %d are", MinSpotToSpotTypes, len(sim.result.NodeClaims[0].InstanceTypes)), nil, nil
 	}
 	cmd := c.command(ReasonUnderutilized, cands, sim)
 	cmd.ConsolidationType = consolidationType
 	if cmd.Decision == DecisionReplace && cmd.PriceAfter() >= before*(1-c.Options.MinSavingsFraction) {
-		return nil, "no cheaper replacement", nil
+		return nil, "no cheaper replacement", nil, nil
 	}
-	if why := c.balancedRefusal(cands, cmd.Savings()); why != "" {
-		return nil, why, nil
+	pools := c.poolScores(cands, cmd.Savings())
+	if why := balancedRefusal(pools, cmd.Savings()); why != "" {
+		return nil, why, pools, nil
 	}
-	return cmd, "", nil
+	return cmd, "", pools, nil
 }
 
 // firstCommand is the command of the first candidate, in order, that its NodePool's budget for

@@ -52,6 +52,8 @@ func (m *MultiNode) Commands(ctx context.Context, c *Cluster, candidates []*Cand
 		return nil, nil
 	}
 	var best *Command
+	var rejected []*Candidate
+	var bestPools, rejectedPools []PoolScore
 	lo, hi := 2, len(cands)
 	for lo <= hi {
 		if now().After(deadline) {
@@ -63,15 +65,25 @@ func (m *MultiNode) Commands(ctx context.Context, c *Cluster, candidates []*Cand
 			hi = mid - 1
 			continue
 		}
-		cmd, _, err := c.consolidate(cands[:mid], "multi")
+		cmd, _, pools, err := c.consolidateScored(cands[:mid], "multi")
 		if err != nil {
 			return nil, err
 		}
 		if cmd != nil && cmd.Savings() > 0 {
-			best, lo = cmd, mid+1
+			best, bestPools, lo = cmd, pools, mid+1
 		} else {
+			if cmd == nil && pools != nil {
+				// Balanced refused it: told once, for the last (smallest) such prefix.
+				rejected, rejectedPools = cands[:mid], pools
+			}
 			hi = mid - 1
 		}
+	}
+	switch {
+	case best != nil:
+		c.recordMove(best.Candidates, true, bestPools)
+	case rejected != nil:
+		c.recordMove(rejected, true, rejectedPools)
 	}
 	if best == nil || !c.admit(ctx, best) {
 		return nil, nil

@@ -61,7 +61,7 @@ func (c *Cluster) Apply(cmd *Command) *Cluster {
 		moved[m.To] = append(moved[m.To], p)
 	}
 	next := *c
-	next.Nodes, next.Candidates, next.Unconsolidatable = nil, nil, nil
+	next.Nodes, next.Candidates, next.Unconsolidatable, next.Scores = nil, nil, nil, nil
 	next.PoolSizes, next.Disrupting = copyCounts(c.PoolSizes), copyCounts(c.Disrupting)
 	next.balances, next.placed, next.waiting, next.free = nil, false, nil, nil
 	next.removed, next.applied = copySet(c.removed), copySet(c.applied)

@@ -49,7 +49,7 @@ func (s *SingleNode) Commands(ctx context.Context, c *Cluster, candidates []*Can
 	// withinBudgets is for multi-node consolidation).
 	return c.firstCommand(ctx, consolidationCandidates(ctx, c, candidates), budgets, ReasonUnderutilized,
 		func(cand *Candidate) (*Command, string, error) {
-			if why := c.balancedRefusal([]*Candidate{cand}, cand.PricePerHour); why != "" {
+			if why := balancedRefusal(c.poolScores([]*Candidate{cand}, cand.PricePerHour), cand.PricePerHour); why != "" {
 				return nil, why + " even deleted", nil
 			}
 			if hopeless, why := c.hopeless(cand); hopeless {
@@ -59,6 +59,10 @@ func (s *SingleNode) Commands(ctx context.Context, c *Cluster, candidates []*Can
 				s.TimedOut = true
 				return nil, "not simulated: single-node consolidation ran out of time in this pass", nil
 			}
-			return c.consolidate([]*Candidate{cand}, "single")
+			cmd, why, pools, err := c.consolidateScored([]*Candidate{cand}, "single")
+			if pools != nil {
+				c.recordMove([]*Candidate{cand}, false, pools)
+			}
+			return cmd, why, err
 		})
 }

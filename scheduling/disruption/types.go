@@ -177,8 +177,10 @@ type Cluster struct {
 	// some alone in the last pass.
 	Unhealthy   []*Unhealthy
 	RepairNotes []RepairNote
-	Now         time.Time
-	Options     Options
+	// Scores are the consolidation moves of the last pass that reached scoring (balanced.go).
+	Scores  []MoveScore
+	Now     time.Time
+	Options Options
 	// Requests caches the pods' requests for every simulation of the pass.
 	Requests *scheduling.PodRequestCache
 	// Gate, when set, is consulted for every command before it is returned (gate.go).
