@@ -104,6 +104,10 @@ e2e: ## End-to-end suites: the manager against the local cluster of make run, st
 SEED ?= 0
 DURATION ?= 1h
 
+.PHONY: upstream-e2e
+upstream-e2e: ## Upstream Karpenter v1.15.0's regression and disruption suites against the local stack on its own ports: a line per spec, then N passed, M failed, K skipped (not in make test: it runs long).
+	hack/upstream-e2e.sh
+
 .PHONY: chaos
 chaos: ## The chaos suite at full size: 500 pods, the leader SIGKILLed at random, kube-apiserver and etcd restarted, launches failing (make test runs its short form).
 	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh)" go test -count=1 -v -timeout 90m ./test/e2e/chaos -args -chaos.full -chaos.seed=$(SEED)

@@ -15,9 +15,14 @@ snapshot() {
 before=$(snapshot)
 make --no-print-directory generate manifests
 go mod tidy
-# hack/tools/argocd needs Go 1.27 (ArgoCD v3.6), fetched as a toolchain for it alone.
+# hack/tools/argocd needs Go 1.27 (ArgoCD v3.6) and hack/tools/upstream-e2e Go 1.26.9
+# (upstream Karpenter v1.15), each fetched as a toolchain for that module alone.
 for m in hack/tools/*/; do
-  if [[ $m == */argocd/ ]]; then (cd "$m" && GOTOOLCHAIN=go1.27.3 go mod tidy); else (cd "$m" && go mod tidy); fi
+  case $m in
+    */argocd/) (cd "$m" && GOTOOLCHAIN=go1.27.3 go mod tidy) ;;
+    */upstream-e2e/) (cd "$m" && GOTOOLCHAIN=go1.26.9 go mod tidy) ;;
+    *) (cd "$m" && go mod tidy) ;;
+  esac
 done
 after=$(snapshot)
 unformatted=$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go'))
