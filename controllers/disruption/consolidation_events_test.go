@@ -3,6 +3,7 @@ package disruption
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,5 +93,26 @@ func TestConsolidationCandidateAndRejectedEvents(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("events %q, want %q", got, want)
+	}
+}
+
+// The disrupted metrics take upstream's label values: the policy in snake case, the
+// termination mode from the NodeClaim's terminationGracePeriod.
+func TestDisruptedLabels(t *testing.T) {
+	for in, want := range map[string]string{"WhenEmptyOrUnderutilized": "when_empty_or_underutilized", "WhenEmpty": "when_empty", "Balanced": "balanced"} {
+		if got := snakeCase(in); got != want {
+			t.Errorf("snakeCase(%q) = %q, want %q", in, got, want)
+		}
+	}
+	period := func(d time.Duration) *karpv1.NodeClaim {
+		return &karpv1.NodeClaim{Spec: karpv1.NodeClaimSpec{TerminationGracePeriod: &metav1.Duration{Duration: d}}}
+	}
+	for _, tc := range []struct {
+		nc   *karpv1.NodeClaim
+		want string
+	}{{nil, "graceful"}, {&karpv1.NodeClaim{}, "graceful"}, {period(0), "forceful"}, {period(time.Hour), "eventual"}} {
+		if got := terminationMode(tc.nc); got != tc.want {
+			t.Errorf("terminationMode(%+v) = %q, want %q", tc.nc, got, tc.want)
+		}
 	}
 }

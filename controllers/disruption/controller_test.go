@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -23,6 +24,7 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	cloudfake "github.com/karpenter-policy/karpenter/cloudprovider/fake"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/scheduling"
 	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
@@ -240,6 +242,9 @@ func (f *fleet) initializeReplacements(t *testing.T) int {
 func TestDriftRollsThreeAtATimeNeverFour(t *testing.T) {
 	ctx := context.Background()
 	f := newFleet(t, 6, "3")
+	labels := []string{"drifted", "general", karpv1.CapacityTypeOnDemand, "", "graceful"}
+	disruptedBefore := testutil.ToFloat64(metrics.NodeClaimsDisrupted.WithLabelValues(labels...))
+	podsBefore := testutil.ToFloat64(metrics.PodsDisruptionInitiated.WithLabelValues(labels...))
 	for pass := range 5 {
 		if _, err := f.ctl.Reconcile(ctx); err != nil {
 			t.Fatal(err)
@@ -269,6 +274,12 @@ func TestDriftRollsThreeAtATimeNeverFour(t *testing.T) {
 	}
 	if _, deleting := f.disrupting(t); deleting != 3 {
 		t.Fatalf("%d candidates deleted, want 3", deleting)
+	}
+	if n := testutil.ToFloat64(metrics.NodeClaimsDisrupted.WithLabelValues(labels...)) - disruptedBefore; n != 3 {
+		t.Errorf("karpenter_nodeclaims_disrupted_total%v rose by %v, want 3", labels, n)
+	}
+	if n := testutil.ToFloat64(metrics.PodsDisruptionInitiated.WithLabelValues(labels...)) - podsBefore; n != 3 {
+		t.Errorf("karpenter_pods_disruption_initiated_total%v rose by %v, want 3 (a pod each)", labels, n)
 	}
 	// The deleted nodes still drain: they count against the budget until they are gone.
 	if _, err := f.ctl.Reconcile(ctx); err != nil {

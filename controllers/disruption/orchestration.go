@@ -105,9 +105,14 @@ type command struct {
 	rebootDrain *time.Duration
 }
 
-// candidateRef names a candidate's node and NodeClaim, with its NodePool and capacity type
-// for metrics.
-type candidateRef struct{ node, nodeClaim, nodePool, capacityType string }
+// candidateRef names a candidate's node and NodeClaim, with what the metrics label it by: its
+// NodePool, capacity type, consolidation policy (consolidation only), termination mode, and
+// how many pods it had to move.
+type candidateRef struct {
+	node, nodeClaim, nodePool, capacityType string
+	consolidationPolicy, terminationMode    string
+	pods                                    int
+}
 
 // NewOrchestrator returns the orchestrator; Register it with the manager.
 func NewOrchestrator(c client.Client, cluster *state.Cluster, recorder events.EventRecorder, clk clock.Clock) *Orchestrator {
@@ -164,7 +169,11 @@ func (o *Orchestrator) Add(c *methods.Cluster, cmd *methods.Command) string {
 		savings: cmd.Savings(), planned: cmd.Replacements, want: len(cmd.Replacements), moves: cmd.Moves, pools: map[string]*karpv1.NodePool{},
 		started: o.clock.Now(), condition: cmd.Condition, rebootDrain: cmd.RebootDrain}
 	for _, cand := range cmd.Candidates {
-		ref := candidateRef{node: cand.Name(), nodePool: cand.NodePool.Name, capacityType: cand.CapacityType}
+		ref := candidateRef{node: cand.Name(), nodePool: cand.NodePool.Name, capacityType: cand.CapacityType,
+			terminationMode: terminationMode(cand.NodeClaim), pods: len(cand.Pods)}
+		if cmd.ConsolidationType != "" {
+			ref.consolidationPolicy = snakeCase(string(cand.NodePool.Spec.Disruption.ConsolidationPolicy))
+		}
 		if cand.NodeClaim != nil {
 			ref.nodeClaim = cand.NodeClaim.Name
 		}
@@ -263,6 +272,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 		if err := o.remove(ctx, c); err != nil {
 			return ratelimit.Retry(err)
 		}
+		disrupted(cmd, c)
 		o.event(c, corev1.EventTypeNormal, "DisruptionTerminating", fmt.Sprintf("Disrupting node: %s (%s, saving $%.4f/hour)", cmd.reason, cmd.decision, cmd.savings))
 	}
 	metrics.DisruptionDecisions.WithLabelValues(string(cmd.decision), string(cmd.reason), cmd.consolidationType).Inc()

@@ -36,6 +36,16 @@ var (
 	NodeClaimsUnhealthyDisrupted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_nodeclaims_unhealthy_disrupted_total", Help: "Number of unhealthy NodeClaims disrupted by node repair, by condition, NodePool and capacity type.",
 	}, []string{"condition", "nodepool", "capacity_type"})
+	// NodeClaimsDisrupted counts the NodeClaims disruption removed, and PodsDisruptionInitiated
+	// the pods they had to move, by reason (lower case), NodePool, capacity type,
+	// consolidation policy (snake case, consolidation only) and termination mode (graceful,
+	// eventual, forceful: the NodeClaim's terminationGracePeriod), as upstream's.
+	NodeClaimsDisrupted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_nodeclaims_disrupted_total", Help: "NodeClaims disrupted, by reason, NodePool, capacity type, consolidation policy and termination mode.",
+	}, disruptedLabels)
+	PodsDisruptionInitiated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_pods_disruption_initiated_total", Help: "Pods to reschedule on the NodeClaims disrupted (not DaemonSet or mirror pods), by reason, NodePool, capacity type, consolidation policy and termination mode.",
+	}, disruptedLabels)
 	// NodeReboots counts the reboots node repair carried out, by how they ended (succeeded,
 	// provider_error, recovery_timeout), as upstream's karpenter_nodes_reboots_total.
 	NodeReboots = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -55,6 +65,10 @@ var (
 	NodesAllocatable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_nodes_allocatable", Help: "Allocatable resources of nodes, by node, NodePool, capacity type and resource type.",
 	}, []string{"node_name", "nodepool", "capacity_type", "resource_type"})
+	// NodePoolLimit is a NodePool's spec.limits, by resource type, as upstream's.
+	NodePoolLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_nodepools_limit", Help: "A NodePool's limits on the resources its nodes may hold, by resource type.",
+	}, []string{"nodepool", "resource_type"})
 	// NodePoolUsage is the resources a NodePool's NodeClaims hold.
 	NodePoolUsage = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_nodepools_usage", Help: "Resources used by a NodePool's NodeClaims, by resource type.",
@@ -159,6 +173,8 @@ var (
 	}, []string{"capacity_type"})
 )
 
+var disruptedLabels = []string{"reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode"}
+
 // Created counts a NodeClaim created for reason, with its NodePool and whether its
 // minValues were relaxed, from its labels and annotations.
 func Created(reason string, nc *karpv1.NodeClaim) {
@@ -180,10 +196,10 @@ var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 
 
 // Collectors are every metric the manager exports beyond controller-runtime's own, in the
 // order docs/metrics.md lists them (a test keeps the two the same).
-var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, PodsStartupDuration, NodesAllocatable, NodePoolUsage,
+var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, PodsStartupDuration, NodesAllocatable, NodePoolLimit, NodePoolUsage,
 	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
 	DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
-	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeReboots,
+	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots,
 	NodesCreated, NodesTerminated, clusterState}
 
 func init() {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -217,6 +218,11 @@ func (c *Controller) counters(ctx context.Context, np *karpv1.NodePool) error {
 	count := nodes.Value()
 	for k, q := range total {
 		metrics.NodePoolUsage.WithLabelValues(np.Name, string(k)).Set(q.AsApproximateFloat64())
+	}
+	// A limit removed from the spec leaves no series behind.
+	metrics.NodePoolLimit.DeletePartialMatch(prometheus.Labels{"nodepool": np.Name})
+	for k, q := range np.Spec.Limits {
+		metrics.NodePoolLimit.WithLabelValues(np.Name, string(k)).Set(q.AsApproximateFloat64())
 	}
 	np.Status.Resources = total
 	np.Status.Nodes = &count

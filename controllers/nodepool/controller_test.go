@@ -4,12 +4,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 )
 
@@ -60,5 +64,29 @@ func TestValidationCondition(t *testing.T) {
 	NewController(nil, nil, nil).validation(np)
 	if !meta.IsStatusConditionTrue(np.Status.Conditions, karpv1.ConditionTypeValidationSucceeded) {
 		t.Fatal("without checks beyond the CRD's, a NodePool is valid")
+	}
+}
+
+// karpenter_nodepools_limit carries the NodePool's limits, and a limit removed leaves no
+// series behind.
+func TestLimitMetric(t *testing.T) {
+	c := NewController(nil, nil, state.NewCluster(nil, clocktesting.NewFakeClock(time.Now())))
+	np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "limited"}}
+	np.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse("1500m"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	if err := c.counters(t.Context(), np); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(metrics.NodePoolLimit.WithLabelValues("limited", "cpu")); got != 1.5 {
+		t.Errorf("cpu limit %v, want 1.5", got)
+	}
+	if got := testutil.ToFloat64(metrics.NodePoolLimit.WithLabelValues("limited", "memory")); got != 1<<30 {
+		t.Errorf("memory limit %v, want %d", got, 1<<30)
+	}
+	delete(np.Spec.Limits, corev1.ResourceMemory)
+	if err := c.counters(t.Context(), np); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(metrics.NodePoolLimit); n != 1 {
+		t.Errorf("%d series after the memory limit was removed, want 1", n)
 	}
 }
