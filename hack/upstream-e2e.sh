@@ -15,6 +15,9 @@
 #   UPSTREAM_E2E_SUITES   suites to run (default "regression disruption")
 #   UPSTREAM_E2E_FOCUS    a Ginkgo focus regexp (default: every spec)
 #   FEATURE_GATES         the manager's gates (default: every gate built here on)
+#   UPSTREAM_E2E_INSTANCE a small number: runs of different instances use their own state
+#                         directory and ports, so that two subsets can run side by side
+#                         (default 0: .local/upstream-e2e, API server on 26443)
 #   KARPENTER_CACHE_DIR   root of the cache (default: ${XDG_CACHE_HOME:-~/.cache}/karpenter-policy)
 set -euo pipefail
 
@@ -25,7 +28,13 @@ root=$(cd "$here/.." && pwd)
 tool="$here/tools/upstream-e2e"
 cache_root=${KARPENTER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/karpenter-policy}
 suites=${UPSTREAM_E2E_SUITES:-regression disruption}
+instance=${UPSTREAM_E2E_INSTANCE:-0}
+if ! [[ "$instance" =~ ^[0-9]$ ]]; then
+  echo "upstream-e2e: UPSTREAM_E2E_INSTANCE must be a digit, got '$instance'" >&2
+  exit 2
+fi
 state="$root/.local/upstream-e2e"
+if [[ "$instance" != 0 ]]; then state="$state-$instance"; fi
 
 mod_hash=$(cat "$tool/go.mod" "$tool/go.sum" "$tool/cmd/e2e-report/main.go" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-12)
 bins="$cache_root/upstream-e2e-${KARPENTER_VERSION}_${GOTOOLCHAIN_UPSTREAM}_${mod_hash}"
@@ -50,12 +59,14 @@ flock -u 9
 skip=$(grep -v '^\s*\(#\|$\)' "$tool/skip.txt" | sed 's/ | .*//' | paste -sd '|' -)
 
 cd "$root"
-go build -o bin/ ./cmd/...
-go build -o bin/local-up ./hack/local-up
-rm -rf "$state" && mkdir -p "$state/reports"
+# Each instance its own binaries: a second run's build must not replace the first's manager.
+bin="$state/bin"
+rm -rf "$state" && mkdir -p "$state/reports" "$bin"
+go build -o "$bin/" ./cmd/...
+go build -o "$bin/local-up" ./hack/local-up
 export FEATURE_GATES=${FEATURE_GATES:-NodeRepair=true,ReservedCapacity=true,SpotToSpotConsolidation=true,NodeOverlay=true,StaticCapacity=true,CapacityBuffer=true}
 echo "upstream-e2e: starting the local stack (FEATURE_GATES=$FEATURE_GATES); its log: $state/local-up.log" >&2
-bin/local-up -samples none -dir "$state/cluster" -apiserver-port 26443 -port-base 27000 > "$state/local-up.log" 2>&1 &
+"$bin/local-up" -manager "$bin/karpenter" -samples none -dir "$state/cluster" -apiserver-port $((26443 + 10 * instance)) -port-base $((27000 + 1000 * instance)) > "$state/local-up.log" 2>&1 &
 stack=$!
 stop_stack() {
   kill -INT "$stack" 2>/dev/null || true

@@ -220,8 +220,7 @@ func run() error {
 	}
 	kubectl := filepath.Join(root, "bin", "kubectl")
 	_ = os.MkdirAll(filepath.Dir(kubectl), 0o755)
-	_ = os.Remove(kubectl)
-	if err := os.Symlink(filepath.Join(bins, "kubectl"), kubectl); err != nil {
+	if err := relink(filepath.Join(bins, "kubectl"), kubectl); err != nil {
 		return errors.Join(err, stopAll())
 	}
 	// helm, for the charts (charts/), built into the same cache on first use.
@@ -230,8 +229,7 @@ func run() error {
 		return errors.Join(fmt.Errorf("building helm: %w", err), stopAll())
 	}
 	helm := filepath.Join(root, "bin", "helm")
-	_ = os.Remove(helm)
-	if err := os.Symlink(strings.TrimSpace(string(helmBin)), helm); err != nil {
+	if err := relink(strings.TrimSpace(string(helmBin)), helm); err != nil {
 		return errors.Join(err, stopAll())
 	}
 
@@ -297,4 +295,18 @@ func startGitOps(ctx context.Context, c *cluster.Cluster, root, dir string, logf
 		return nil, err
 	}
 	return gitops.Start(ctx, c, kube, gitops.Options{Dir: dir, RepoRoot: root, Log: logf})
+}
+
+// relink points the symlink link at target. Two stacks starting side by side (make
+// upstream-e2e's instances) may both relink: one that finds the link already pointing at
+// target is done.
+func relink(target, link string) error {
+	_ = os.Remove(link)
+	err := os.Symlink(target, link)
+	if os.IsExist(err) {
+		if got, rerr := os.Readlink(link); rerr == nil && got == target {
+			return nil
+		}
+	}
+	return err
 }
