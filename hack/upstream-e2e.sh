@@ -36,7 +36,10 @@ fi
 state="$root/.local/upstream-e2e"
 if [[ "$instance" != 0 ]]; then state="$state-$instance"; fi
 
-mod_hash=$(cat "$tool/go.mod" "$tool/go.sum" "$tool/cmd/e2e-report/main.go" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-12)
+# The build's inputs: the tool module and the report printer, and the recipe below (bump
+# recipe when the build commands change; the rest of this script does not touch the cache).
+recipe=1
+mod_hash=$( { cat "$tool/go.mod" "$tool/go.sum" "$tool/cmd/e2e-report/main.go"; echo "recipe=$recipe"; } | sha256sum | cut -c1-12)
 bins="$cache_root/upstream-e2e-${KARPENTER_VERSION}_${GOTOOLCHAIN_UPSTREAM}_${mod_hash}"
 mkdir -p "$cache_root"
 exec 9>"$cache_root/.upstream-e2e.lock" # one build at a time per cache (see hack/kube-binaries.sh)
