@@ -262,6 +262,7 @@ func (c *Controller) Snapshot(ctx context.Context) (*methods.Cluster, error) {
 	}
 	mc := methods.NewCluster(snap, opts)
 	mc.InFlight(c.Orchestrator.InFlight())
+	mc.Hold(c.Orchestrator.Held())
 	if c.engine != nil {
 		mc.Gate = methods.NewPolicyGate(planner.New(c.engine, snap.Objects.Namespaces, snap.Objects.CapacityBudgets, snap.Now), mc)
 	}

@@ -341,6 +341,22 @@ func TestReplacementTimeoutRollsBack(t *testing.T) {
 	if len(claims.Items) != 0 {
 		t.Fatalf("the replacement that never initialized is deleted: %d left", len(claims.Items))
 	}
+	// The node is left alone (untainted, where anyone can see it) for RollbackHold, then tried
+	// again.
+	f.sync(t)
+	if _, err := f.ctl.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.ctl.Orchestrator.Len(); n != 0 {
+		t.Fatalf("right after the rollback a pass started %d commands on the held node", n)
+	}
+	f.clock.Step(RollbackHold)
+	if _, err := f.ctl.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.ctl.Orchestrator.Len(); n != 1 {
+		t.Fatalf("after the hold the drifted node is not tried again: %d commands", n)
+	}
 }
 
 func assertUnmarked(t *testing.T, f *fleet, name string) {

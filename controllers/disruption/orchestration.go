@@ -54,6 +54,10 @@ const (
 // before it rolls back.
 const ReplacementTimeout = 5 * time.Minute
 
+// RollbackHold is how long graceful disruption leaves a node alone after a command on it
+// rolled back because its replacements did not initialize within ReplacementTimeout.
+const RollbackHold = 5 * time.Minute
+
 // OrchestrationBackoff is how a command is looked at again when no event of its objects
 // brings it back: after 1 s, then 2 s, ... at most every 10 s.
 var OrchestrationBackoff = ratelimit.Settings{Base: time.Second, Max: 10 * time.Second, QPS: 20, Burst: 200}
@@ -73,6 +77,9 @@ type Orchestrator struct {
 
 	mu       sync.Mutex
 	commands map[string]*command
+	// held are the nodes of commands rolled back because their replacements never
+	// initialized: graceful disruption leaves them alone until then (methods.Cluster.Hold).
+	held map[string]methods.Held
 	// reboots are the reboots committed, when the cloud provider reboots (nil otherwise).
 	reboots *RebootHistory
 }
@@ -140,6 +147,38 @@ func (o *Orchestrator) Register(mgr ctrl.Manager) error {
 			return obj.GetLabels()[CommandLabel] != ""
 		}))).
 		Complete(o)
+}
+
+// hold keeps graceful disruption off a rolled-back command's nodes for RollbackHold: its
+// replacements never initialized, and a new command at once would launch another that likely
+// fails the same way, with the node tainted again before anyone sees it untainted.
+func (o *Orchestrator) hold(cmd *command, why string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.held == nil {
+		o.held = map[string]methods.Held{}
+	}
+	until := o.clock.Now().Add(RollbackHold)
+	for _, c := range cmd.candidates {
+		o.held[c.node] = methods.Held{Until: until, Why: fmt.Sprintf("a %s command on it rolled back: %s", strings.ToLower(string(cmd.reason)), why)}
+	}
+}
+
+// Held are the nodes graceful disruption leaves alone for now (hold); holds that ended are
+// forgotten.
+func (o *Orchestrator) Held() map[string]methods.Held {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := o.clock.Now()
+	out := map[string]methods.Held{}
+	for node, h := range o.held {
+		if !h.Until.After(now) {
+			delete(o.held, node)
+			continue
+		}
+		out[node] = h
+	}
+	return out
 }
 
 // InFlight names the nodes of the commands in flight: a pass counts them as disrupting
@@ -248,7 +287,9 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 	case why != "":
 		return reconcile.Result{}, o.rollback(ctx, cmd, why)
 	case !ready && o.clock.Since(cmd.started) > ReplacementTimeout:
-		return reconcile.Result{}, o.rollback(ctx, cmd, fmt.Sprintf("replacements did not initialize within %s", ReplacementTimeout))
+		why := fmt.Sprintf("replacements did not initialize within %s", ReplacementTimeout)
+		o.hold(cmd, why)
+		return reconcile.Result{}, o.rollback(ctx, cmd, why)
 	case !ready:
 		if !cmd.waitingTold {
 			cmd.waitingTold = true

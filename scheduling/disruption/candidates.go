@@ -264,6 +264,32 @@ func (l *pdbLimits) blocking(pods []*corev1.Pod) string {
 	return ""
 }
 
+// Hold marks the candidates named in held (node: until when, and why) as blocked for
+// graceful disruption until then: a command on them rolled back because its replacements
+// never initialized, and trying again at once would launch another replacement that is
+// likely to fail the same way. Expiration and repair are not held.
+func (c *Cluster) Hold(held map[string]Held) {
+	if c.held == nil {
+		c.held = map[string]time.Time{}
+	}
+	for _, cand := range c.Candidates {
+		h, ok := held[cand.Name()]
+		if !ok || !h.Until.After(c.Now) || cand.Blocked != "" {
+			continue
+		}
+		cand.Blocked = fmt.Sprintf("%s; tried again after %s", h.Why, h.Until.UTC().Format(time.RFC3339))
+		c.held[cand.Name()] = h.Until
+		c.Unconsolidatable = append(c.Unconsolidatable, Unconsolidatable{Node: cand.Name(), Reason: cand.Blocked})
+		c.blockedNotes = append(c.blockedNotes, Unconsolidatable{Node: cand.Name(), Reason: cand.Blocked})
+	}
+}
+
+// Held is a hold on disrupting a node again (Cluster.Hold).
+type Held struct {
+	Until time.Time
+	Why   string
+}
+
 // InFlight takes the nodes of commands in flight out of the candidates: they count as
 // disrupting against their NodePools' budgets from the moment a command is handed over, before
 // its taint reaches the snapshot.

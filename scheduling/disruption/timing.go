@@ -30,6 +30,10 @@ func (c *Cluster) NextChange() time.Time {
 			}
 		}
 	}
+	for _, until := range c.held {
+		// A hold after a rolled-back command ending.
+		consider(until)
+	}
 	for _, u := range c.Unhealthy {
 		// A repair policy's toleration running out.
 		consider(u.EligibleAt)

@@ -189,6 +189,8 @@ type Cluster struct {
 	pdbs *pdbLimits
 	// blockedNotes are the Unconsolidatable entries of the snapshot itself (not of a pass).
 	blockedNotes []Unconsolidatable
+	// held are the candidates held after a rolled-back command, until when (Hold).
+	held map[string]time.Time
 	// balances are the NodePools' totals for the Balanced score, computed on first use.
 	balances map[string]poolBalance
 	// snap is the snapshot it was built from.
