@@ -67,9 +67,18 @@ bin="$state/bin"
 rm -rf "$state" && mkdir -p "$state/reports" "$bin"
 go build -o "$bin/" ./cmd/...
 go build -o "$bin/local-up" ./hack/local-up
+# The kubelet kwok plays keeps a deleted pod until its grace period ends (the deletion
+# timestamp), as a kubelet does for a container that ignores SIGTERM or a preStop hook that
+# outlasts the period: upstream's termination specs watch pods through that period.
+# config/kwok/stages.yaml deletes at once, which keeps make test's drains short.
+awk '/^  name: pod-delete$/ { pd = 1 }
+     pd && /^  next:$/ { print "  delay:\n    durationMilliseconds: 0\n    durationFrom:\n      expressionFrom: .metadata.deletionTimestamp"; pd = 0 }
+     { print }' config/kwok/stages.yaml > "$state/kwok-stages.yaml"
+grep -q 'expressionFrom: .metadata.deletionTimestamp' "$state/kwok-stages.yaml" ||
+  { echo "upstream-e2e: config/kwok/stages.yaml has no pod-delete stage to delay" >&2; exit 1; }
 export FEATURE_GATES=${FEATURE_GATES:-NodeRepair=true,ReservedCapacity=true,SpotToSpotConsolidation=true,NodeOverlay=true,StaticCapacity=true,CapacityBuffer=true}
 echo "upstream-e2e: starting the local stack (FEATURE_GATES=$FEATURE_GATES); its log: $state/local-up.log" >&2
-"$bin/local-up" -manager "$bin/karpenter" -samples none -dir "$state/cluster" -apiserver-port $((26443 + 10 * instance)) -port-base $((27000 + 1000 * instance)) > "$state/local-up.log" 2>&1 &
+"$bin/local-up" -manager "$bin/karpenter" -kwok-stages "$state/kwok-stages.yaml" -samples none -dir "$state/cluster" -apiserver-port $((26443 + 10 * instance)) -port-base $((27000 + 1000 * instance)) > "$state/local-up.log" 2>&1 &
 stack=$!
 stop_stack() {
   kill -INT "$stack" 2>/dev/null || true

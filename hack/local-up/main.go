@@ -57,6 +57,7 @@ func run() error {
 	apiPort := flag.Int("apiserver-port", 6443, "kube-apiserver port on 127.0.0.1")
 	basePort := flag.Int("port-base", 17000, "first of the other ports: etcd +379/+380, kwok +10, manager metrics +80, probes +81, pprof +82, webhooks +443")
 	manager := flag.String("manager", "bin/karpenter", "manager binary; empty starts none")
+	kwokStages := flag.String("kwok-stages", "", "the stages kwok plays instead of config/kwok/stages.yaml")
 	managers := flag.Int("managers", 1, "how many managers to run; two or more elect a leader (Lease kube-system/"+cluster.LeaderElectionLease+") and share the webhook port")
 	flag.Parse()
 	if *managers < 1 || *managers > 5 {
@@ -90,7 +91,7 @@ func run() error {
 	logf := func(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
 
 	opts := cluster.Options{
-		Dir: *dir, BinDir: bins, RepoRoot: root, Log: logf,
+		Dir: *dir, BinDir: bins, RepoRoot: root, Log: logf, KwokStages: *kwokStages,
 		APIServerPort: *apiPort, EtcdPort: *basePort + 379, EtcdPeerPort: *basePort + 380, KwokPort: *basePort + 10,
 	}
 	// Manager i's ports are +80+10i (metrics), +81+10i (probes), +82+10i (pprof); the

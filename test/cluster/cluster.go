@@ -46,6 +46,9 @@ type Options struct {
 	// listens on WebhookPort itself and forwards each connection to a backend that accepts
 	// it, as a Service in front of a Deployment's replicas would.
 	WebhookBackends []int
+	// KwokStages, when set, replaces config/kwok/stages.yaml as the stages kwok plays (make
+	// upstream-e2e's kubelet keeps a deleted pod until its grace period ends).
+	KwokStages string
 	// Managers are started once the control plane is up and the CRDs are installed.
 	Managers []*Process
 	// Log receives progress lines; nil discards them.
@@ -271,8 +274,12 @@ options:
 `), 0o600); err != nil {
 		return err
 	}
+	stages := o.KwokStages
+	if stages == "" {
+		stages = filepath.Join(o.RepoRoot, "config", "kwok", "stages.yaml")
+	}
 	if err := c.start(&Process{Name: "kwok", Path: c.bin("kwok"), Args: []string{
-		kubeconfig, "-c", filepath.Join(o.RepoRoot, "config", "kwok", "stages.yaml"), "-c", kwokConfig,
+		kubeconfig, "-c", stages, "-c", kwokConfig,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=fake",
 		"--cidr=" + PodCIDR, "--node-ip=127.0.0.1", "--node-lease-duration-seconds=40",
