@@ -293,14 +293,32 @@ type Held struct {
 // InFlight takes the nodes of commands in flight out of the candidates: they count as
 // disrupting against their NodePools' budgets from the moment a command is handed over, before
 // its taint reaches the snapshot.
+// An unhealthy node in flight is left to its command: repair does not issue another one.
+// One that was not a candidate counts as disrupting against every budget now, Unhealthy's
+// included (a NotReady node counted against the others already; a static pool's had not).
 func (c *Cluster) InFlight(nodes map[string]bool) {
 	kept := c.Candidates[:0]
+	counted := map[string]bool{}
 	for _, cand := range c.Candidates {
 		if nodes[cand.Name()] {
 			c.Disrupting[cand.NodePoolName()]++
+			counted[cand.Name()] = true
 			continue
 		}
 		kept = append(kept, cand)
 	}
 	c.Candidates = kept
+	for _, u := range c.Unhealthy {
+		if !nodes[u.Name()] {
+			continue
+		}
+		u.InFlight = true
+		switch pool := u.NodePoolName(); {
+		case counted[u.Name()]:
+		case u.NotReady:
+			c.NotReady[pool]--
+		default:
+			c.Disrupting[pool]++
+		}
+	}
 }

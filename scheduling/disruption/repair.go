@@ -38,6 +38,9 @@ type Unhealthy struct {
 	Condition  corev1.NodeCondition
 	EligibleAt time.Time
 	Policy     cloudprovider.RepairPolicy
+	// NotReady is true when the node counted in Cluster.NotReady; InFlight when a command
+	// on it is in flight (Cluster.InFlight): repair leaves it alone.
+	NotReady, InFlight bool
 }
 
 // RepairNote is why repair left an unhealthy node alone: Event is NodeRepairBlocked (the
@@ -85,7 +88,8 @@ func (c *Cluster) collectUnhealthy(snap *snapshot.Snapshot) {
 		if !ok {
 			continue
 		}
-		c.Unhealthy = append(c.Unhealthy, &Unhealthy{Candidate: newCandidate(c, n, np), Object: n.Node, Condition: cond, Policy: policy, EligibleAt: at})
+		c.Unhealthy = append(c.Unhealthy, &Unhealthy{Candidate: newCandidate(c, n, np), Object: n.Node, Condition: cond, Policy: policy, EligibleAt: at,
+			NotReady: !n.Ready})
 	}
 }
 
@@ -118,7 +122,7 @@ func (Repair) Commands(ctx context.Context, c *Cluster, _ []*Candidate, budgets 
 	}
 	var eligible []*Unhealthy
 	for _, u := range c.Unhealthy {
-		if !c.Now.Before(u.EligibleAt) && !c.removed[u.Name()] {
+		if !c.Now.Before(u.EligibleAt) && !c.removed[u.Name()] && !u.InFlight {
 			eligible = append(eligible, u)
 		}
 	}

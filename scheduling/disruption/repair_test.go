@@ -229,3 +229,33 @@ func TestRebootingNodesCountAgainstBudgets(t *testing.T) {
 		}
 	}
 }
+
+// An unhealthy NotReady node whose repair command is in flight (handed over, its taint not in
+// the model yet) gets no second command: it counts against the Unhealthy budget now, and
+// repair leaves it to its command. (Upstream's repair spec found dozens of commands, each
+// with a replacement, for one node within a second.)
+func TestRepairInFlightIsNotRepeated(t *testing.T) {
+	down := func(n *corev1.Node) {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: "ExampleUnhealthy", Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))},
+			{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
+	}
+	w := world{pools: []*karpv1.NodePool{nodePool("default", func(np *karpv1.NodePool) { np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "1"}} })},
+		// An initialized NodeClaim, as the node had before it went down.
+		claims: []*karpv1.NodeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "down", Labels: map[string]string{karpv1.NodePoolLabelKey: "default"}},
+			Status: karpv1.NodeClaimStatus{NodeName: "down", Conditions: []metav1.Condition{{Type: karpv1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized"}}}}},
+		nodes: []*corev1.Node{node("down", "m5.large", karpv1.CapacityTypeOnDemand, "z-a", down), node("up1", "m5.xlarge", karpv1.CapacityTypeOnDemand, "z-a"),
+			node("up2", "m5.xlarge", karpv1.CapacityTypeOnDemand, "z-a"), node("up3", "m5.xlarge", karpv1.CapacityTypeOnDemand, "z-a"),
+			node("up4", "m5.xlarge", karpv1.CapacityTypeOnDemand, "z-a")},
+		opts: repairOpts()}
+	if c := w.cluster(); len(commandNames(repairCommands(t, c))) != 1 {
+		t.Fatalf("before anything is in flight: no command (unhealthy %d, notes %+v)", len(c.Unhealthy), c.RepairNotes)
+	}
+	c := w.cluster()
+	c.InFlight(map[string]bool{"down": true})
+	if got := commandNames(repairCommands(t, c)); len(got) != 0 {
+		t.Fatalf("with down's command in flight and a budget of 1: %v, want none", got)
+	}
+	if allowed := NewBudgets(c).Allowed("default", ReasonUnhealthy); allowed != 0 {
+		t.Errorf("the Unhealthy budget allows %d more with one in flight, want 0", allowed)
+	}
+}
