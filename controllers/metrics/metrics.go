@@ -43,6 +43,8 @@ var (
 	NodeClaimsDisrupted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_nodeclaims_disrupted_total", Help: "NodeClaims disrupted, by reason, NodePool, capacity type, consolidation policy and termination mode.",
 	}, disruptedLabels)
+	// PodsDisruptionInitiated counts the pods to reschedule on the NodeClaims disruption
+	// removed, with NodeClaimsDisrupted's labels.
 	PodsDisruptionInitiated = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_pods_disruption_initiated_total", Help: "Pods to reschedule on the NodeClaims disrupted (not DaemonSet or mirror pods), by reason, NodePool, capacity type, consolidation policy and termination mode.",
 	}, disruptedLabels)
