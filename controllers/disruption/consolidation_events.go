@@ -3,11 +3,9 @@ package disruption
 import (
 	"fmt"
 	"strings"
-	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 
-	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
 )
@@ -98,46 +96,4 @@ func commandForNode(cmd *methods.Command, cand *methods.Candidate) string {
 		return fmt.Sprintf("%s: [%s] -> [%d %s]", cmd.Decision, strings.Join(names(cmd.Candidates), ", "), n, plural)
 	}
 	return fmt.Sprintf("%s: [%s]", cmd.Decision, strings.Join(names(cmd.Candidates), ", "))
-}
-
-// disrupted counts a candidate a command removed, with the pods it had to move, as upstream's
-// karpenter_nodeclaims_disrupted_total and karpenter_pods_disruption_initiated_total. A
-// command adopted after a restart knows neither its candidates' policy nor their pods.
-func disrupted(cmd *command, c candidateRef) {
-	mode := c.terminationMode
-	if mode == "" {
-		mode = "graceful"
-	}
-	labels := []string{strings.ToLower(string(cmd.reason)), c.nodePool, c.capacityType, c.consolidationPolicy, mode}
-	metrics.NodeClaimsDisrupted.WithLabelValues(labels...).Inc()
-	metrics.PodsDisruptionInitiated.WithLabelValues(labels...).Add(float64(c.pods))
-}
-
-// terminationMode is how a NodeClaim's drain ends, as upstream labels it: graceful (no
-// terminationGracePeriod: it waits for PDBs and do-not-disrupt), forceful (a period of 0),
-// eventual (pods are deleted when the period runs out).
-func terminationMode(nc *karpv1.NodeClaim) string {
-	switch {
-	case nc == nil || nc.Spec.TerminationGracePeriod == nil:
-		return "graceful"
-	case nc.Spec.TerminationGracePeriod.Duration <= 0:
-		return "forceful"
-	}
-	return "eventual"
-}
-
-// snakeCase is a consolidation policy as upstream's metrics spell it:
-// WhenEmptyOrUnderutilized is when_empty_or_underutilized.
-func snakeCase(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if unicode.IsUpper(r) {
-			if i > 0 {
-				b.WriteByte('_')
-			}
-			r = unicode.ToLower(r)
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
