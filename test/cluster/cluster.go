@@ -562,3 +562,25 @@ func (c *Cluster) LogTail(name string, lines int) string {
 	}
 	return strings.Join(all, "\n")
 }
+
+// LogMatching returns the lines of a process's log that mention any of the words, at most
+// the last max of them, for a failure to tell the story of the objects it names.
+func (c *Cluster) LogMatching(name string, max int, words ...string) string {
+	b, err := os.ReadFile(filepath.Join(c.LogDir, name+".log"))
+	if err != nil || len(words) == 0 {
+		return ""
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		for _, w := range words {
+			if strings.Contains(line, w) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	if len(out) > max {
+		out = out[len(out)-max:]
+	}
+	return strings.Join(out, "\n")
+}

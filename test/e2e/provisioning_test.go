@@ -154,10 +154,14 @@ func TestScaleUpRunsEveryPod(t *testing.T) {
 		byNode[nc.Status.NodeName] = nc
 	}
 	used := map[string]bool{}
+	// The NodeClaims and nodes a failure is about: the manager's lines about them tell what
+	// happened to each (a disruption, a repair, a registration that never came).
+	var suspects []string
 	for _, p := range pods.Items {
 		nc, ok := byNode[p.Spec.NodeName]
 		if !ok {
 			t.Errorf("pod %s runs on %s, which no NodeClaim launched", p.Name, p.Spec.NodeName)
+			suspects = append(suspects, p.Spec.NodeName)
 			continue
 		}
 		used[nc.Name] = true
@@ -177,6 +181,7 @@ func TestScaleUpRunsEveryPod(t *testing.T) {
 	for _, nc := range claims.Items {
 		if !used[nc.Name] {
 			t.Errorf("NodeClaim %s (%s) runs none of the pods: launched for nothing", nc.Name, nc.Labels[karpv1.LabelInstanceType])
+			suspects = append(suspects, nc.Name)
 		}
 	}
 	t.Logf("%d NodeClaims for %d pods", len(claims.Items), replicas)
@@ -190,6 +195,9 @@ func TestScaleUpRunsEveryPod(t *testing.T) {
 		for _, nc := range claims.Items {
 			t.Logf("NodeClaim %s: %s, created %s, %d pods", nc.Name, nc.Labels[karpv1.LabelInstanceType],
 				nc.CreationTimestamp.Format(time.TimeOnly), perNode[nc.Status.NodeName])
+		}
+		if len(suspects) > 0 {
+			t.Logf("the manager's lines about %v:\n%s", suspects, local.LogMatching("karpenter", 80, suspects...))
 		}
 	}
 
