@@ -175,22 +175,14 @@ func TestBalancedCandidatesOrderedByScore(t *testing.T) {
 			pod("c1", "c", "100m", "128Mi"), pod("c2", "c", "100m", "128Mi"), pod("c3", "c", "100m", "128Mi"),
 			pod("x1", "x", "100m", "128Mi"), pod("y1", "y", "100m", "128Mi")}}
 	c := w.cluster()
-	var got []string
+	byPool := map[string][]string{}
 	for _, cand := range consolidationCandidates(t.Context(), c, c.Candidates) {
-		if cand.NodePoolName() == "default" {
-			got = append(got, cand.Name())
-		}
+		byPool[cand.NodePoolName()] = append(byPool[cand.NodePoolName()], cand.Name())
 	}
-	if strings.Join(got, ",") != "b,a,c" {
+	if got := byPool["default"]; strings.Join(got, ",") != "b,a,c" {
 		t.Errorf("Balanced candidates in order %v, want [b a c]", got)
 	}
-	var others []string
-	for _, cand := range consolidationCandidates(t.Context(), c, c.Candidates) {
-		if cand.NodePoolName() == "other" {
-			others = append(others, cand.Name())
-		}
-	}
-	if strings.Join(others, ",") != "x,y" {
+	if others := byPool["other"]; strings.Join(others, ",") != "x,y" {
 		t.Errorf("other candidates in order %v, want [x y] (equal disruption cost, by name)", others)
 	}
 }
