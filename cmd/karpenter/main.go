@@ -143,6 +143,12 @@ func newDeps(mgr ctrl.Manager, opts *options.Options) (*deps, error) {
 	return &deps{cloud: cloud, cluster: cluster, engine: engine, usage: policycontrollers.NewUsage(cluster, cloud, clock.RealClock{}), buffers: buffers}, nil
 }
 
+// metered is the provider as a controller calls it: each call timed and each error counted
+// under the controller's name (karpenter_cloudprovider_duration_seconds, _errors_total).
+func metered(cloud cloudprovider.CloudProvider, controller string) cloudprovider.CloudProvider {
+	return metrics.DecorateCloud(cloud, controller)
+}
+
 // registerControllers registers the controllers that exist, with their dependencies injected.
 func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error {
 	cloud, cluster := d.cloud, d.cluster
@@ -150,7 +156,7 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("registering the cache indexes: %w", err)
 	}
-	prov := provisioning.NewProvisioner(mgr.GetClient(), cluster, cloud, recorder, clock.RealClock{}, opts.BatchIdleDuration, opts.BatchMaxDuration).
+	prov := provisioning.NewProvisioner(mgr.GetClient(), cluster, metered(cloud, "provisioner"), recorder, clock.RealClock{}, opts.BatchIdleDuration, opts.BatchMaxDuration).
 		WithPolicies(d.engine).WithScheduling(scheduling(opts))
 	if d.buffers != nil {
 		prov.WithBuffers(d.buffers.Placed)
@@ -181,22 +187,22 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := policycontrollers.NewBudgetStatus(mgr.GetClient(), cluster, d.usage, d.engine, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the capacitybudget status controller: %w", err)
 	}
-	if err := lifecycle.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).WithValidation(validation.New().NodeClaim).WithRegistrations(cluster).Register(mgr); err != nil {
+	if err := lifecycle.NewController(mgr.GetClient(), metered(cloud, "nodeclaim.lifecycle"), recorder, clock.RealClock{}).WithValidation(validation.New().NodeClaim).WithRegistrations(cluster).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim lifecycle: %w", err)
 	}
-	if err := nodeclaimtermination.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{}).Register(mgr); err != nil {
+	if err := nodeclaimtermination.NewController(mgr.GetClient(), metered(cloud, "nodeclaim.termination"), recorder, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim termination controller: %w", err)
 	}
-	nodeTermination := nodetermination.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{})
+	nodeTermination := nodetermination.NewController(mgr.GetClient(), metered(cloud, "node.termination"), recorder, clock.RealClock{})
 	if err := nodeTermination.Register(mgr); err != nil {
 		return fmt.Errorf("registering the node termination controller: %w", err)
 	}
 	// It runs whatever the feature gates: a reboot committed before a restart with node
 	// repair turned off still ends, with its fence removed.
-	if err := reboot.NewController(mgr.GetClient(), cloud, nodeTermination.Queue(), recorder, clock.RealClock{}).Register(mgr); err != nil {
+	if err := reboot.NewController(mgr.GetClient(), metered(cloud, "nodeclaim.reboot"), nodeTermination.Queue(), recorder, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim reboot controller: %w", err)
 	}
-	if err := mgr.Add(garbagecollection.NewController(mgr.GetClient(), cluster, mgr.GetAPIReader(), cloud, clock.RealClock{})); err != nil {
+	if err := mgr.Add(garbagecollection.NewController(mgr.GetClient(), cluster, mgr.GetAPIReader(), metered(cloud, "nodeclaim.garbagecollection"), clock.RealClock{})); err != nil {
 		return fmt.Errorf("registering the garbage collector: %w", err)
 	}
 	if err := podmetrics.NewController(mgr.GetClient()).Register(mgr); err != nil {
@@ -208,14 +214,14 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := consistency.NewController(mgr.GetClient(), recorder, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim consistency controller: %w", err)
 	}
-	if err := nodeclaimdisruption.NewController(mgr.GetClient(), cloud, cluster, clock.RealClock{}).Register(mgr); err != nil {
+	if err := nodeclaimdisruption.NewController(mgr.GetClient(), metered(cloud, "nodeclaim.disruption"), cluster, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim disruption-conditions controller: %w", err)
 	}
-	if err := interruption.NewController(mgr.GetClient(), cloud, recorder).Register(mgr); err != nil {
+	if err := interruption.NewController(mgr.GetClient(), metered(cloud, "interruption"), recorder).Register(mgr); err != nil {
 		return fmt.Errorf("registering the interruption controller: %w", err)
 	}
 	if opts.Gates["StaticCapacity"] {
-		sc := static.NewController(mgr.GetClient(), cloud, recorder, clock.RealClock{})
+		sc := static.NewController(mgr.GetClient(), metered(cloud, "nodepool.static"), recorder, clock.RealClock{})
 		if opts.Gates["NodeOverlay"] {
 			sc.WithOverlays(cluster.LaunchOverlays)
 		}
@@ -224,13 +230,13 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 		}
 	}
 	if opts.Gates["NodeOverlay"] {
-		if err := nodeoverlay.NewController(mgr.GetClient(), cloud).Register(mgr); err != nil {
+		if err := nodeoverlay.NewController(mgr.GetClient(), metered(cloud, "nodeoverlay.status")).Register(mgr); err != nil {
 			return fmt.Errorf("registering the nodeoverlay status controller: %w", err)
 		}
 	}
 	if opts.Disruption {
 		dopts := methods.Options{MinSavingsFraction: opts.ConsolidationMinSavings, Scheduling: scheduling(opts)}.WithFeatureGates(opts.Gates)
-		dc := disruption.NewController(mgr.GetClient(), cloud, cluster, recorder, clock.RealClock{}, d.engine, dopts)
+		dc := disruption.NewController(mgr.GetClient(), metered(cloud, "disruption"), cluster, recorder, clock.RealClock{}, d.engine, dopts)
 		if err := dc.Orchestrator.Register(mgr); err != nil {
 			return fmt.Errorf("registering the disruption orchestrator: %w", err)
 		}
@@ -238,7 +244,7 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 			return fmt.Errorf("registering the disruption controller: %w", err)
 		}
 	}
-	if err := nodepool.NewController(mgr.GetClient(), cloud, cluster).WithValidation(validation.New().NodePool).Register(mgr); err != nil {
+	if err := nodepool.NewController(mgr.GetClient(), metered(cloud, "nodepool.status"), cluster).WithValidation(validation.New().NodePool).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodepool status controller: %w", err)
 	}
 	if err := nodepool.NewHashController(mgr.GetClient()).Register(mgr); err != nil {

@@ -202,7 +202,7 @@ var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated,
 	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
 	DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots,
-	NodesCreated, NodesTerminated, clusterState}
+	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, clusterState}
 
 func init() {
 	crmetrics.Registry.MustRegister(Collectors...)

@@ -563,9 +563,9 @@ func (c *Cluster) LogTail(name string, lines int) string {
 	return strings.Join(all, "\n")
 }
 
-// LogMatching returns the lines of a process's log that mention any of the words, at most
-// the last max of them, for a failure to tell the story of the objects it names.
-func (c *Cluster) LogMatching(name string, max int, words ...string) string {
+// LogMatching returns the lines of a process's log that mention any of the words, the last
+// most of them, for a failure to tell the story of the objects it names.
+func (c *Cluster) LogMatching(name string, most int, words ...string) string {
 	b, err := os.ReadFile(filepath.Join(c.LogDir, name+".log"))
 	if err != nil || len(words) == 0 {
 		return ""
@@ -579,8 +579,8 @@ func (c *Cluster) LogMatching(name string, max int, words ...string) string {
 			}
 		}
 	}
-	if len(out) > max {
-		out = out[len(out)-max:]
+	if len(out) > most {
+		out = out[len(out)-most:]
 	}
 	return strings.Join(out, "\n")
 }
