@@ -63,10 +63,6 @@ var (
 		Name: "karpenter_pods_startup_duration_seconds", Help: "Time from a pod's creation until it runs.",
 		Buckets: prometheus.ExponentialBuckets(0.5, 2, 12),
 	})
-	// NodesAllocatable is the allocatable resources of the nodes Karpenter launched.
-	NodesAllocatable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "karpenter_nodes_allocatable", Help: "Allocatable resources of nodes, by node, NodePool, capacity type and resource type.",
-	}, []string{"node_name", "nodepool", "capacity_type", "resource_type"})
 	// NodePoolLimit is a NodePool's spec.limits, by resource type, as upstream's.
 	NodePoolLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_nodepools_limit", Help: "A NodePool's limits on the resources its nodes may hold, by resource type.",
@@ -202,7 +198,8 @@ var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated,
 	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
 	DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots,
-	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, clusterState}
+	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, NodesSystemOverhead, NodesPodRequests, NodesPodLimits,
+	NodesDaemonRequests, NodesDaemonLimits, NodesCurrentLifetime, ClusterUtilization, clusterState}
 
 func init() {
 	crmetrics.Registry.MustRegister(Collectors...)

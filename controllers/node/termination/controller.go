@@ -298,7 +298,6 @@ func (c *Controller) release(ctx context.Context, node *corev1.Node) error {
 	if err := c.client.Patch(ctx, node, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("removing the finalizer of node %s: %w", node.Name, err)
 	}
-	metrics.NodesAllocatable.DeletePartialMatch(map[string]string{"node_name": node.Name})
 	metrics.NodesTerminated.WithLabelValues(node.Labels[karpv1.NodePoolLabelKey], node.Labels[corev1.LabelTopologyZone]).Inc()
 	log.FromContext(ctx).Info("deleted node", "Node", node.Name, "drainSeconds", c.clock.Since(stored.DeletionTimestamp.Time).Seconds())
 	return nil

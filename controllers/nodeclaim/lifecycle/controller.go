@@ -423,9 +423,6 @@ func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
 	}
 	nc.Status.NodeName = node.Name
-	for k, q := range node.Status.Allocatable {
-		metrics.NodesAllocatable.WithLabelValues(node.Name, nc.Labels[karpv1.NodePoolLabelKey], nc.Labels[karpv1.CapacityTypeLabelKey], string(k)).Set(q.AsApproximateFloat64())
-	}
 	c.setCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered", "")
 	if pool := nc.Labels[karpv1.NodePoolLabelKey]; pool != "" && c.registrations != nil {
 		c.registrations.RecordRegistration(pool, false, "")
