@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -19,8 +20,14 @@ func described(t *testing.T) map[string]struct{ labels, kind string } {
 		switch c.(type) {
 		case *prometheus.CounterVec, prometheus.Counter:
 			kind = "counter"
+		case *prometheus.SummaryVec:
+			kind = "summary"
 		case *prometheus.HistogramVec, prometheus.Histogram:
+			// A Summary has a Histogram's method set: its concrete type tells them apart.
 			kind = "histogram"
+			if strings.Contains(fmt.Sprintf("%T", c), "summary") {
+				kind = "summary"
+			}
 		}
 		ch := make(chan *prometheus.Desc, 4)
 		c.Describe(ch)
@@ -46,7 +53,7 @@ func TestMetricsDocMatchesTheRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := described(t)
-	row := regexp.MustCompile("^\\| `(karpenter_[a-z_]+)` \\| (counter|gauge|histogram) \\| ([^|]*) \\|")
+	row := regexp.MustCompile("^\\| `(karpenter_[a-z_]+)` \\| (counter|gauge|histogram|summary) \\| ([^|]*) \\|")
 	seen := map[string]bool{}
 	for i, line := range strings.Split(string(doc), "\n") {
 		m := row.FindStringSubmatch(line)

@@ -58,11 +58,6 @@ var (
 	LaunchBackoffs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "karpenter_provisioner_launch_backoffs_total", Help: "Pods that did not fit on the node launched for them, after which launches for their workload back off.",
 	})
-	// PodsStartupDuration is the time from a pod's creation to Running on a node Karpenter launched.
-	PodsStartupDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "karpenter_pods_startup_duration_seconds", Help: "Time from a pod's creation until it runs.",
-		Buckets: prometheus.ExponentialBuckets(0.5, 2, 12),
-	})
 	// NodePoolLimit is a NodePool's spec.limits, by resource type, as upstream's.
 	NodePoolLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_nodepools_limit", Help: "A NodePool's limits on the resources its nodes may hold, by resource type.",
@@ -199,7 +194,7 @@ var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated,
 	DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots,
 	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, NodesSystemOverhead, NodesPodRequests, NodesPodLimits,
-	NodesDaemonRequests, NodesDaemonLimits, NodesCurrentLifetime, ClusterUtilization, clusterState}
+	NodesDaemonRequests, NodesDaemonLimits, NodesCurrentLifetime, ClusterUtilization, PodsState, PodsUnstartedTime, PodsBoundDuration, PodsUnboundTime, clusterState}
 
 func init() {
 	crmetrics.Registry.MustRegister(Collectors...)
