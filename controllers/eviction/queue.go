@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	k8spolicyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -24,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/controllers/index"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 	"github.com/karpenter-policy/karpenter/scheduling"
@@ -170,6 +173,7 @@ func (q *Queue) evict(ctx context.Context, p *corev1.Pod) (reconcile.Result, err
 	})
 	if err == nil {
 		metrics.EvictionRequests.WithLabelValues("200").Inc()
+		metrics.PodsDrained.WithLabelValues(q.drainReason(ctx, p)).Inc()
 		q.recorder.Eventf(p, nil, corev1.EventTypeNormal, "Evicted", "Drain", "Evicted pod: draining node %s", p.Spec.NodeName)
 		q.done(p)
 		return reconcile.Result{}, nil
@@ -213,4 +217,22 @@ func (q *Queue) delete(ctx context.Context, p *corev1.Pod, now, deadline time.Ti
 	}
 	q.done(p)
 	return reconcile.Result{}, nil
+}
+
+// drainReason is why a pod was evicted, as upstream's karpenter_pods_drained_total tells it:
+// its node's NodeClaim's disruption reason, metrics.ForcefulTermination when no disruption
+// command deleted it, "" when the node or its NodeClaim cannot be found.
+func (q *Queue) drainReason(ctx context.Context, p *corev1.Pod) string {
+	node := &corev1.Node{}
+	if err := q.client.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node); err != nil || node.Spec.ProviderID == "" {
+		return ""
+	}
+	claims, err := index.NodeClaimsByProviderID(ctx, q.client, node.Spec.ProviderID)
+	if err != nil || len(claims) == 0 {
+		return ""
+	}
+	if cond := meta.FindStatusCondition(claims[0].Status.Conditions, karpv1.ConditionTypeDisruptionReason); cond != nil && cond.Status == metav1.ConditionTrue {
+		return cond.Reason
+	}
+	return metrics.ForcefulTermination
 }

@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +18,8 @@ import (
 
 	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/controllers/index"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 )
 
@@ -27,7 +31,11 @@ type world struct {
 
 func newWorld(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) *world {
 	t.Helper()
-	c := fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
+	b := fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(objs...).WithInterceptorFuncs(funcs)
+	for _, i := range index.Indexes {
+		b = b.WithIndex(i.Object, i.Field, i.Extract)
+	}
+	c := b.Build()
 	w := &world{client: c, clock: clocktesting.NewFakeClock(now)}
 	w.queue = NewQueue(c, events.NewFakeRecorder(100), w.clock)
 	return w
@@ -47,6 +55,40 @@ func tooManyRequests(blocked string, graces map[string]int64) interceptor.Funcs 
 		}
 		return c.SubResource(sub).Create(ctx, obj, subObj, opts...)
 	}}
+}
+
+// An evicted pod counts in karpenter_pods_drained_total under its NodeClaim's disruption
+// reason, or as a forceful termination when no disruption command deleted the NodeClaim.
+func TestDrainedPodsCountedByReason(t *testing.T) {
+	ctx := context.Background()
+	node := func(name string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: "kwok://" + name}}
+	}
+	claim := func(name string, reason string) *karpv1.NodeClaim {
+		nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: karpv1.NodeClaimStatus{ProviderID: "kwok://" + name}}
+		if reason != "" {
+			nc.Status.Conditions = []metav1.Condition{{Type: karpv1.ConditionTypeDisruptionReason, Status: metav1.ConditionTrue, Reason: reason, LastTransitionTime: metav1.NewTime(now)}}
+		}
+		return nc
+	}
+	drifted := pod("on-drifted", func(p *corev1.Pod) { p.Spec.NodeName = "drifted" })
+	deleted := pod("on-deleted", func(p *corev1.Pod) { p.Spec.NodeName = "deleted" })
+	w := newWorld(t, interceptor.Funcs{}, node("drifted"), node("deleted"), claim("drifted", "Drifted"), claim("deleted", ""), drifted, deleted)
+	before := map[string]float64{}
+	for _, r := range []string{"Drifted", metrics.ForcefulTermination} {
+		before[r] = testutil.ToFloat64(metrics.PodsDrained.WithLabelValues(r))
+	}
+	w.queue.Add(nil, drifted, deleted)
+	for _, p := range []*corev1.Pod{drifted, deleted} {
+		if _, err := w.queue.Reconcile(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range []string{"Drifted", metrics.ForcefulTermination} {
+		if got := testutil.ToFloat64(metrics.PodsDrained.WithLabelValues(r)) - before[r]; got != 1 {
+			t.Errorf("%v pods drained with reason %q, want 1", got, r)
+		}
+	}
 }
 
 func TestEvictionQueue(t *testing.T) {

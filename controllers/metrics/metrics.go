@@ -194,7 +194,8 @@ var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated,
 	DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots,
 	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, NodesSystemOverhead, NodesPodRequests, NodesPodLimits,
-	NodesDaemonRequests, NodesDaemonLimits, NodesCurrentLifetime, ClusterUtilization, PodsState, PodsUnstartedTime, PodsBoundDuration, PodsUnboundTime, clusterState}
+	NodesDaemonRequests, NodesDaemonLimits, NodesCurrentLifetime, ClusterUtilization, PodsState, PodsUnstartedTime, PodsBoundDuration, PodsUnboundTime,
+	NodesTerminationDuration, NodesLifetimeDuration, NodeClaimsTerminationDuration, NodeClaimsInstanceTerminationDuration, PodsDrained, clusterState}
 
 func init() {
 	crmetrics.Registry.MustRegister(Collectors...)

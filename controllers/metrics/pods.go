@@ -12,7 +12,7 @@ var (
 	// process saw pending; a summary with upstream's objectives.
 	PodsStartupDuration = prometheus.NewSummary(prometheus.SummaryOpts{
 		Name: "karpenter_pods_startup_duration_seconds", Help: "The time from pod creation until the pod is running.",
-		Objectives: map[float64]float64{0: 0.01, 0.5: 0.01, 0.9: 0.01, 0.99: 0.01, 1: 0.01},
+		Objectives: upstreamObjectives,
 	})
 	// PodsUnstartedTime is how long a pod seen pending has waited to be ready, refreshed
 	// every 30 s while it waits.

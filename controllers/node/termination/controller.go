@@ -277,6 +277,10 @@ func (c *Controller) terminateInstance(ctx context.Context, nc *karpv1.NodeClaim
 	}
 	err := c.cloud.Delete(ctx, nc)
 	if cloudprovider.IsNodeClaimNotFoundError(err) {
+		// From the first terminate call that left the instance running, if there was one.
+		if cond := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeInstanceTerminating); cond != nil && cond.Reason == "InstanceTerminating" {
+			metrics.NodeClaimsInstanceTerminationDuration.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey]).Observe(c.clock.Since(cond.LastTransitionTime.Time).Seconds())
+		}
 		setCondition(nc, karpv1.ConditionTypeInstanceTerminating, metav1.ConditionTrue, "InstanceTerminated", "")
 		return reconcile.Result{}, nil
 	}
@@ -299,6 +303,8 @@ func (c *Controller) release(ctx context.Context, node *corev1.Node) error {
 		return fmt.Errorf("removing the finalizer of node %s: %w", node.Name, err)
 	}
 	metrics.NodesTerminated.WithLabelValues(node.Labels[karpv1.NodePoolLabelKey], node.Labels[corev1.LabelTopologyZone]).Inc()
+	metrics.NodesTerminationDuration.WithLabelValues(node.Labels[karpv1.NodePoolLabelKey]).Observe(c.clock.Since(stored.DeletionTimestamp.Time).Seconds())
+	metrics.NodesLifetimeDuration.WithLabelValues(node.Labels[karpv1.NodePoolLabelKey]).Observe(c.clock.Since(stored.CreationTimestamp.Time).Seconds())
 	log.FromContext(ctx).Info("deleted node", "Node", node.Name, "drainSeconds", c.clock.Since(stored.DeletionTimestamp.Time).Seconds())
 	return nil
 }

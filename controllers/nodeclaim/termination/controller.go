@@ -120,6 +120,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *karpv1.NodeClaim) (recon
 		return ratelimit.Retry(err)
 	}
 	metrics.NodeClaimsTerminated.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey], nc.Labels[karpv1.CapacityTypeLabelKey], nc.Labels[karpv1.LabelTopologyZone]).Inc()
+	metrics.NodeClaimsTerminationDuration.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey]).Observe(c.clock.Since(nc.DeletionTimestamp.Time).Seconds())
 	log.FromContext(ctx).Info("terminated nodeclaim", "NodeClaim", nc.Name)
 	return reconcile.Result{}, nil
 }
