@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -44,8 +45,15 @@ var (
 	clusterStateNodeCountDesc = prometheus.NewDesc("karpenter_cluster_state_node_count", "Current count of nodes in cluster state.", nil, nil)
 	clusterStateSyncedDesc    = prometheus.NewDesc("karpenter_cluster_state_synced",
 		"1 when the cluster model has been given everything the API server held when its informers started, 0 before.", nil, nil)
+	clusterStateUnsyncedDesc = prometheus.NewDesc("karpenter_cluster_state_unsynced_time_seconds",
+		"The time for which cluster state is not synced: since the manager started, or since it last saw the model unsynced; 0 while synced.", nil, nil)
 	clusterStateSource atomic.Pointer[ClusterStateSource]
-	clusterState       prometheus.Collector = clusterStateCollector{}
+	// unsyncedSince is when the model was first seen unsynced since it last was synced (unix
+	// nanoseconds; 0 while synced).
+	unsyncedSince atomic.Int64
+	// now is the clock of the unsynced time (a test sets it).
+	now = time.Now
+	clusterState  prometheus.Collector = clusterStateCollector{}
 )
 
 // ClusterStateSource is what the cluster-state gauges read.
@@ -55,13 +63,17 @@ type ClusterStateSource struct {
 }
 
 // SetClusterStateSource sets what the cluster-state gauges report (state.Cluster).
-func SetClusterStateSource(s ClusterStateSource) { clusterStateSource.Store(&s) }
+func SetClusterStateSource(s ClusterStateSource) {
+	unsyncedSince.Store(now().UnixNano())
+	clusterStateSource.Store(&s)
+}
 
 type clusterStateCollector struct{}
 
 func (clusterStateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- clusterStateNodeCountDesc
 	ch <- clusterStateSyncedDesc
+	ch <- clusterStateUnsyncedDesc
 }
 
 func (clusterStateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -69,10 +81,15 @@ func (clusterStateCollector) Collect(ch chan<- prometheus.Metric) {
 	if s == nil {
 		return
 	}
-	synced := 0.0
+	synced, unsynced := 0.0, 0.0
 	if s.Synced() {
 		synced = 1
+		unsyncedSince.Store(0)
+	} else {
+		unsyncedSince.CompareAndSwap(0, now().UnixNano())
+		unsynced = now().Sub(time.Unix(0, unsyncedSince.Load())).Seconds()
 	}
 	ch <- prometheus.MustNewConstMetric(clusterStateNodeCountDesc, prometheus.GaugeValue, float64(s.NodeCount()))
 	ch <- prometheus.MustNewConstMetric(clusterStateSyncedDesc, prometheus.GaugeValue, synced)
+	ch <- prometheus.MustNewConstMetric(clusterStateUnsyncedDesc, prometheus.GaugeValue, unsynced)
 }
