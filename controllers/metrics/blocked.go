@@ -52,8 +52,8 @@ var (
 	// nanoseconds; 0 while synced).
 	unsyncedSince atomic.Int64
 	// now is the clock of the unsynced time (a test sets it).
-	now = time.Now
-	clusterState  prometheus.Collector = clusterStateCollector{}
+	now                               = time.Now
+	clusterState prometheus.Collector = clusterStateCollector{}
 )
 
 // ClusterStateSource is what the cluster-state gauges read.
