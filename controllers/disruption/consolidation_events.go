@@ -64,20 +64,14 @@ func (c *Controller) noteScores(snap *methods.Cluster) {
 // validated.
 func (c *Controller) noteCandidate(cmd *methods.Command) {
 	for _, cand := range cmd.Candidates {
-		if cand.NodeClaim != nil {
-			c.recorder.Eventf(cand.NodeClaim, nil, corev1.EventTypeNormal, "ConsolidationCandidate", "Disruption",
-				"Consolidation candidate: %s (savings: $%.2f)", commandForNode(cmd, cand), cmd.Savings())
-		}
+		c.tell(cand, corev1.EventTypeNormal, "ConsolidationCandidate", "Consolidation candidate: %s (savings: $%.2f)", commandForNode(cmd, cand), cmd.Savings())
 	}
 }
 
 // noteRejected tells each candidate of a consolidation command validation dropped, and why.
 func (c *Controller) noteRejected(cmd *methods.Command, why string) {
 	for _, cand := range cmd.Candidates {
-		if cand.NodeClaim != nil {
-			c.recorder.Eventf(cand.NodeClaim, nil, corev1.EventTypeNormal, "ConsolidationRejected", "Disruption",
-				"Consolidation rejected: %s, reason: %s (savings: $%.2f)", commandForNode(cmd, cand), why, cmd.Savings())
-		}
+		c.tell(cand, corev1.EventTypeNormal, "ConsolidationRejected", "Consolidation rejected: %s, reason: %s (savings: $%.2f)", commandForNode(cmd, cand), why, cmd.Savings())
 	}
 }
 

@@ -73,7 +73,7 @@ func TestScoredMovesAreCountedAndTold(t *testing.T) {
 // A consolidation command found is ConsolidationCandidate on each candidate's NodeClaim, and
 // one validation drops is ConsolidationRejected with why, in upstream's words.
 func TestConsolidationCandidateAndRejectedEvents(t *testing.T) {
-	rec := events.NewFakeRecorder(10)
+	rec := &objectRecorder{}
 	ctl := NewController(nil, nil, nil, rec, clocktesting.NewFakeClock(now), nil, methods.Options{})
 	c := func(name string) *methods.Candidate {
 		return &methods.Candidate{Node: &scheduling.Node{Name: name}, PricePerHour: 0.2, NodeClaim: &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}}}
@@ -82,14 +82,14 @@ func TestConsolidationCandidateAndRejectedEvents(t *testing.T) {
 	multi := &methods.Command{Reason: methods.ReasonUnderutilized, Decision: methods.DecisionDelete, Candidates: []*methods.Candidate{c("b"), c("d")}}
 	ctl.noteCandidate(single)
 	ctl.noteRejected(multi, "a pod would not schedule")
-	var got []string
-	for len(rec.Events) > 0 {
-		got = append(got, <-rec.Events)
-	}
+	got := rec.take()
 	want := []string{
-		"Normal ConsolidationCandidate Consolidation candidate: delete: [a] (savings: $0.20)",
-		"Normal ConsolidationRejected Consolidation rejected: delete: [b] (part of 2-node consolidation), reason: a pod would not schedule (savings: $0.40)",
-		"Normal ConsolidationRejected Consolidation rejected: delete: [d] (part of 2-node consolidation), reason: a pod would not schedule (savings: $0.40)",
+		"NodeClaim/a Normal ConsolidationCandidate Consolidation candidate: delete: [a] (savings: $0.20)",
+		"Node/a Normal ConsolidationCandidate Consolidation candidate: delete: [a] (savings: $0.20)",
+		"NodeClaim/b Normal ConsolidationRejected Consolidation rejected: delete: [b] (part of 2-node consolidation), reason: a pod would not schedule (savings: $0.40)",
+		"Node/b Normal ConsolidationRejected Consolidation rejected: delete: [b] (part of 2-node consolidation), reason: a pod would not schedule (savings: $0.40)",
+		"NodeClaim/d Normal ConsolidationRejected Consolidation rejected: delete: [d] (part of 2-node consolidation), reason: a pod would not schedule (savings: $0.40)",
+		"Node/d Normal ConsolidationRejected Consolidation rejected: delete: [d] (part of 2-node consolidation), reason: a pod would not schedule (savings: $0.40)",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("events %q, want %q", got, want)

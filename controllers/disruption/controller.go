@@ -311,7 +311,7 @@ func (c *Controller) noteUnconsolidatable(snap *methods.Cluster) {
 		}
 		c.noted[key] = now
 		for _, cand := range snap.Candidates {
-			if cand.Name() == u.Node && cand.NodeClaim != nil {
+			if cand.Name() == u.Node {
 				// A node that graceful disruption must leave alone (do-not-disrupt on it or on
 				// a pod, named; a PDB; nominated pods) is DisruptionBlocked, as upstream;
 				// one no method would act on is Unconsolidatable.
@@ -319,15 +319,15 @@ func (c *Controller) noteUnconsolidatable(snap *methods.Cluster) {
 				if cand.Blocked != "" && cand.Blocked == u.Reason {
 					reason = "DisruptionBlocked"
 				}
-				c.recorder.Eventf(cand.NodeClaim, nil, corev1.EventTypeNormal, reason, "Disruption", "%s", u.Reason)
+				c.tell(cand, corev1.EventTypeNormal, reason, "%s", u.Reason)
 			}
 		}
 	}
 }
 
 // noteRepair emits, for each unhealthy node repair left alone, NodeRepairBlocked (the pool's
-// breaker) or DisruptionBlocked on its NodeClaim, at most once per UnconsolidatableEvery
-// for the same message.
+// breaker; also on the NodePool, as upstream) or DisruptionBlocked on its NodeClaim and its
+// Node, at most once per UnconsolidatableEvery for the same message.
 func (c *Controller) noteRepair(snap *methods.Cluster) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -339,6 +339,12 @@ func (c *Controller) noteRepair(snap *methods.Cluster) {
 		}
 		c.noted[key] = now
 		c.recorder.Eventf(n.NodeClaim, nil, corev1.EventTypeWarning, n.Event, "Repair", "%s", n.Message)
+		c.recorder.Eventf(nodeObject(c.Orchestrator.client, n.Node), nil, corev1.EventTypeWarning, n.Event, "Repair", "%s", n.Message)
+		poolKey := "NodePool\x00" + n.NodePool + "\x00" + n.Message
+		if _, ok := c.noted[poolKey]; !ok && n.Event == "NodeRepairBlocked" && n.NodePool != "" {
+			c.noted[poolKey] = now
+			c.recorder.Eventf(nodePoolObject(c.Orchestrator.client, n.NodePool), nil, corev1.EventTypeWarning, n.Event, "Repair", "%s", n.Message)
+		}
 	}
 }
 

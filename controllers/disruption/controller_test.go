@@ -3,6 +3,7 @@ package disruption
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ var now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 // the same reason again waits, a new reason is told at once, and after the interval the old
 // one is told again.
 func TestUnconsolidatableEventsAreRateLimitedPerReason(t *testing.T) {
-	rec := events.NewFakeRecorder(10)
+	rec := &objectRecorder{}
 	clk := clocktesting.NewFakeClock(now)
 	ctl := NewController(nil, nil, nil, rec, clk, nil, methods.Options{})
 	snap := func(reason string) *methods.Cluster {
@@ -45,14 +46,12 @@ func TestUnconsolidatableEventsAreRateLimitedPerReason(t *testing.T) {
 	}
 	told := func() int {
 		n := 0
-		for {
-			select {
-			case <-rec.Events:
+		for _, e := range rec.take() {
+			if strings.HasPrefix(e, "NodeClaim/") {
 				n++
-			default:
-				return n
 			}
 		}
+		return n
 	}
 	for i, step := range []struct {
 		advance time.Duration
@@ -444,16 +443,18 @@ func TestAdoptOrRollBackWhatIsInFlight(t *testing.T) {
 // A blocked node's event is DisruptionBlocked and names what blocks it (a pod's
 // do-not-disrupt names the pod); a node no method acts on is Unconsolidatable.
 func TestBlockedNodesAreDisruptionBlocked(t *testing.T) {
-	rec := events.NewFakeRecorder(10)
+	rec := &objectRecorder{}
 	ctl := NewController(nil, nil, nil, rec, clocktesting.NewFakeClock(now), nil, methods.Options{})
 	blocked := "pod default/db-0 has karpenter.sh/do-not-disrupt"
 	ctl.noteUnconsolidatable(&methods.Cluster{Candidates: []*methods.Candidate{
 		{Node: &scheduling.Node{Name: "a"}, NodeClaim: &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, Blocked: blocked},
 		{Node: &scheduling.Node{Name: "b"}, NodeClaim: &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "b"}}}},
 		Unconsolidatable: []methods.Unconsolidatable{{Node: "a", Reason: blocked}, {Node: "b", Reason: "no cheaper replacement"}}})
-	got := []string{<-rec.Events, <-rec.Events}
-	if got[0] != "Normal DisruptionBlocked "+blocked || got[1] != "Normal Unconsolidatable no cheaper replacement" {
-		t.Fatalf("events %q", got)
+	got := rec.take()
+	want := []string{"NodeClaim/a Normal DisruptionBlocked " + blocked, "Node/a Normal DisruptionBlocked " + blocked,
+		"NodeClaim/b Normal Unconsolidatable no cheaper replacement", "Node/b Normal Unconsolidatable no cheaper replacement"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events %q, want %q", got, want)
 	}
 }
 

@@ -556,7 +556,7 @@ func (o *Orchestrator) event(c candidateRef, kind, reason, msg string) {
 	if c.nodeClaim != "" {
 		o.recorder.Eventf(&karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: c.nodeClaim}}, nil, kind, reason, "Disruption", "%s", msg)
 	}
-	o.recorder.Eventf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: c.node}}, nil, kind, reason, "Disruption", "%s", msg)
+	o.recorder.Eventf(nodeObject(o.client, c.node), nil, kind, reason, "Disruption", "%s", msg)
 }
 
 // Adopt takes over what a manager that stopped left in flight, from the objects: a command

@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -304,7 +305,9 @@ func (c *Controller) issued(ctx context.Context, nc *karpv1.NodeClaim, node *cor
 		return reconcile.Result{RequeueAfter: poll}, nil
 	}
 	if hasTaint(node) {
-		c.recorder.Eventf(nc, nil, corev1.EventTypeNormal, "RebootObserved", "Reboot", "New boot observed (boot ID changed); waiting for the node to be Ready")
+		for _, obj := range []runtime.Object{nc, node} {
+			c.recorder.Eventf(obj, nil, corev1.EventTypeNormal, "RebootObserved", "Reboot", "New boot observed (boot ID changed); waiting for the node to be Ready")
+		}
 		if err := c.setTaint(ctx, node, false); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -333,6 +336,9 @@ func (c *Controller) fail(ctx context.Context, nc *karpv1.NodeClaim, node *corev
 	}
 	metrics.NodeReboots.WithLabelValues(result).Inc()
 	c.recorder.Eventf(nc, nil, corev1.EventTypeWarning, "RebootFailed", "Reboot", "Reboot failed, replacing the node: %s", msg)
+	if node != nil {
+		c.recorder.Eventf(node, nil, corev1.EventTypeWarning, "RebootFailed", "Reboot", "Reboot failed, replacing the node: %s", msg)
+	}
 	log.FromContext(ctx).Info("reboot failed, replacing the node", "reason", msg)
 	return client.IgnoreNotFound(c.client.Delete(ctx, nc, client.Preconditions{ResourceVersion: &nc.ResourceVersion}))
 }

@@ -1,0 +1,40 @@
+package disruption
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
+)
+
+// nodeObject is the node as the cache holds it, so that its events carry its UID (kubectl
+// describe node finds events by it); a node the cache lacks gets a reference by name.
+func nodeObject(c client.Reader, name string) *corev1.Node {
+	node := &corev1.Node{}
+	if c != nil && c.Get(context.Background(), client.ObjectKey{Name: name}, node) == nil {
+		return node
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+// nodePoolObject is the NodePool as the cache holds it (for its UID), else a reference by name.
+func nodePoolObject(c client.Reader, name string) *karpv1.NodePool {
+	np := &karpv1.NodePool{}
+	if c != nil && c.Get(context.Background(), client.ObjectKey{Name: name}, np) == nil {
+		return np
+	}
+	return &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+// tell publishes an event about a candidate on its NodeClaim and on its Node, as upstream
+// publishes its disruption events (docs/upstream.md, "Events").
+func (c *Controller) tell(cand *methods.Candidate, kind, reason, format string, args ...any) {
+	if cand.NodeClaim != nil {
+		c.recorder.Eventf(cand.NodeClaim, nil, kind, reason, "Disruption", format, args...)
+	}
+	c.recorder.Eventf(nodeObject(c.Orchestrator.client, cand.Name()), nil, kind, reason, "Disruption", format, args...)
+}
