@@ -101,21 +101,27 @@ func TestTolerantDaemonSetDoesNotHoldANodeThatGoes(t *testing.T) {
 	}
 }
 
-// claimsOf are the NodeClaims of a node.
+// claimsOf are the NodeClaims of a node. Registration lifts the node's unregistered taint
+// before it records status.nodeName, so a pod can run on the node a moment before its
+// NodeClaim names it: the lookup waits up to 30 s for that.
 func claimsOf(t *testing.T, ctx context.Context, node string) []karpv1.NodeClaim {
 	t.Helper()
-	var claims karpv1.NodeClaimList
-	if err := kube.List(ctx, &claims); err != nil {
-		t.Fatal(err)
-	}
 	var out []karpv1.NodeClaim
-	for _, nc := range claims.Items {
-		if nc.Status.NodeName == node {
-			out = append(out, nc)
+	_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var claims karpv1.NodeClaimList
+		if err := kube.List(ctx, &claims); err != nil {
+			return false, nil
 		}
-	}
+		out = out[:0]
+		for _, nc := range claims.Items {
+			if nc.Status.NodeName == node {
+				out = append(out, nc)
+			}
+		}
+		return len(out) > 0, nil
+	})
 	if len(out) == 0 {
-		t.Fatalf("node %s has no NodeClaim", node)
+		t.Fatalf("node %s has no NodeClaim after 30 s", node)
 	}
 	return out
 }

@@ -97,17 +97,27 @@ func TestScaleUpRunsEveryPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	const replicas = 200
-	scale := func(ctx context.Context, n int32) error {
+	// The pods are karpenter.sh/do-not-disrupt while the test looks: it checks what
+	// provisioning launched, and the spot NodePool's consolidateAfter (1m) lets consolidation
+	// move pods once they have run a minute, which a slow machine's scale-up can outlast (CI
+	// once took 73 s): a legitimate consolidation would be counted as a launch for nothing.
+	scale := func(ctx context.Context, n int32, protect bool) error {
 		patch := client.MergeFrom(deploy.DeepCopy())
 		deploy.Spec.Replicas = ptr.To(n)
+		if protect {
+			deploy.Spec.Template.Annotations = map[string]string{karpv1.DoNotDisruptAnnotationKey: "true"}
+		} else {
+			delete(deploy.Spec.Template.Annotations, karpv1.DoNotDisruptAnnotationKey)
+		}
 		return kube.Patch(ctx, deploy, patch)
 	}
 	start := time.Now()
-	if err := scale(ctx, 100); err != nil {
+	if err := scale(ctx, 100, true); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = scale(context.Background(), 0) })
+	t.Cleanup(func() { _ = scale(context.Background(), 0, false) })
 	for _, d := range []*appsv1.Deployment{mixed("inflate-small", 60, "250m", "512Mi"), mixed("inflate-large", 40, "2", "4Gi")} {
+		d.Spec.Template.Annotations = map[string]string{karpv1.DoNotDisruptAnnotationKey: "true"}
 		if err := kube.Create(ctx, d); err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +241,9 @@ func TestScaleUpRunsEveryPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"karpenter_nodeclaims_created_total{", "karpenter_scheduler_scheduling_duration_seconds_count{controller=\"provisioner\"}",
-		"karpenter_pods_startup_duration_seconds_count", "karpenter_nodes_allocatable{", "karpenter_nodepools_usage{"} {
+		"karpenter_pods_startup_duration_seconds_count", "karpenter_nodes_allocatable{", "karpenter_nodepools_usage{",
+		"karpenter_nodes_total_pod_requests{", "karpenter_cluster_utilization_percent{", "karpenter_pods_state{",
+		"karpenter_pods_bound_duration_seconds_count{", "karpenter_cloudprovider_duration_seconds_count{controller=\"nodeclaim.lifecycle\",method=\"Create\""} {
 		if !strings.Contains(body, name) {
 			t.Errorf("/metrics has no %s", name)
 		}
