@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/test/env"
 )
 
@@ -245,7 +247,7 @@ func TestBadValuesNameTheKey(t *testing.T) {
 	}
 }
 
-// Every metric the dashboard queries is one the controller exports (controllers/metrics).
+// Every metric the dashboard queries is one the controller exports (controllers/metrics.Collectors).
 func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(env.RepoRoot(), "charts", "karpenter", "dashboards", "karpenter.json"))
 	if err != nil {
@@ -262,20 +264,23 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	if err := json.Unmarshal(raw, &dash); err != nil {
 		t.Fatalf("the dashboard is not JSON: %v", err)
 	}
-	files, err := filepath.Glob(filepath.Join(env.RepoRoot(), "controllers", "metrics", "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// What the manager registers: every collector's descriptions, by their fully-qualified names.
 	exported := map[string]bool{}
-	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+	descs := make(chan *prometheus.Desc)
+	go func() {
+		for _, c := range metrics.Collectors {
+			c.Describe(descs)
 		}
-		// A metric is named in its options (Name:) or, for one counted at scrape, its NewDesc.
-		for _, m := range regexp.MustCompile(`(?:Name: +|NewDesc\()"(karpenter_[a-z_]+)"`).FindAllStringSubmatch(string(src), -1) {
+		close(descs)
+	}()
+	fqName := regexp.MustCompile(`fqName: "([a-z_]+)"`)
+	for d := range descs {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
 			exported[m[1]] = true
 		}
+	}
+	if len(exported) < len(metrics.Collectors) {
+		t.Fatalf("read %d metric names from %d collectors; the description format changed?", len(exported), len(metrics.Collectors))
 	}
 	metric := regexp.MustCompile(`karpenter_[a-z_]+`)
 	for _, p := range dash.Panels {
