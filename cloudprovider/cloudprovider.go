@@ -203,6 +203,11 @@ type RepairPolicy struct {
 	// RebootDrain bounds the drain before a reboot (0: reboot without draining); nil: the
 	// NodeClaim's terminationGracePeriod, else DefaultRebootDrain.
 	RebootDrain *time.Duration
+	// TerminationGracePeriod bounds the drain when repair replaces the node, as upstream's:
+	// nil, the NodeClaim's own terminationGracePeriod (a node whose pods block their eviction,
+	// with none, is not repaired); 0, forceful (its pods are deleted at once); otherwise the
+	// lesser of this and the NodeClaim's. The bound counts from the node's deletion.
+	TerminationGracePeriod *time.Duration
 }
 
 // RepairAction is what node repair does to an unhealthy node.

@@ -62,10 +62,12 @@ func (p *Provider) Name() string { return "aws" }
 
 // RepairPolicies are upstream's AWS provider's: a node NotReady (False or Unknown) for 30
 // minutes; the node monitoring agent's AcceleratedHardwareReady False for 10 minutes, and its
-// StorageReady, NetworkingReady, KernelReady and ContainerRuntimeReady False for 30.
+// StorageReady, NetworkingReady, KernelReady and ContainerRuntimeReady False for 30. Each
+// replaces the node forcefully (a drain bound of 0): its pods are deleted at once.
 func (p *Provider) RepairPolicies(context.Context, *karpv1.NodePool) ([]cloudprovider.RepairPolicy, error) {
 	policy := func(t string, s corev1.ConditionStatus, d time.Duration) cloudprovider.RepairPolicy {
-		return cloudprovider.RepairPolicy{ConditionType: corev1.NodeConditionType(t), ConditionStatus: s, TolerationDuration: d}
+		return cloudprovider.RepairPolicy{ConditionType: corev1.NodeConditionType(t), ConditionStatus: s, TolerationDuration: d,
+			TerminationGracePeriod: new(time.Duration(0)), Action: cloudprovider.RepairReplace}
 	}
 	return []cloudprovider.RepairPolicy{
 		policy("Ready", corev1.ConditionFalse, 30*time.Minute),

@@ -83,12 +83,15 @@ func (p *Provider) MarkUnavailable(instanceType, zone, capacityType string) {
 	p.gen++
 }
 
-// RepairPolicies are upstream kwok's (a node Ready False or Unknown for 10 minutes: replace)
-// and the node class's repairPolicies.
+// RepairPolicies are upstream kwok's (a node Ready False or Unknown for 10 minutes: replace
+// forcefully) and the node class's repairPolicies (forceful unless they set a
+// terminationGracePeriod).
 func (p *Provider) RepairPolicies(ctx context.Context, np *karpv1.NodePool) ([]cloudprovider.RepairPolicy, error) {
 	out := []cloudprovider.RepairPolicy{
-		{ConditionType: corev1.NodeReady, ConditionStatus: corev1.ConditionFalse, TolerationDuration: 10 * time.Minute},
-		{ConditionType: corev1.NodeReady, ConditionStatus: corev1.ConditionUnknown, TolerationDuration: 10 * time.Minute},
+		{ConditionType: corev1.NodeReady, ConditionStatus: corev1.ConditionFalse, TolerationDuration: 10 * time.Minute, TerminationGracePeriod: new(time.Duration(0)),
+			Action: cloudprovider.RepairReplace},
+		{ConditionType: corev1.NodeReady, ConditionStatus: corev1.ConditionUnknown, TolerationDuration: 10 * time.Minute, TerminationGracePeriod: new(time.Duration(0)),
+			Action: cloudprovider.RepairReplace},
 	}
 	nc, err := p.nodeClass(ctx, np.Spec.Template.Spec.NodeClassRef)
 	if err != nil {
@@ -103,6 +106,10 @@ func (p *Provider) RepairPolicies(ctx context.Context, np *karpv1.NodePool) ([]c
 		}
 		if rp.RebootDrain != nil {
 			policy.RebootDrain = &rp.RebootDrain.Duration
+		}
+		policy.TerminationGracePeriod = new(time.Duration(0))
+		if rp.TerminationGracePeriod != nil {
+			policy.TerminationGracePeriod = &rp.TerminationGracePeriod.Duration
 		}
 		out = append(out, policy)
 	}

@@ -170,3 +170,56 @@ func TestCreateRefusesANodeClassNotReady(t *testing.T) {
 		t.Errorf("Ready False: %v, want a NodeClassNotReady error", err)
 	}
 }
+
+// The repair policies are upstream kwok's Ready ones, forceful, and the node class's: each
+// with its toleration and action, its terminationGracePeriod as the drain bound (unset:
+// forceful, as before the bound was built) and its rebootDrain.
+func TestRepairPoliciesCarryTheNodeClassBounds(t *testing.T) {
+	d := func(s string) *metav1.Duration {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &metav1.Duration{Duration: v}
+	}
+	nc := &kwokv1alpha1.KWOKNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: kwokv1alpha1.KWOKNodeClassSpec{Catalog: "embedded",
+		RepairPolicies: []kwokv1alpha1.RepairPolicy{
+			{ConditionType: "KWOKUnhealthy", ConditionStatus: "True", Toleration: *d("30s"), TerminationGracePeriod: d("45s")},
+			{ConditionType: "KWOKRebootRequired", ConditionStatus: "True", Toleration: *d("30s"), Action: "Reboot", RebootDrain: d("1m")},
+		}}}
+	c := fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(nc).Build()
+	got, err := New(c, clocktesting.NewFakeClock(time.Now()), 1).RepairPolicies(context.Background(), pool())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		cond, status  string
+		toleration    time.Duration
+		action        cloudprovider.RepairAction
+		bound, reboot string
+	}
+	str := func(d *time.Duration) string {
+		if d == nil {
+			return "nil"
+		}
+		return d.String()
+	}
+	var rows []row
+	for _, p := range got {
+		rows = append(rows, row{string(p.ConditionType), string(p.ConditionStatus), p.TolerationDuration, p.Action, str(p.TerminationGracePeriod), str(p.RebootDrain)})
+	}
+	want := []row{
+		{"Ready", "False", 10 * time.Minute, cloudprovider.RepairReplace, "0s", "nil"},
+		{"Ready", "Unknown", 10 * time.Minute, cloudprovider.RepairReplace, "0s", "nil"},
+		{"KWOKUnhealthy", "True", 30 * time.Second, cloudprovider.RepairReplace, "45s", "nil"},
+		{"KWOKRebootRequired", "True", 30 * time.Second, cloudprovider.RepairReboot, "0s", "1m0s"},
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("policies %+v, want %+v", rows, want)
+	}
+	for i := range want {
+		if rows[i] != want[i] {
+			t.Errorf("policy %d: %+v, want %+v", i, rows[i], want[i])
+		}
+	}
+}

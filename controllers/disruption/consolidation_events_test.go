@@ -97,7 +97,7 @@ func TestConsolidationCandidateAndRejectedEvents(t *testing.T) {
 }
 
 // The disrupted metrics take upstream's label values: the policy in snake case, the
-// termination mode from the NodeClaim's terminationGracePeriod.
+// termination mode from repair's drain bound, else the NodeClaim's terminationGracePeriod.
 func TestDisruptedLabels(t *testing.T) {
 	for in, want := range map[string]string{"WhenEmptyOrUnderutilized": "when_empty_or_underutilized", "WhenEmpty": "when_empty", "Balanced": "balanced"} {
 		if got := snakeCase(in); got != want {
@@ -107,12 +107,15 @@ func TestDisruptedLabels(t *testing.T) {
 	period := func(d time.Duration) *karpv1.NodeClaim {
 		return &karpv1.NodeClaim{Spec: karpv1.NodeClaimSpec{TerminationGracePeriod: &metav1.Duration{Duration: d}}}
 	}
+	bound := func(d time.Duration) *time.Duration { return &d }
 	for _, tc := range []struct {
-		nc   *karpv1.NodeClaim
-		want string
-	}{{nil, "graceful"}, {&karpv1.NodeClaim{}, "graceful"}, {period(0), "forceful"}, {period(time.Hour), "eventual"}} {
-		if got := terminationMode(tc.nc); got != tc.want {
-			t.Errorf("terminationMode(%+v) = %q, want %q", tc.nc, got, tc.want)
+		nc    *karpv1.NodeClaim
+		bound *time.Duration
+		want  string
+	}{{nil, nil, "graceful"}, {&karpv1.NodeClaim{}, nil, "graceful"}, {period(0), nil, "forceful"}, {period(time.Hour), nil, "eventual"},
+		{&karpv1.NodeClaim{}, bound(0), "forceful"}, {period(time.Hour), bound(0), "forceful"}, {&karpv1.NodeClaim{}, bound(time.Minute), "eventual"}} {
+		if got := terminationMode(tc.nc, tc.bound); got != tc.want {
+			t.Errorf("terminationMode(%+v, %v) = %q, want %q", tc.nc, tc.bound, got, tc.want)
 		}
 	}
 }

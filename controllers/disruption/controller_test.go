@@ -399,6 +399,7 @@ func TestAdoptOrRollBackWhatIsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := claims.Items[0].Labels[CommandLabel]
+	var all0 karpv1.NodeClaimList
 	stray := &corev1.Node{}
 	_ = f.client.Get(ctx, client.ObjectKey{Name: "node-3"}, stray)
 	if stray.Annotations[CommandAnnotation] != "" {
@@ -407,6 +408,19 @@ func TestAdoptOrRollBackWhatIsInFlight(t *testing.T) {
 	stray.Spec.Taints = append(stray.Spec.Taints, karpv1.DisruptedNoScheduleTaint)
 	if err := f.client.Update(ctx, stray); err != nil {
 		t.Fatal(err)
+	}
+	// One adopted command is a repair that bounds its drain: the bound survives the restart.
+	var bounded string
+	_ = f.client.List(ctx, &all0)
+	for i := range all0.Items {
+		nc := &all0.Items[i]
+		if id := nc.Annotations[CommandAnnotation]; id != "" && id != lost && bounded == "" {
+			bounded = nc.Name
+			nc.Annotations[DrainBoundAnnotation] = "45s"
+			if err := f.client.Update(ctx, nc); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	f.sync(t)
 	next := NewController(f.client, f.cloud, f.cluster, events.NewFakeRecorder(1000), f.clock, nil, methods.Options{})
@@ -438,6 +452,16 @@ func TestAdoptOrRollBackWhatIsInFlight(t *testing.T) {
 	if tainted, _ := f.disrupting(t); tainted != 2 {
 		t.Fatalf("only the deleted candidates stay tainted: %d", tainted)
 	}
+	_ = f.client.List(ctx, &all)
+	for _, nc := range all.Items {
+		deadline, want := nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey], ""
+		if nc.Name == bounded {
+			want = now.Add(45 * time.Second).UTC().Format(time.RFC3339)
+		}
+		if deadline != want {
+			t.Errorf("nodeclaim %s: termination deadline %q, want %q", nc.Name, deadline, want)
+		}
+	}
 }
 
 // A blocked node's event is DisruptionBlocked and names what blocks it (a pod's
@@ -458,29 +482,60 @@ func TestBlockedNodesAreDisruptionBlocked(t *testing.T) {
 	}
 }
 
-// A repair command terminates its node forcefully: the NodeClaim's termination deadline is set
-// to now before it is deleted, so that the drain deletes its pods at once.
-func TestRepairIsForceful(t *testing.T) {
-	f := newFleet(t, 3, "1")
-	mc, err := f.ctl.Snapshot(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cand *methods.Candidate
-	for _, c := range mc.Candidates {
-		if c.Name() == "node-0" {
-			cand = c
-		}
-	}
-	f.ctl.Orchestrator.Add(mc, &methods.Command{Reason: methods.ReasonUnhealthy, Decision: methods.DecisionDelete, Candidates: []*methods.Candidate{cand},
-		Forceful: true, Condition: "ExampleUnhealthy"})
-	f.reconcileAll(t)
-	nc := &karpv1.NodeClaim{}
-	if err := f.client.Get(context.Background(), client.ObjectKey{Name: "node-0"}, nc); err != nil {
-		t.Fatal(err)
-	}
-	if nc.DeletionTimestamp == nil || nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey] != now.UTC().Format(time.RFC3339) {
-		t.Fatalf("deleted with the deadline now: deletion %v, annotations %v", nc.DeletionTimestamp, nc.Annotations)
+// A repair command bounds its node's drain: the NodeClaim's termination deadline is set to now
+// plus the bound as it is deleted (0: now, its pods deleted at once), never later than a
+// deadline already set; without a bound the NodeClaim's own period applies and none is set.
+func TestRepairBoundsTheDrain(t *testing.T) {
+	d := func(d time.Duration) *time.Duration { return &d }
+	for _, tc := range []struct {
+		name      string
+		bound     *time.Duration
+		set, want string // the deadline before, and after
+	}{
+		{name: "forceful", bound: d(0), want: now.UTC().Format(time.RFC3339)},
+		{name: "bounded", bound: d(45 * time.Second), want: now.Add(45 * time.Second).UTC().Format(time.RFC3339)},
+		{name: "an earlier deadline stays", bound: d(45 * time.Second), set: now.Add(10 * time.Second).UTC().Format(time.RFC3339),
+			want: now.Add(10 * time.Second).UTC().Format(time.RFC3339)},
+		{name: "a later one is tightened", bound: d(45 * time.Second), set: now.Add(time.Hour).UTC().Format(time.RFC3339),
+			want: now.Add(45 * time.Second).UTC().Format(time.RFC3339)},
+		{name: "unbounded", bound: nil, want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet(t, 3, "1")
+			if tc.set != "" {
+				nc := &karpv1.NodeClaim{}
+				if err := f.client.Get(context.Background(), client.ObjectKey{Name: "node-0"}, nc); err != nil {
+					t.Fatal(err)
+				}
+				if nc.Annotations == nil {
+					nc.Annotations = map[string]string{}
+				}
+				nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey] = tc.set
+				if err := f.client.Update(context.Background(), nc); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mc, err := f.ctl.Snapshot(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cand *methods.Candidate
+			for _, c := range mc.Candidates {
+				if c.Name() == "node-0" {
+					cand = c
+				}
+			}
+			f.ctl.Orchestrator.Add(mc, &methods.Command{Reason: methods.ReasonUnhealthy, Decision: methods.DecisionDelete, Candidates: []*methods.Candidate{cand},
+				Forceful: true, DrainBound: tc.bound, Condition: "ExampleUnhealthy"})
+			f.reconcileAll(t)
+			nc := &karpv1.NodeClaim{}
+			if err := f.client.Get(context.Background(), client.ObjectKey{Name: "node-0"}, nc); err != nil {
+				t.Fatal(err)
+			}
+			if nc.DeletionTimestamp == nil || nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey] != tc.want {
+				t.Fatalf("deleted with the deadline %q: deletion %v, annotations %v", tc.want, nc.DeletionTimestamp, nc.Annotations)
+			}
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"strings"
+	"time"
 	"unicode"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
@@ -23,9 +24,14 @@ func disrupted(cmd *command, c candidateRef) {
 
 // terminationMode is how a NodeClaim's drain ends, as upstream labels it: graceful (no
 // terminationGracePeriod: it waits for PDBs and do-not-disrupt), forceful (a period of 0),
-// eventual (pods are deleted when the period runs out).
-func terminationMode(nc *karpv1.NodeClaim) string {
+// eventual (pods are deleted when the period runs out). Repair's drain bound, when it sets one,
+// decides instead (0: forceful, else eventual).
+func terminationMode(nc *karpv1.NodeClaim, drainBound *time.Duration) string {
 	switch {
+	case drainBound != nil && *drainBound <= 0:
+		return "forceful"
+	case drainBound != nil:
+		return "eventual"
 	case nc == nil || nc.Spec.TerminationGracePeriod == nil:
 		return "graceful"
 	case nc.Spec.TerminationGracePeriod.Duration <= 0:

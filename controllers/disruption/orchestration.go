@@ -41,12 +41,14 @@ import (
 // what is in flight (docs/disruption.md, "Commands in flight"):
 //   - each candidate's Node: the karpenter.sh/disrupted:NoSchedule taint;
 //   - each candidate's NodeClaim (or its Node, without one): CommandAnnotation, the command's
-//     ID, ReplacementsAnnotation, how many replacements it launches, and the DisruptionReason
-//     condition (reason: the method's);
+//     ID, ReplacementsAnnotation, how many replacements it launches, DrainBoundAnnotation,
+//     repair's bound on its drain (when it sets one), and the DisruptionReason condition
+//     (reason: the method's);
 //   - each replacement NodeClaim: CommandLabel, the command's ID.
 const (
 	CommandAnnotation      = karpv1.Group + "/disruption-command"
 	ReplacementsAnnotation = karpv1.Group + "/disruption-replacements"
+	DrainBoundAnnotation   = karpv1.Group + "/disruption-drain-bound"
 	CommandLabel           = karpv1.Group + "/disruption-command"
 )
 
@@ -107,9 +109,10 @@ type command struct {
 	// waitingTold: the replacements were told DisruptionWaitingReadiness once.
 	waitingTold bool
 	// condition is the node condition repair acts on ("" for other reasons, and for a repair
-	// adopted after a restart); rebootDrain the drain's bound of a reboot.
-	condition   string
-	rebootDrain *time.Duration
+	// adopted after a restart); rebootDrain the drain's bound of a reboot, drainBound repair's
+	// bound on the drain once the candidates go (nil: their terminationGracePeriod).
+	condition               string
+	rebootDrain, drainBound *time.Duration
 }
 
 // candidateRef names a candidate's node and NodeClaim, with what the metrics label it by: its
@@ -206,10 +209,11 @@ func (o *Orchestrator) Len() int {
 func (o *Orchestrator) Add(c *methods.Cluster, cmd *methods.Command) string {
 	in := &command{id: "d-" + utilrand.String(8), reason: cmd.Reason, decision: cmd.Decision, consolidationType: cmd.ConsolidationType,
 		savings: cmd.Savings(), planned: cmd.Replacements, want: len(cmd.Replacements), moves: cmd.Moves, pools: map[string]*karpv1.NodePool{},
-		started: o.clock.Now(), condition: cmd.Condition, rebootDrain: cmd.RebootDrain}
+		started: o.clock.Now(), condition: cmd.Condition, rebootDrain: cmd.RebootDrain,
+		drainBound: cmd.DrainBound}
 	for _, cand := range cmd.Candidates {
 		ref := candidateRef{node: cand.Name(), nodePool: cand.NodePool.Name, capacityType: cand.CapacityType,
-			terminationMode: terminationMode(cand.NodeClaim), pods: len(cand.Pods)}
+			terminationMode: terminationMode(cand.NodeClaim, cmd.DrainBound), pods: len(cand.Pods)}
 		if cmd.ConsolidationType != "" {
 			ref.consolidationPolicy = snakeCase(string(cand.NodePool.Spec.Disruption.ConsolidationPolicy))
 		}
@@ -302,12 +306,14 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 		return ratelimit.Again(), nil
 	}
 	for _, c := range cmd.candidates {
-		if cmd.reason == methods.ReasonUnhealthy {
-			// Repair is forceful: the node is unhealthy, and its pods are deleted at once
-			// rather than waiting on PDBs or do-not-disrupt (the termination deadline is now).
-			if err := o.forceTermination(ctx, c); err != nil {
+		if cmd.drainBound != nil {
+			// Repair bounds the drain: counted from now, once the replacements are up, so that
+			// their launch does not eat into it.
+			if err := o.tightenDeadline(ctx, c, o.clock.Now().Add(*cmd.drainBound)); err != nil {
 				return ratelimit.Retry(err)
 			}
+		}
+		if cmd.reason == methods.ReasonUnhealthy {
 			metrics.NodeClaimsUnhealthyDisrupted.WithLabelValues(cmd.condition, c.nodePool, c.capacityType).Inc()
 		}
 		if err := o.remove(ctx, c); err != nil {
@@ -394,6 +400,9 @@ func setCommand(obj client.Object, cmd *command) {
 	}
 	a[CommandAnnotation] = cmd.id
 	a[ReplacementsAnnotation] = strconv.Itoa(cmd.want)
+	if cmd.drainBound != nil {
+		a[DrainBoundAnnotation] = cmd.drainBound.String()
+	}
 	obj.SetAnnotations(a)
 }
 
@@ -441,9 +450,9 @@ func (o *Orchestrator) remove(ctx context.Context, c candidateRef) error {
 	return nil
 }
 
-// forceTermination sets the candidate's NodeClaim's termination deadline to now (unless an
-// earlier one is set), so that its drain deletes the pods at once.
-func (o *Orchestrator) forceTermination(ctx context.Context, c candidateRef) error {
+// tightenDeadline sets the candidate's NodeClaim's termination deadline (the annotation the
+// drain deletes pods by) to at, unless an earlier one is set: a bound tightens, never extends.
+func (o *Orchestrator) tightenDeadline(ctx context.Context, c candidateRef, at time.Time) error {
 	if c.nodeClaim == "" {
 		return nil
 	}
@@ -451,14 +460,16 @@ func (o *Orchestrator) forceTermination(ctx context.Context, c candidateRef) err
 	if err := o.client.Get(ctx, client.ObjectKey{Name: c.nodeClaim}, nc); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if _, ok := nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey]; ok {
-		return nil
+	if set, ok := nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey]; ok {
+		if t, err := time.Parse(time.RFC3339, set); err == nil && !t.After(at) {
+			return nil
+		}
 	}
 	patch := client.MergeFrom(nc.DeepCopy())
 	if nc.Annotations == nil {
 		nc.Annotations = map[string]string{}
 	}
-	nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey] = o.clock.Now().UTC().Format(time.RFC3339)
+	nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey] = at.UTC().Format(time.RFC3339)
 	if err := o.client.Patch(ctx, nc, patch); err != nil {
 		return client.IgnoreNotFound(err)
 	}
@@ -549,6 +560,7 @@ func clearCommand(obj client.Object) {
 	}
 	delete(a, CommandAnnotation)
 	delete(a, ReplacementsAnnotation)
+	delete(a, DrainBoundAnnotation)
 	obj.SetAnnotations(a)
 }
 
@@ -585,6 +597,9 @@ func (o *Orchestrator) Adopt(ctx context.Context, objs *snapshot.Objects) error 
 			cmd := get(id)
 			cmd.candidates = append(cmd.candidates, candidateRef{node: nc.Status.NodeName, nodeClaim: nc.Name})
 			cmd.want, _ = strconv.Atoi(nc.Annotations[ReplacementsAnnotation])
+			if d, err := time.ParseDuration(nc.Annotations[DrainBoundAnnotation]); err == nil {
+				cmd.drainBound = &d
+			}
 			if cond := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeDisruptionReason); cond != nil {
 				cmd.reason = methods.Reason(cond.Reason)
 			}

@@ -98,8 +98,9 @@ func (c *Cluster) collectUnhealthy(snap *snapshot.Snapshot) {
 // is a disruption method with the reason Unhealthy: the NodePool's budgets for that reason
 // apply (nodes that are merely NotReady do not count against them), the replacement joins
 // before the node goes (TerminateFirstRepair: the other way round), karpenter.sh/do-not-disrupt
-// does not hold it but karpenter.sh/do-not-repair does, and the node is then terminated
-// forcefully (its pods deleted at once, PDBs or not). A policy whose action is Reboot, on a
+// does not hold it but karpenter.sh/do-not-repair does, and neither PDBs nor pods'
+// do-not-disrupt keep repair from starting: the drain is bounded instead (drainBound), and a
+// node whose blocking pods nothing bounds is left alone with a DisruptionBlocked event. A policy whose action is Reboot, on a
 // provider that reboots in place, reboots the node instead (DecisionReboot, within the same
 // budgets): up to RebootsBeforeReplacement times within RebootHistoryWindow, then it is
 // replaced. While more than RepairUnhealthyThreshold of a NodePool's nodes are unhealthy,
@@ -146,6 +147,14 @@ func (Repair) Commands(ctx context.Context, c *Cluster, _ []*Candidate, budgets 
 			note("DisruptionBlocked", fmt.Sprintf("repair is blocked through the %q annotation", karpv1.DoNotRepairAnnotationKey))
 			continue
 		}
+		bound := drainBound(u)
+		if bound == nil && (u.NodeClaim == nil || u.NodeClaim.Spec.TerminationGracePeriod == nil) {
+			// Nothing bounds the drain, so pods that refuse eviction would hold the node forever.
+			if why := podBlocker(u.Candidate, c.pdbs, c.Now); why != "" {
+				note("DisruptionBlocked", "repair requires a termination grace period to bypass blocking pods ("+why+")")
+				continue
+			}
+		}
 		if budgets.Allowed(pool, ReasonUnhealthy) == 0 {
 			note("DisruptionBlocked", "the NodePool's budget for Unhealthy allows no more disruptions now")
 			continue
@@ -174,6 +183,7 @@ func (Repair) Commands(ctx context.Context, c *Cluster, _ []*Candidate, budgets 
 			cmd = c.command(ReasonUnhealthy, cands, sim)
 		}
 		cmd.Forceful = true
+		cmd.DrainBound = bound
 		cmd.Condition = string(u.Condition.Type)
 		if !c.admit(ctx, cmd) {
 			continue
@@ -182,6 +192,37 @@ func (Repair) Commands(ctx context.Context, c *Cluster, _ []*Candidate, budgets 
 		return []*Command{cmd}, nil
 	}
 	return nil, nil
+}
+
+// drainBound is how long repair lets the node's drain run, as upstream's: nil when the repair
+// policy sets no bound (the NodeClaim's own terminationGracePeriod applies); else the lesser of
+// the policy's and the NodeClaim's (0: forceful, the pods are deleted at once).
+func drainBound(u *Unhealthy) *time.Duration {
+	if u.Policy.TerminationGracePeriod == nil {
+		return nil
+	}
+	bound := max(0, *u.Policy.TerminationGracePeriod)
+	if u.NodeClaim != nil && u.NodeClaim.Spec.TerminationGracePeriod != nil {
+		bound = min(bound, u.NodeClaim.Spec.TerminationGracePeriod.Duration)
+	}
+	return &bound
+}
+
+// podBlocker says which of the candidate's pods refuse eviction now (do-not-disrupt, a
+// PodDisruptionBudget), "" when none does. The node's own do-not-disrupt does not count:
+// repair does not heed it.
+func podBlocker(cand *Candidate, pdbs *pdbLimits, now time.Time) string {
+	for _, p := range cand.Pods {
+		if doNotDisrupt(p, now) {
+			return fmt.Sprintf("pod %s/%s has %s", p.Namespace, p.Name, karpv1.DoNotDisruptAnnotationKey)
+		}
+	}
+	if pdbs != nil {
+		if pdb := pdbs.blocking(cand.Pods); pdb != "" {
+			return "PodDisruptionBudget " + pdb + " allows no eviction of its pods now"
+		}
+	}
+	return ""
 }
 
 // reboots reports whether repair reboots the node rather than replacing it: its policy says

@@ -34,6 +34,22 @@ func repairOpts(mut ...func(*Options)) Options {
 	return o
 }
 
+// bounded gives the example policy a drain bound (its TerminationGracePeriod).
+func bounded(d time.Duration) func(*Options) {
+	return func(o *Options) {
+		o.RepairPolicies = func(*karpv1.NodePool) []cloudprovider.RepairPolicy {
+			p := examplePolicy
+			p.TerminationGracePeriod = &d
+			return []cloudprovider.RepairPolicy{p}
+		}
+	}
+}
+
+// withPeriod gives a NodeClaim a terminationGracePeriod.
+func withPeriod(d time.Duration) func(*karpv1.NodeClaim) {
+	return func(nc *karpv1.NodeClaim) { nc.Spec.TerminationGracePeriod = &metav1.Duration{Duration: d} }
+}
+
 func repairCommands(t *testing.T, c *Cluster) []*Command {
 	t.Helper()
 	cmds, err := Repair{}.Commands(context.Background(), c, nil, NewBudgets(c))
@@ -51,6 +67,7 @@ func TestRepair(t *testing.T) {
 		w     world
 		want  string // the command's candidates and decision, "" for none
 		notes string // a substring of a repair note, when none acts
+		bound string // the command's drain bound, "" for none (the NodeClaim's period applies)
 	}{
 		{name: "unhealthy past its toleration: replaced first, forcefully",
 			w: world{nodes: []*corev1.Node{node("sick", "m5.large", karpv1.CapacityTypeOnDemand, "z-a", sick(6*time.Minute)), healthy("h1"), healthy("h2"), healthy("h3"), healthy("h4")},
@@ -73,10 +90,36 @@ func TestRepair(t *testing.T) {
 				n.Annotations = map[string]string{karpv1.DoNotRepairAnnotationKey: "true"}
 			}), healthy("h1"), healthy("h2"), healthy("h3"), healthy("h4")}, opts: repairOpts()},
 			notes: "karpenter.sh/do-not-repair"},
-		{name: "a PDB does not hold repair",
+		{name: "a PDB does not hold repair when the policy bounds the drain",
 			w: world{nodes: []*corev1.Node{node("sick", "m5.large", karpv1.CapacityTypeOnDemand, "z-a", sick(time.Hour)), healthy("h1"), healthy("h2"), healthy("h3"), healthy("h4")},
-				pods: []*corev1.Pod{pod("db", "sick", "1", "1Gi")}, pdbs: []*k8spolicyv1.PodDisruptionBudget{pdb("db", 1, "db")}, opts: repairOpts()},
+				pods: []*corev1.Pod{pod("db", "sick", "1", "1Gi")}, pdbs: []*k8spolicyv1.PodDisruptionBudget{pdb("db", 1, "db")}, opts: repairOpts(bounded(0))},
+			want: "delete:sick", bound: "0s"},
+		{name: "nor when the NodeClaim's period does",
+			w: world{nodes: []*corev1.Node{node("sick", "m5.large", karpv1.CapacityTypeOnDemand, "z-a", sick(time.Hour)), healthy("h1"), healthy("h2"), healthy("h3"), healthy("h4")},
+				claims: []*karpv1.NodeClaim{claim("sick", withPeriod(time.Hour))},
+				pods:   []*corev1.Pod{pod("db", "sick", "1", "1Gi")}, pdbs: []*k8spolicyv1.PodDisruptionBudget{pdb("db", 1, "db")}, opts: repairOpts()},
 			want: "delete:sick"},
+		{name: "a PDB with nothing bounding the drain holds it",
+			w: world{nodes: []*corev1.Node{node("sick", "m5.large", karpv1.CapacityTypeOnDemand, "z-a", sick(time.Hour)), healthy("h1"), healthy("h2"), healthy("h3"), healthy("h4")},
+				claims: []*karpv1.NodeClaim{claim("sick")},
+				pods:   []*corev1.Pod{pod("db", "sick", "1", "1Gi")}, pdbs: []*k8spolicyv1.PodDisruptionBudget{pdb("db", 1, "db")}, opts: repairOpts()},
+			notes: "repair requires a termination grace period to bypass blocking pods (PodDisruptionBudget default/db"},
+		{name: "and so does a pod's do-not-disrupt",
+			w: world{nodes: []*corev1.Node{node("sick", "m5.large", karpv1.CapacityTypeOnDemand, "z-a", sick(time.Hour)), healthy("h1"), healthy("h2"), healthy("h3"), healthy("h4")},
+				pods: []*corev1.Pod{pod("web", "sick", "1", "1Gi", func(p *corev1.Pod) {
+					p.Annotations = map[string]string{karpv1.DoNotDisruptAnnotationKey: "true"}
+				})}, opts: repairOpts()},
+			notes: "repair requires a termination grace period to bypass blocking pods (pod default/web has karpenter.sh/do-not-disrupt)"},
+		{name: "the bound is the lesser of the policy's and the NodeClaim's",
+			w: world{nodes: []*corev1.Node{node("sick", "m5.large", karpv1.CapacityTypeOnDemand, "z-a", sick(time.Hour)), healthy("h1"), healthy("h2"), healthy("h3"), healthy("h4")},
+				claims: []*karpv1.NodeClaim{claim("sick", withPeriod(30*time.Second))}, opts: repairOpts(bounded(45 * time.Second))},
+			want: "delete:sick", bound: "30s"},
+		{name: "the policy's bound applies to a NodeClaim with no period",
+			w: world{nodes: []*corev1.Node{node("sick", "m5.large", karpv1.CapacityTypeOnDemand, "z-a", sick(time.Hour)), healthy("h1"), healthy("h2"), healthy("h3"), healthy("h4")},
+				claims: []*karpv1.NodeClaim{claim("sick")}, pods: []*corev1.Pod{pod("web", "sick", "1", "1Gi", func(p *corev1.Pod) {
+					p.Annotations = map[string]string{karpv1.DoNotDisruptAnnotationKey: "true"}
+				})}, opts: repairOpts(bounded(45 * time.Second))},
+			want: "delete:sick", bound: "45s"},
 		{name: "1 of 5 unhealthy: under the breaker",
 			w:    world{nodes: []*corev1.Node{node("sick", "m5.large", karpv1.CapacityTypeOnDemand, "z-a", sick(time.Hour)), healthy("h1"), healthy("h2"), healthy("h3"), healthy("h4")}, opts: repairOpts()},
 			want: "delete:sick"},
@@ -107,6 +150,15 @@ func TestRepair(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Fatalf("command %q, want %q (notes %+v)", got, tc.want, c.RepairNotes)
+			}
+			if len(cmds) > 0 {
+				bound := ""
+				if cmds[0].DrainBound != nil {
+					bound = cmds[0].DrainBound.String()
+				}
+				if bound != tc.bound {
+					t.Errorf("drain bound %q, want %q", bound, tc.bound)
+				}
 			}
 			if tc.notes != "" && !hasNote(c, tc.notes) {
 				t.Errorf("no note %q: %+v", tc.notes, c.RepairNotes)

@@ -103,10 +103,12 @@ type Command struct {
 	Moves []Move
 	// ConsolidationType is "empty", "single" or "multi" for consolidation, "" otherwise.
 	ConsolidationType string
-	// Forceful commands terminate their candidates without waiting for PDBs or
-	// do-not-disrupt (repair); Condition names the node condition repair acts on.
-	Forceful  bool
-	Condition string
+	// Forceful commands start without waiting for PDBs or do-not-disrupt (repair); DrainBound
+	// then bounds their candidates' drain (nil: the NodeClaims' terminationGracePeriod; 0:
+	// their pods are deleted at once). Condition names the node condition repair acts on.
+	Forceful   bool
+	DrainBound *time.Duration
+	Condition  string
 	// RebootDrain bounds the drain of a reboot (DecisionReboot) when its repair policy does;
 	// nil: the NodeClaim's terminationGracePeriod, else cloudprovider.DefaultRebootDrain.
 	RebootDrain *time.Duration

@@ -90,6 +90,15 @@ type RepairPolicy struct {
 	// +kubebuilder:validation:Type="string"
 	// +optional
 	RebootDrain *metav1.Duration `json:"rebootDrain,omitempty"`
+	// TerminationGracePeriod bounds the drain when repair replaces the node: its pods are
+	// evicted (PDBs and do-not-disrupt honoured) until the lesser of this and the NodeClaim's
+	// terminationGracePeriod has passed since the node's deletion, then deleted. Unset or 0s:
+	// forceful, the pods are deleted at once. Of a Reboot policy, it bounds the drain of the
+	// replacement that follows reboots that did not help (rebootDrain bounds the reboot's).
+	// +kubebuilder:validation:Pattern=`^([0-9]+(ms|s|m|h))+$`
+	// +kubebuilder:validation:Type="string"
+	// +optional
+	TerminationGracePeriod *metav1.Duration `json:"terminationGracePeriod,omitempty"`
 }
 
 // CSIDriver is a CSI driver a simulated node registers.
