@@ -73,15 +73,16 @@ go build -o "$bin/local-up" ./hack/local-up
 # config/kwok/stages.yaml deletes at once, which keeps make test's drains short.
 # A pod labelled kwok.x-k8s.io/stage=unhealthy never becomes Ready, upstream kwok's
 # convention for a pod whose readiness probe fails (a PodDisruptionBudget over it stays
-# unhealthy).
+# unhealthy); a node so labelled keeps the conditions a spec gives it (upstream kwok's no-op
+# stage), where node-initialize would make it Ready again.
 awk '/^  name: pod-delete$/ { pd = 1 }
      pd && /^  next:$/ { print "  delay:\n    durationMilliseconds: 0\n    durationFrom:\n      expressionFrom: .metadata.deletionTimestamp"; pd = 0 }
-     /^  name: pod-ready$/ { pr = 1 }
+     /^  name: (pod-ready|node-initialize)$/ { pr = 1 }
      pr && /^    matchExpressions:$/ { print; print "    - key: \047.metadata.labels[\"kwok.x-k8s.io/stage\"]\047\n      operator: NotIn\n      values: [unhealthy]"; pr = 0; next }
      { print }' config/kwok/stages.yaml > "$state/kwok-stages.yaml"
 grep -q 'expressionFrom: .metadata.deletionTimestamp' "$state/kwok-stages.yaml" &&
-  grep -q 'kwok.x-k8s.io/stage' "$state/kwok-stages.yaml" ||
-  { echo "upstream-e2e: config/kwok/stages.yaml has no pod-delete or pod-ready stage to change" >&2; exit 1; }
+  [ "$(grep -c 'kwok.x-k8s.io/stage' "$state/kwok-stages.yaml")" -eq 2 ] ||
+  { echo "upstream-e2e: config/kwok/stages.yaml has no pod-delete, pod-ready or node-initialize stage to change" >&2; exit 1; }
 export FEATURE_GATES=${FEATURE_GATES:-NodeRepair=true,ReservedCapacity=true,SpotToSpotConsolidation=true,NodeOverlay=true,StaticCapacity=true,CapacityBuffer=true}
 echo "upstream-e2e: starting the local stack (FEATURE_GATES=$FEATURE_GATES); its log: $state/local-up.log" >&2
 "$bin/local-up" -manager "$bin/karpenter" -kwok-stages "$state/kwok-stages.yaml" -samples none -dir "$state/cluster" -apiserver-port $((26443 + 10 * instance)) -port-base $((27000 + 1000 * instance)) > "$state/local-up.log" 2>&1 &
