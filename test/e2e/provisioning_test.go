@@ -235,18 +235,29 @@ func TestScaleUpRunsEveryPod(t *testing.T) {
 		_ = kube.List(ctx, &pools)
 		t.Fatalf("NodePools must be Ready with status.nodes counting their NodeClaims %v: %+v", perPool, pools.Items)
 	}
-	// The metrics a dashboard reads, with upstream Karpenter's names.
-	body, err := httpGetBody(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"karpenter_nodeclaims_created_total{", "karpenter_scheduler_scheduling_duration_seconds_count{controller=\"provisioner\"}",
-		"karpenter_pods_startup_duration_seconds_count", "karpenter_nodes_allocatable{", "karpenter_nodepools_usage{",
-		"karpenter_nodes_total_pod_requests{", "karpenter_cluster_utilization_percent{", "karpenter_pods_state{",
-		"karpenter_pods_bound_duration_seconds_count{", "karpenter_cloudprovider_duration_seconds_count{controller=\"nodeclaim.lifecycle\",method=\"Create\""} {
-		if !strings.Contains(body, name) {
-			t.Errorf("/metrics has no %s", name)
+	// The metrics a dashboard reads, with upstream Karpenter's names. The node gauges are
+	// rebuilt every few seconds (controllers/metrics/node.Interval), so they may trail the
+	// scale-up: the scrape is repeated until all show, for up to 20 s.
+	var missing []string
+	_ = wait.PollUntilContextTimeout(ctx, time.Second, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		body, err := httpGetBody(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+		if err != nil {
+			missing = []string{err.Error()}
+			return false, nil
 		}
+		missing = nil
+		for _, name := range []string{"karpenter_nodeclaims_created_total{", "karpenter_scheduler_scheduling_duration_seconds_count{controller=\"provisioner\"}",
+			"karpenter_pods_startup_duration_seconds_count", "karpenter_nodes_allocatable{", "karpenter_nodepools_usage{",
+			"karpenter_nodes_total_pod_requests{", "karpenter_cluster_utilization_percent{", "karpenter_pods_state{",
+			"karpenter_pods_bound_duration_seconds_count{", "karpenter_cloudprovider_duration_seconds_count{controller=\"nodeclaim.lifecycle\",method=\"Create\""} {
+			if !strings.Contains(body, name) {
+				missing = append(missing, name)
+			}
+		}
+		return len(missing) == 0, nil
+	})
+	for _, name := range missing {
+		t.Errorf("/metrics has no %s", name)
 	}
 	class := &kwokv1alpha1.KWOKNodeClass{}
 	if err := kube.Get(ctx, client.ObjectKey{Name: "default"}, class); err != nil {
