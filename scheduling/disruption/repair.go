@@ -100,11 +100,11 @@ func (c *Cluster) collectUnhealthy(snap *snapshot.Snapshot) {
 // before the node goes (TerminateFirstRepair: the other way round), karpenter.sh/do-not-disrupt
 // does not hold it but karpenter.sh/do-not-repair does, and neither PDBs nor pods'
 // do-not-disrupt keep repair from starting: the drain is bounded instead (drainBound), and a
-// node whose blocking pods nothing bounds is left alone with a DisruptionBlocked event. A policy whose action is Reboot, on a
-// provider that reboots in place, reboots the node instead (DecisionReboot, within the same
-// budgets): up to RebootsBeforeReplacement times within RebootHistoryWindow, then it is
-// replaced. While more than RepairUnhealthyThreshold of a NodePool's nodes are unhealthy,
-// repair leaves the pool alone. One command per pass, the node unhealthy longest first.
+// node whose blocking pods nothing bounds is left alone with a DisruptionBlocked event. A
+// policy whose action is Reboot, on a provider that reboots in place, reboots the node instead
+// (DecisionReboot, within the same budgets): up to RebootsBeforeReplacement times within
+// RebootHistoryWindow, then it is replaced. While more than RepairUnhealthyThreshold of a
+// NodePool's nodes are unhealthy, repair leaves the pool alone. One command per pass, the node unhealthy longest first.
 type Repair struct{}
 
 // Reason implements Method.
