@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -55,6 +56,10 @@ type Controller struct {
 
 	mu    sync.Mutex
 	noted map[string]time.Time // by node and reason: when the last Unconsolidatable event was told
+	// blocked is when each NodePool and reason was last told blocked by its budget.
+	blocked map[string]time.Time
+	// pools are the NodePools whose budget series are exported.
+	pools map[string]bool
 	// idle is the model's revision when the last pass found nothing to do, and wake when
 	// time alone may change that.
 	idle     uint64
@@ -67,7 +72,7 @@ type Controller struct {
 func NewController(c client.Client, cloud cloudprovider.CloudProvider, cluster *state.Cluster, recorder events.EventRecorder, clk clock.Clock,
 	engine *policies.Engine, opts methods.Options) *Controller {
 	ctl := &Controller{cloud: cloud, cluster: cluster, recorder: recorder, clock: clk, engine: engine, opts: opts,
-		methods: methods.Methods(), noted: map[string]time.Time{}, interval: MinPassInterval,
+		methods: methods.Methods(), noted: map[string]time.Time{}, blocked: map[string]time.Time{}, pools: map[string]bool{}, interval: MinPassInterval,
 		Orchestrator: NewOrchestrator(c, cluster, recorder, clk)}
 	if _, ok := cloud.(cloudprovider.Rebooter); ok {
 		ctl.opts.CanReboot = true
@@ -269,14 +274,33 @@ func (c *Controller) Snapshot(ctx context.Context) (*methods.Cluster, error) {
 	return mc, nil
 }
 
-// observe exports the budgets' allowances and the eligible nodes.
+// observe exports the budgets' allowances and the eligible nodes, with upstream's reason
+// label values (lower case), and tells a NodePool whose budget blocks a reason entirely.
 func (c *Controller) observe(snap *methods.Cluster) {
-	b := methods.NewBudgets(snap)
 	for name := range snap.NodePools {
 		for _, r := range methods.BudgetReasons {
-			metrics.NodePoolAllowedDisruptions.WithLabelValues(name, string(r)).Set(float64(b.Allowed(name, r)))
+			total, consuming := methods.BudgetUse(snap, name, r)
+			reason := strings.ToLower(string(r))
+			metrics.NodePoolAllowedDisruptions.WithLabelValues(name, reason).Set(float64(total))
+			metrics.NodePoolNodesConsumingBudgets.WithLabelValues(name, reason).Set(float64(consuming))
+			if total == 0 && snap.PoolSizes[name] > 0 {
+				c.tellBlockedPool(name, reason)
+			}
 		}
 	}
+	// A NodePool gone leaves no series behind.
+	c.mu.Lock()
+	for name := range c.pools {
+		if _, ok := snap.NodePools[name]; !ok {
+			metrics.NodePoolAllowedDisruptions.DeletePartialMatch(prometheus.Labels{"nodepool": name})
+			metrics.NodePoolNodesConsumingBudgets.DeletePartialMatch(prometheus.Labels{"nodepool": name})
+			delete(c.pools, name)
+		}
+	}
+	for name := range snap.NodePools {
+		c.pools[name] = true
+	}
+	c.mu.Unlock()
 	for _, m := range c.methods {
 		n := 0
 		for _, cand := range snap.Candidates {
@@ -287,7 +311,7 @@ func (c *Controller) observe(snap *methods.Cluster) {
 		if m.Reason() == methods.ReasonUnderutilized && m.Consolidation() == "single" {
 			continue
 		}
-		metrics.DisruptionEligibleNodes.WithLabelValues(string(m.Reason())).Set(float64(n))
+		metrics.DisruptionEligibleNodes.WithLabelValues(strings.ToLower(string(m.Reason()))).Set(float64(n))
 	}
 }
 

@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,4 +38,29 @@ func (c *Controller) tell(cand *methods.Candidate, kind, reason, format string, 
 		c.recorder.Eventf(cand.NodeClaim, nil, kind, reason, "Disruption", format, args...)
 	}
 	c.recorder.Eventf(nodeObject(c.Orchestrator.client, cand.Name()), nil, kind, reason, "Disruption", format, args...)
+}
+
+// BlockedPoolEvery is how often a NodePool is told again that its budget blocks a reason, as
+// upstream's one-minute dedupe: a schedule can change the budget every minute.
+const BlockedPoolEvery = time.Minute
+
+// tellBlockedPool publishes upstream's DisruptionBlocked event on a NodePool whose budgets
+// allow no node disrupted for the reason, at most once per BlockedPoolEvery.
+func (c *Controller) tellBlockedPool(pool, reason string) {
+	key, now := pool+"/"+reason, c.clock.Now()
+	c.mu.Lock()
+	last, seen := c.blocked[key]
+	if seen && now.Sub(last) < BlockedPoolEvery {
+		c.mu.Unlock()
+		return
+	}
+	for k, at := range c.blocked {
+		if now.Sub(at) >= BlockedPoolEvery {
+			delete(c.blocked, k)
+		}
+	}
+	c.blocked[key] = now
+	c.mu.Unlock()
+	c.recorder.Eventf(nodePoolObject(c.Orchestrator.client, pool), nil, corev1.EventTypeNormal, "DisruptionBlocked", "Disruption",
+		"No allowed disruptions for disruption reason %s due to blocking budget", reason)
 }

@@ -247,7 +247,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 		if err := o.reboot(ctx, cmd); err != nil {
 			return ratelimit.Retry(err)
 		}
-		metrics.DisruptionDecisions.WithLabelValues(string(cmd.decision), string(cmd.reason), cmd.consolidationType).Inc()
+		metrics.DisruptionDecisions.WithLabelValues(string(cmd.decision), strings.ToLower(string(cmd.reason)), cmd.consolidationType).Inc()
 		o.forget(cmd)
 		return reconcile.Result{}, nil
 	}
@@ -322,7 +322,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 		disrupted(cmd, c)
 		o.event(c, corev1.EventTypeNormal, "DisruptionTerminating", fmt.Sprintf("Disrupting node: %s (%s, saving $%.4f/hour)", cmd.reason, cmd.decision, cmd.savings))
 	}
-	metrics.DisruptionDecisions.WithLabelValues(string(cmd.decision), string(cmd.reason), cmd.consolidationType).Inc()
+	metrics.DisruptionDecisions.WithLabelValues(string(cmd.decision), strings.ToLower(string(cmd.reason)), cmd.consolidationType).Inc()
 	logger.Info("disrupted", "nodes", cmd.nodes(), "savingsPerHour", cmd.savings, "seconds", o.clock.Since(cmd.started).Seconds())
 	o.forget(cmd)
 	return reconcile.Result{}, nil

@@ -62,6 +62,10 @@ var (
 	NodePoolLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_nodepools_limit", Help: "A NodePool's limits on the resources its nodes may hold, by resource type.",
 	}, []string{"nodepool", "resource_type"})
+	// NodePoolCost is what a NodePool's nodes cost per hour, as the solver prices them.
+	NodePoolCost = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_nodepools_cost_total", Help: "What a NodePool's nodes and NodeClaims cost per hour at the cloud provider's prices, NodeOverlays applied. Not an authoritative source for billing.",
+	}, []string{"nodepool"})
 	// NodePoolUsage is the resources a NodePool's NodeClaims hold.
 	NodePoolUsage = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_nodepools_usage", Help: "Resources used by a NodePool's NodeClaims, by resource type.",
@@ -104,9 +108,15 @@ var (
 	DisruptionEligibleNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_voluntary_disruption_eligible_nodes", Help: "Nodes eligible for disruption in the last pass, by reason.",
 	}, []string{"reason"})
-	// NodePoolAllowedDisruptions is each NodePool's budget allowance per reason.
+	// NodePoolAllowedDisruptions is how many of a NodePool's nodes its budgets let be
+	// disrupting at once, per reason (upstream's: the budget, not what is left of it).
 	NodePoolAllowedDisruptions = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "karpenter_nodepools_allowed_disruptions", Help: "How many more of a NodePool's nodes its budgets allow to be disrupted now, by reason.",
+		Name: "karpenter_nodepools_allowed_disruptions", Help: "How many of a NodePool's nodes its budgets allow to be disrupting at once now, by reason.",
+	}, []string{"nodepool", "reason"})
+	// NodePoolNodesConsumingBudgets is how many of a NodePool's nodes count against its
+	// budget per reason now: disrupting, or NotReady (except for unhealthy).
+	NodePoolNodesConsumingBudgets = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_nodepools_nodes_consuming_budgets", Help: "Nodes of a NodePool counting against its disruption budget now, by reason.",
 	}, []string{"nodepool", "reason"})
 	// DisruptionPassDuration is how long one disruption pass took: the snapshot, every method
 	// until one acted, their simulations (not the validation delay).
@@ -189,9 +199,9 @@ var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 
 
 // Collectors are every metric the manager exports beyond controller-runtime's own, in the
 // order docs/metrics.md lists them (a test keeps the two the same).
-var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, PodsStartupDuration, NodesAllocatable, NodePoolLimit, NodePoolUsage,
+var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, PodsStartupDuration, NodesAllocatable, NodePoolLimit, NodePoolUsage, NodePoolCost,
 	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
-	DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
+	DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots,
 	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, NodesSystemOverhead, NodesPodRequests, NodesPodLimits,
 	NodesDaemonRequests, NodesDaemonLimits, NodesCurrentLifetime, ClusterUtilization, PodsState, PodsUnstartedTime, PodsBoundDuration, PodsUnboundTime,

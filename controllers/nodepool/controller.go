@@ -76,7 +76,22 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 			return out
 		}))
 	}
-	return b.Complete(reconcile.AsReconciler(mgr.GetClient(), c))
+	inner := reconcile.AsReconciler(mgr.GetClient(), c)
+	return b.Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		if err := mgr.GetClient().Get(ctx, req.NamespacedName, &karpv1.NodePool{}); apierrors.IsNotFound(err) {
+			ForgetNodePool(req.Name)
+			return reconcile.Result{}, nil
+		}
+		return inner.Reconcile(ctx, req)
+	}))
+}
+
+// ForgetNodePool removes a deleted NodePool's series, so that a dashboard's sum over
+// NodePools does not count one that is gone.
+func ForgetNodePool(name string) {
+	for _, v := range []*prometheus.GaugeVec{metrics.NodePoolUsage, metrics.NodePoolLimit, metrics.NodePoolCost} {
+		v.DeletePartialMatch(prometheus.Labels{"nodepool": name})
+	}
 }
 
 // Reconcile computes the status and writes it once.
@@ -213,7 +228,8 @@ func runtimeConditions(o client.Object) ([]metav1.Condition, error) {
 // against its limits, by the definition the provisioner and disruption use
 // (state.Cluster.NodePoolUsage).
 func (c *Controller) counters(ctx context.Context, np *karpv1.NodePool) error {
-	total := c.cluster.NodePoolUsage(ctx, c.cloud, np)
+	total, cost := c.cluster.NodePoolUsage(ctx, c.cloud, np)
+	metrics.NodePoolCost.WithLabelValues(np.Name).Set(cost)
 	nodes := total["nodes"]
 	count := nodes.Value()
 	for k, q := range total {

@@ -1,6 +1,7 @@
 package nodepool
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -11,8 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/cloudprovider/fake"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 )
@@ -88,5 +92,45 @@ func TestLimitMetric(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(metrics.NodePoolLimit); n != 1 {
 		t.Errorf("%d series after the memory limit was removed, want 1", n)
+	}
+}
+
+// karpenter_nodepools_cost_total is what the NodePool's nodes and in-flight NodeClaims cost
+// per hour at the prices the solver sees, and a deleted NodePool's series go.
+func TestCostMetric(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	cloud := fake.New()
+	cloud.InstanceTypes = []*cloudprovider.InstanceType{{Name: "m5.large", Labels: map[string]string{corev1.LabelInstanceTypeStable: "m5.large"},
+		Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi")},
+		Offerings: []cloudprovider.Offering{
+			{Zone: "z-a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true},
+			{Zone: "z-a", CapacityType: karpv1.CapacityTypeSpot, Price: 0.035, Available: true},
+		}}}
+	labels := func(capacityType string) map[string]string {
+		return map[string]string{karpv1.NodePoolLabelKey: "priced", corev1.LabelInstanceTypeStable: "m5.large",
+			corev1.LabelTopologyZone: "z-a", karpv1.CapacityTypeLabelKey: capacityType}
+	}
+	np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "priced"}}
+	running := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "priced-a", Labels: labels(karpv1.CapacityTypeOnDemand)},
+		Status: karpv1.NodeClaimStatus{ProviderID: "fake://a", NodeName: "priced-a"}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "priced-a", Labels: labels(karpv1.CapacityTypeOnDemand)},
+		Spec: corev1.NodeSpec{ProviderID: "fake://a"}}
+	inFlight := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "priced-b", Labels: labels(karpv1.CapacityTypeSpot)}}
+	other := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "other-a", Labels: map[string]string{karpv1.NodePoolLabelKey: "other",
+		corev1.LabelInstanceTypeStable: "m5.large", corev1.LabelTopologyZone: "z-a", karpv1.CapacityTypeLabelKey: karpv1.CapacityTypeOnDemand}}}
+	cluster := state.NewCluster(nil, clk)
+	for _, o := range []client.Object{np, running, node, inFlight, other} {
+		cluster.Update(o)
+	}
+	c := NewController(nil, cloud, cluster)
+	if err := c.counters(t.Context(), np); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(metrics.NodePoolCost.WithLabelValues("priced")); math.Abs(got-0.131) > 1e-9 {
+		t.Errorf("cost %v, want 0.131 (one on-demand node and one Spot NodeClaim in flight; the other NodePool's not counted)", got)
+	}
+	ForgetNodePool("priced")
+	if metrics.NodePoolCost.DeleteLabelValues("priced") || metrics.NodePoolUsage.DeleteLabelValues("priced", "cpu") {
+		t.Error("a deleted NodePool's series are still exported")
 	}
 }

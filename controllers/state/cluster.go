@@ -465,9 +465,10 @@ type launchApplied struct {
 }
 
 // NodePoolUsage is what a NodePool's nodes and NodeClaims hold against its limits, by the one
-// definition (snapshot.Snapshot.Usage), over the model's objects of that NodePool only: the
-// NodePool status reads it on every NodeClaim change without building the whole snapshot.
-func (c *Cluster) NodePoolUsage(ctx context.Context, cp cloudprovider.CloudProvider, np *karpv1.NodePool) corev1.ResourceList {
+// definition (snapshot.Snapshot.Usage), and what they cost per hour (snapshot.Snapshot.Cost),
+// over the model's objects of that NodePool only: the NodePool status reads it on every
+// NodeClaim change without building the whole snapshot.
+func (c *Cluster) NodePoolUsage(ctx context.Context, cp cloudprovider.CloudProvider, np *karpv1.NodePool) (corev1.ResourceList, float64) {
 	m := c.model
 	m.mu.RLock()
 	objs := &snapshot.Objects{NodePools: []*karpv1.NodePool{np}, NodeOverlays: sortedValues(m.overlays, func(o *karpv1alpha1.NodeOverlay) string { return o.Name })}
@@ -488,5 +489,6 @@ func (c *Cluster) NodePoolUsage(ctx context.Context, cp cloudprovider.CloudProvi
 		}
 		return c.instanceTypes(ctx, cp, np)
 	}
-	return snapshot.Build(objs, snapshot.Env{Now: c.clock.Now(), InstanceTypes: types, Overlays: &c.overlays}).Usage(np.Name, nil)
+	snap := snapshot.Build(objs, snapshot.Env{Now: c.clock.Now(), InstanceTypes: types, Overlays: &c.overlays})
+	return snap.Usage(np.Name, nil), snap.Cost(np.Name)
 }

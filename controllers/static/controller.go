@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -116,7 +117,7 @@ func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconc
 				return reconcile.Result{}, fmt.Errorf("deleting nodeclaim %s: %w", nc.Name, err)
 			}
 			c.recorder.Eventf(nc, nil, corev1.EventTypeNormal, "DisruptionTerminating", "Static", "Static NodePool %s: %s", np.Name, act.Why)
-			metrics.DisruptionDecisions.WithLabelValues("delete", staticReason(act.Why), "static").Inc()
+			metrics.DisruptionDecisions.WithLabelValues("delete", strings.ToLower(staticReason(act.Why)), "static").Inc()
 		}
 		logger.Info("removing static nodeclaims", "count", len(act.Delete), "why", act.Why)
 	}

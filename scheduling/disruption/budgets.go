@@ -29,17 +29,30 @@ var BudgetReasons = []Reason{ReasonEmpty, ReasonDrifted, ReasonUnderutilized, Re
 // NewBudgets computes every NodePool's allowance per reason at c.Now.
 func NewBudgets(c *Cluster) *Budgets {
 	b := &Budgets{allowed: map[budgetKey]int{}}
-	for name, np := range c.NodePools {
+	for name := range c.NodePools {
 		for _, r := range BudgetReasons {
-			disrupting := c.Disrupting[name]
-			if r == ReasonUnhealthy {
-				// Nodes merely NotReady are what repair is for, not disruptions in flight.
-				disrupting -= c.NotReady[name]
-			}
-			b.allowed[budgetKey{name, r}] = AllowedDisruptions(np.NodePool, r, c.Now, c.PoolSizes[name], disrupting)
+			total, consuming := BudgetUse(c, name, r)
+			b.allowed[budgetKey{name, r}] = max(0, total-consuming)
 		}
 	}
 	return b
+}
+
+// BudgetUse is how many of the NodePool's nodes its budgets let be disrupting at once for
+// the reason at c.Now, and how many consume that now: the nodes being disrupted, and the
+// NotReady ones except for Unhealthy (nodes merely NotReady are what repair is for, not
+// disruptions in flight). Upstream exports the two as karpenter_nodepools_allowed_disruptions
+// and karpenter_nodepools_nodes_consuming_budgets.
+func BudgetUse(c *Cluster, pool string, r Reason) (total, consuming int) {
+	np, ok := c.NodePools[pool]
+	if !ok {
+		return 0, 0
+	}
+	consuming = c.Disrupting[pool]
+	if r == ReasonUnhealthy {
+		consuming -= c.NotReady[pool]
+	}
+	return AllowedDisruptions(np.NodePool, r, c.Now, c.PoolSizes[pool], 0), consuming
 }
 
 // Allowed is how many more of the NodePool's nodes may be disrupted for the reason now.

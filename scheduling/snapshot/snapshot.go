@@ -292,6 +292,19 @@ func (s *Snapshot) Usage(pool string, gone func(name string) bool) corev1.Resour
 	return u
 }
 
+// Cost is what the NodePool's nodes and NodeClaims cost per hour, over the same nodes as Usage
+// and at the prices the solver sees (NodeOverlays applied); a node that cannot be priced adds
+// nothing.
+func (s *Snapshot) Cost(pool string) float64 {
+	total := 0.0
+	for _, n := range s.StateNodes {
+		if n.NodePool == pool {
+			total += n.PricePerHour
+		}
+	}
+	return total
+}
+
 // capacity is what the node holds against its NodePool's limits.
 func (n *StateNode) capacity(its []*cloudprovider.InstanceType) corev1.ResourceList {
 	if nc := n.NodeClaim; nc != nil {
