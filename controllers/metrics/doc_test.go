@@ -18,6 +18,8 @@ func described(t *testing.T) map[string]struct{ labels, kind string } {
 	for _, c := range Collectors {
 		kind := "gauge"
 		switch c.(type) {
+		case *prometheus.GaugeVec, prometheus.Gauge:
+			// A Gauge has a Counter's method set: it is matched first.
 		case *prometheus.CounterVec, prometheus.Counter:
 			kind = "counter"
 		case *prometheus.SummaryVec:

@@ -223,6 +223,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	for _, u := range snap.Unresolved {
 		p.recorder.Eventf(u.Pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Provisioning", "Failed to schedule pod, %s", u.Reason)
 	}
+	metrics.SchedulerIgnoredPods.Set(float64(len(snap.Unresolved)))
 	p.holdMisfits(ctx, snap)
 	if len(snap.Pods) > 0 {
 		p.noteIncompatiblePools(snap)
@@ -314,6 +315,9 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 // solve runs the batch through the policies when the engine is set, else the solver alone.
 func (p *Provisioner) solve(ctx context.Context, snap *snapshot.Snapshot) (*solver.Result, *planner.Outcome, error) {
 	in := p.scheduling.Apply(snap.SolverInput())
+	run := metrics.StartSolve("provisioner", len(in.Pods), p.clock.Now(), p.clock.Since)
+	defer run.Done()
+	in.Progress = run.Progress
 	if p.engine == nil {
 		res, err := solver.Solve(in)
 		return res, nil, err

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -14,6 +16,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 )
@@ -102,5 +105,38 @@ func TestNoCompatibleInstanceTypesEvent(t *testing.T) {
 	p.noteIncompatiblePools(snap)
 	if len(recorder.Events) != 1 {
 		t.Fatalf("a minute later: %d events, want one", len(recorder.Events))
+	}
+}
+
+// The provisioner's solve is told to the scheduler metrics as upstream's: the queue depth of
+// its latest solve, at 0 once it ended, and no unfinished work left behind.
+func TestSolveIsObserved(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := NewProvisioner(nil, state.NewCluster(nil, clk), nil, events.NewFakeRecorder(10), clk, time.Second, 10*time.Second)
+	it := &cloudprovider.InstanceType{Name: "m5.large", Labels: map[string]string{karpv1.LabelInstanceType: "m5.large"},
+		Capacity:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")},
+		Offerings: cloudprovider.Offerings{{Zone: "z-a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.1, Available: true}}}
+	var pods []*corev1.Pod
+	for i := range 3 {
+		pods = append(pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Namespace: "default", UID: types.UID(fmt.Sprint(i))},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}}}})
+	}
+	snap := &snapshot.Snapshot{Pods: pods, NodePools: []*snapshot.NodePool{{NodePool: &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "general"}},
+		InstanceTypes: []*cloudprovider.InstanceType{it}}}}
+	res, _, err := p.solve(t.Context(), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.NodeClaims) != 1 {
+		t.Fatalf("%d NodeClaims, want 1", len(res.NodeClaims))
+	}
+	if n := testutil.CollectAndCount(metrics.SchedulerQueueDepth); n != 1 {
+		t.Fatalf("%d queue depth series, want the solve's only", n)
+	}
+	if got := testutil.ToFloat64(metrics.SchedulerQueueDepth); got != 0 {
+		t.Errorf("queue depth %v once the solve ended, want 0", got)
+	}
+	if n := testutil.CollectAndCount(metrics.SchedulerUnfinishedWork); n != 0 {
+		t.Errorf("%d unfinished work series after the solve ended, want 0", n)
 	}
 }

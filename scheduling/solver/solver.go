@@ -50,6 +50,10 @@ type Input struct {
 	// result is valid whatever the seed: a seed makes the solve faster, not different in
 	// what it honours.
 	Seed []*NodeClaim
+	// Progress, when set, is told after each pod is placed (or found unschedulable) how many
+	// are left, for upstream's karpenter_scheduler_queue_depth. It must be cheap, and must
+	// not change the input.
+	Progress func(left int)
 }
 
 // Policies are the manager's scheduling policies (upstream's PREFERENCE_POLICY and
@@ -209,6 +213,16 @@ func Solve(in *Input) (*Result, error) {
 		}
 	}
 	rebuilt := make([]*NodeClaim, len(in.Seed))
+	left := len(pods)
+	report := func() {
+		if in.Progress != nil {
+			in.Progress(left)
+		}
+	}
+	done := func() {
+		left--
+		report()
+	}
 	var free []*corev1.Pod
 	for _, p := range pods {
 		if _, seeded := seedOf[p]; !seeded && s.packable(p) {
@@ -218,18 +232,25 @@ func Solve(in *Input) (*Result, error) {
 		r := s.podRes[p]
 		s.aheadCPU, s.aheadMem = s.aheadCPU-r.cpu, s.aheadMem-r.mem
 		if i, ok := seedOf[p]; ok && s.placeSeeded(p, requests[p], in.Seed[i].NodePool, &rebuilt[i]) {
+			done()
 			continue
 		}
 		if reason := s.place(p, requests[p]); reason != "" {
 			out.Unschedulable = append(out.Unschedulable, Unschedulable{Pod: p, Reason: reason})
 		}
+		done()
 	}
-	for _, p := range s.pack(free, requests) {
+	rest := s.pack(free, requests)
+	// Packing put the others on existing nodes.
+	left -= len(free) - len(rest)
+	report()
+	for _, p := range rest {
 		r := s.podRes[p]
 		s.aheadCPU, s.aheadMem = s.aheadCPU-r.cpu, s.aheadMem-r.mem
 		if reason := s.place(p, requests[p]); reason != "" {
 			out.Unschedulable = append(out.Unschedulable, Unschedulable{Pod: p, Reason: reason})
 		}
+		done()
 	}
 	for _, n := range s.nodes {
 		if len(n.placed) > 0 {

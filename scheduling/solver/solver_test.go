@@ -637,3 +637,29 @@ func TestCapacityTypesOfferedOnlyByLaterTypes(t *testing.T) {
 		t.Errorf("launched %s on %s, want on-demand", c.InstanceType.Name, c.Offering.CapacityType)
 	}
 }
+
+// Progress counts down from the number of pods to 0, one step per pod, whether the pod was
+// placed on an existing node (by packing or not), on a new NodeClaim, or nowhere.
+func TestProgressCountsDownEveryPod(t *testing.T) {
+	roomy := node("roomy", "z-a", "4", "8Gi")
+	in := &Input{Pods: append(append(pods("small", 6, "500m", "512Mi"), pods("big", 3, "3", "4Gi")...), pod("huge", "500", "1Gi")),
+		NodePools: pools(nodePool("default")), Nodes: []*scheduling.Node{roomy}}
+	var seen []int
+	in.Progress = func(left int) { seen = append(seen, left) }
+	r := solve(t, in)
+	if len(r.Unschedulable) != 1 || len(r.Existing["roomy"]) == 0 || len(r.NodeClaims) == 0 {
+		t.Fatalf("want pods on the existing node, on new NodeClaims and one unschedulable: %d on the node, %d NodeClaims, %d unschedulable",
+			len(r.Existing["roomy"]), len(r.NodeClaims), len(r.Unschedulable))
+	}
+	if len(seen) == 0 || seen[len(seen)-1] != 0 {
+		t.Fatalf("progress %v does not end at 0", seen)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] > seen[i-1] {
+			t.Fatalf("progress %v goes up", seen)
+		}
+	}
+	if seen[0] >= len(in.Pods) {
+		t.Fatalf("progress %v starts at %d pods or more, not after the first", seen, len(in.Pods))
+	}
+}

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +140,22 @@ func TestVolumeTopology(t *testing.T) {
 		return false, nil
 	}); err != nil {
 		t.Errorf("no event names the missing claim: %v", err)
+	}
+	// It counts among the pods the provisioner ignores while it stays pending.
+	ignored := regexp.MustCompile(`(?m)^karpenter_scheduler_ignored_pods_count ([0-9.e+]+)$`)
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		body, err := httpGetBody(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+		if err != nil {
+			return false, nil
+		}
+		m := ignored.FindStringSubmatch(body)
+		if m == nil {
+			return false, nil
+		}
+		n, err := strconv.ParseFloat(m[1], 64)
+		return err == nil && n >= 1, nil
+	}); err != nil {
+		t.Errorf("karpenter_scheduler_ignored_pods_count never counted the pod without its claim: %v", err)
 	}
 	var claims karpv1.NodeClaimList
 	if err := kube.List(ctx, &claims, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}); err != nil {

@@ -315,12 +315,25 @@ func (c *Controller) issued(ctx context.Context, nc *karpv1.NodeClaim, node *cor
 	if ready, _ := scheduling.NodeReady(node); !ready {
 		return reconcile.Result{RequeueAfter: poll}, nil
 	}
+	took, recovered := c.durations(nc)
 	if err := c.end(ctx, nc, karpv1.RebootReasonSucceeded, "the node rebooted and is Ready"); err != nil {
 		return reconcile.Result{}, err
 	}
 	metrics.NodeReboots.WithLabelValues(resultSucceeded).Inc()
+	metrics.NodeRebootDuration.WithLabelValues(resultSucceeded).Observe(took.Seconds())
+	metrics.NodeRebootRecoveryDuration.Observe(recovered.Seconds())
 	log.FromContext(ctx).Info("node rebooted", "Node", node.Name)
 	return reconcile.Result{}, nil
+}
+
+// durations are how long the reboot has taken since it was requested and since it was issued,
+// read before end moves the Rebooting condition's time.
+func (c *Controller) durations(nc *karpv1.NodeClaim) (sinceRequest, sinceIssue time.Duration) {
+	cond := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeRebooting)
+	if cond == nil {
+		return 0, 0
+	}
+	return c.clock.Since(cond.LastTransitionTime.Time), c.clock.Since(issuedAt(nc, cond))
 }
 
 // fail ends the reboot with RebootFailed and deletes the NodeClaim: node repair's next step
@@ -331,10 +344,12 @@ func (c *Controller) fail(ctx context.Context, nc *karpv1.NodeClaim, node *corev
 			return err
 		}
 	}
+	took, _ := c.durations(nc)
 	if err := c.end(ctx, nc, karpv1.RebootReasonFailed, msg); err != nil {
 		return err
 	}
 	metrics.NodeReboots.WithLabelValues(result).Inc()
+	metrics.NodeRebootDuration.WithLabelValues(result).Observe(took.Seconds())
 	c.recorder.Eventf(nc, nil, corev1.EventTypeWarning, "RebootFailed", "Reboot", "Reboot failed, replacing the node: %s", msg)
 	if node != nil {
 		c.recorder.Eventf(node, nil, corev1.EventTypeWarning, "RebootFailed", "Reboot", "Reboot failed, replacing the node: %s", msg)
