@@ -40,6 +40,15 @@ func TestBudgetGaugesAndBlockedPoolEvents(t *testing.T) {
 	clk := clocktesting.NewFakeClock(now)
 	rec := &objectRecorder{}
 	ctl := NewController(nil, nil, nil, rec, clk, nil, methods.Options{})
+	// With repair off, a pool whose budget blocks everything is told so for the voluntary
+	// reasons only.
+	all := snap()
+	all.NodePools["frozen"] = pool("frozen", karpv1.Budget{Nodes: "0"})
+	ctl.observe(all)
+	if got := rec.take(); len(got) != 3 || slices.ContainsFunc(got, func(e string) bool { return strings.Contains(e, "unhealthy") }) {
+		t.Errorf("with repair off: %v; want the three voluntary reasons", got)
+	}
+	ctl = NewController(nil, nil, nil, rec, clk, nil, methods.Options{NodeRepair: true})
 	ctl.observe(snap())
 
 	gauge := func(name, pool, reason string) float64 {

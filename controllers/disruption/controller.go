@@ -283,7 +283,8 @@ func (c *Controller) observe(snap *methods.Cluster) {
 			reason := strings.ToLower(string(r))
 			metrics.NodePoolAllowedDisruptions.WithLabelValues(name, reason).Set(float64(total))
 			metrics.NodePoolNodesConsumingBudgets.WithLabelValues(name, reason).Set(float64(consuming))
-			if total == 0 && snap.PoolSizes[name] > 0 {
+			// Repair's budget blocks nothing while repair is off.
+			if total == 0 && snap.PoolSizes[name] > 0 && (r != methods.ReasonUnhealthy || c.opts.NodeRepair) {
 				c.tellBlockedPool(name, reason)
 			}
 		}
