@@ -206,7 +206,7 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := mgr.Add(garbagecollection.NewController(mgr.GetClient(), cluster, mgr.GetAPIReader(), metered(cloud, "nodeclaim.garbagecollection"), clock.RealClock{})); err != nil {
 		return fmt.Errorf("registering the garbage collector: %w", err)
 	}
-	if err := podmetrics.NewController(mgr.GetClient(), clock.RealClock{}).Register(mgr); err != nil {
+	if err := podmetrics.NewController(mgr.GetClient(), clock.RealClock{}).WithDecisions(cluster).Register(mgr); err != nil {
 		return fmt.Errorf("registering the pod metrics controller: %w", err)
 	}
 	if err := mgr.Add(nodemetrics.NewController(cluster, clock.RealClock{})); err != nil {

@@ -217,6 +217,7 @@ var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots, NodeRebootDuration, NodeRebootRecoveryDuration,
 	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, NodesSystemOverhead, NodesPodRequests, NodesPodLimits,
 	NodesDaemonRequests, NodesDaemonLimits, NodesCurrentLifetime, ClusterUtilization, PodsState, PodsUnstartedTime, PodsBoundDuration, PodsUnboundTime,
+	PodsProvisioningBoundDuration, PodsProvisioningUnboundTime, PodsProvisioningStartupDuration, PodsProvisioningUnstartedTime, PodsSchedulingUndecidedTime, PodsSchedulingDecisionDuration,
 	NodesTerminationDuration, NodesLifetimeDuration, NodeClaimsTerminationDuration, NodeClaimsInstanceTerminationDuration, PodsDrained, clusterState}
 
 func init() {

@@ -31,3 +31,42 @@ var (
 		Name: "karpenter_pods_unbound_time_seconds", Help: "The time from pod creation until the pod is bound.",
 	}, []string{"name", "namespace", "dynamic_resources"})
 )
+
+// The provisioning-latency pod metrics, as upstream's: the same waits, counted from when the
+// provisioner first placed the pod (state.PodDecision.Schedulable) rather than from its
+// creation, and the provisioner's own delay before it decided.
+var (
+	// PodsProvisioningBoundDuration is the time from a pod's first placement until it was
+	// bound.
+	PodsProvisioningBoundDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "karpenter_pods_provisioning_bound_duration_seconds", Help: "The time from when Karpenter first thinks the pod can schedule until it binds. Note: this calculated from a point in memory, not by the pod creation timestamp.",
+		Buckets: DurationBuckets,
+	}, []string{"dynamic_resources"})
+	// PodsProvisioningUnboundTime is how long a placed pod has waited to be bound since its
+	// first placement, refreshed every 30 s while it waits.
+	PodsProvisioningUnboundTime = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_pods_provisioning_unbound_time_seconds", Help: "The time from when Karpenter first thinks the pod can schedule until it binds. Note: this calculated from a point in memory, not by the pod creation timestamp.",
+	}, []string{"name", "namespace", "dynamic_resources"})
+	// PodsProvisioningStartupDuration is the time from a pod's first placement until it was
+	// ready.
+	PodsProvisioningStartupDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "karpenter_pods_provisioning_startup_duration_seconds", Help: "The time from when Karpenter first thinks the pod can schedule until the pod is running. Note: this calculated from a point in memory, not by the pod creation timestamp.",
+		Buckets: DurationBuckets,
+	})
+	// PodsProvisioningUnstartedTime is how long a placed pod has waited to be ready since its
+	// first placement, refreshed every 30 s while it waits.
+	PodsProvisioningUnstartedTime = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_pods_provisioning_unstarted_time_seconds", Help: "The time from when Karpenter first thinks the pod can schedule until the pod is running. Note: this calculated from a point in memory, not by the pod creation timestamp.",
+	}, []string{"name", "namespace"})
+	// PodsSchedulingUndecidedTime is how long a pod the provisioner saw pending has waited for
+	// a batch to decide on it; gone once one did, or once the pod is bound.
+	PodsSchedulingUndecidedTime = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_pods_provisioning_scheduling_undecided_time_seconds", Help: "The time from when Karpenter has seen a pod without making a scheduling decision for the pod. Note: this calculated from a point in memory, not by the pod creation timestamp.",
+	}, []string{"name", "namespace"})
+	// PodsSchedulingDecisionDuration is how long the provisioner took to decide on a pod
+	// (placed or not) after it first saw it pending.
+	PodsSchedulingDecisionDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "karpenter_pods_scheduling_decision_duration_seconds", Help: "The time it takes for Karpenter to first try to schedule a pod after it's been seen.",
+		Buckets: DurationBuckets,
+	})
+)

@@ -141,6 +141,10 @@ func (p *Provisioner) Register(mgr ctrl.Manager) error {
 			default:
 				p.batcher.TriggerFor(pod.UID, state.ReplicaSetOf(pod))
 			}
+			if scheduling.IsProvisionable(pod) {
+				// Seen pending: the provisioning-latency metrics count from here.
+				p.cluster.AckPods(pod)
+			}
 			return reconcile.Result{}, nil
 		}))
 }
@@ -220,9 +224,13 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		logger.V(1).Info("pods displaced from their nominated nodes wait for kube-scheduler", "pods", snap.Displaced, "retryAfter", snap.RetryAfter.String())
 		p.retryIn(ctx, snap.RetryAfter)
 	}
+	unresolved := make([]*corev1.Pod, 0, len(snap.Unresolved))
 	for _, u := range snap.Unresolved {
 		p.recorder.Eventf(u.Pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Provisioning", "Failed to schedule pod, %s", u.Reason)
+		unresolved = append(unresolved, u.Pod)
 	}
+	// Left out of the solve is a decision too: no place for now.
+	p.decided(nil, unresolved)
 	metrics.SchedulerIgnoredPods.Set(float64(len(snap.Unresolved)))
 	p.holdMisfits(ctx, snap)
 	if len(snap.Pods) > 0 {
@@ -251,6 +259,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		}
 	}
 	metrics.UnschedulablePods.WithLabelValues("provisioner").Set(float64(unschedulable))
+	p.markDecisions(res)
 	logger.Info("solved", "pods", len(snap.Pods), "nodeClaims", len(res.NodeClaims), "unschedulable", unschedulable,
 		"bufferPodsUnplaced", bufferUnplaced, "pricePerHour", res.PricePerHour(), "duration", p.clock.Since(start).String())
 	var placed []*corev1.Pod
@@ -328,6 +337,32 @@ func (p *Provisioner) solve(ctx context.Context, snap *snapshot.Snapshot) (*solv
 		return nil, nil, err
 	}
 	return out.Result, out, nil
+}
+
+// markDecisions records which real pods the batch placed and which it could not, and observes
+// how long those decided for the first time waited for it.
+func (p *Provisioner) markDecisions(res *solver.Result) {
+	var placed, unplaced []*corev1.Pod
+	for _, pods := range res.Existing {
+		placed = append(placed, realPods(pods)...)
+	}
+	for _, c := range res.NodeClaims {
+		placed = append(placed, realPods(c.Pods)...)
+	}
+	for _, u := range res.Unschedulable {
+		if !scheduling.IsVirtual(u.Pod) {
+			unplaced = append(unplaced, u.Pod)
+		}
+	}
+	p.decided(placed, unplaced)
+}
+
+// decided records a batch's decisions and observes how long the pods decided for the first
+// time waited for one.
+func (p *Provisioner) decided(placed, unplaced []*corev1.Pod) {
+	for _, d := range p.cluster.MarkDecisions(placed, unplaced) {
+		metrics.PodsSchedulingDecisionDuration.Observe(d.Seconds())
+	}
 }
 
 // reportPolicies turns a batch's policy outcome into Events and metrics: the pods a Deny

@@ -82,6 +82,8 @@ type Cluster struct {
 	preempted map[string]preemption
 	// registrations are the NodePools' latest registration outcomes (registration.go).
 	registrations registrations
+	// decisions are the provisioner's scheduling decisions per pod (decisions.go).
+	decisions decisions
 	// buffers, when set, are the CapacityBuffers' virtual pods (WithBuffers).
 	buffers func() []*corev1.Pod
 }

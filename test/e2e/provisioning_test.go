@@ -250,7 +250,8 @@ func TestScaleUpRunsEveryPod(t *testing.T) {
 			"karpenter_pods_startup_duration_seconds_count", "karpenter_nodes_allocatable{", "karpenter_nodepools_usage{",
 			"karpenter_nodes_total_pod_requests{", "karpenter_cluster_utilization_percent{", "karpenter_pods_state{",
 			"karpenter_pods_bound_duration_seconds_count{", "karpenter_cloudprovider_duration_seconds_count{controller=\"nodeclaim.lifecycle\",method=\"Create\"",
-			"karpenter_scheduler_queue_depth{controller=\"provisioner\"", "karpenter_nodepools_cost_total{"} {
+			"karpenter_scheduler_queue_depth{controller=\"provisioner\"", "karpenter_nodepools_cost_total{",
+			"karpenter_pods_provisioning_bound_duration_seconds_count{"} {
 			if !strings.Contains(body, name) {
 				missing = append(missing, name)
 			}
