@@ -70,6 +70,7 @@ func (c *Controller) noteCandidate(cmd *methods.Command) {
 
 // noteRejected tells each candidate of a consolidation command validation dropped, and why.
 func (c *Controller) noteRejected(cmd *methods.Command, why string) {
+	metrics.DisruptionFailedValidations.WithLabelValues(cmd.ConsolidationType).Add(float64(len(cmd.Candidates)))
 	for _, cand := range cmd.Candidates {
 		c.tell(cand, corev1.EventTypeNormal, "ConsolidationRejected", "Consolidation rejected: %s, reason: %s (savings: $%.2f)", commandForNode(cmd, cand), why, cmd.Savings())
 	}

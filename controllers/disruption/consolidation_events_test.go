@@ -79,9 +79,13 @@ func TestConsolidationCandidateAndRejectedEvents(t *testing.T) {
 		return &methods.Candidate{Node: &scheduling.Node{Name: name}, PricePerHour: 0.2, NodeClaim: &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}}}
 	}
 	single := &methods.Command{Reason: methods.ReasonUnderutilized, Decision: methods.DecisionDelete, Candidates: []*methods.Candidate{c("a")}}
-	multi := &methods.Command{Reason: methods.ReasonUnderutilized, Decision: methods.DecisionDelete, Candidates: []*methods.Candidate{c("b"), c("d")}}
+	multi := &methods.Command{Reason: methods.ReasonUnderutilized, Decision: methods.DecisionDelete, Candidates: []*methods.Candidate{c("b"), c("d")}, ConsolidationType: "multi"}
+	failed := testutil.ToFloat64(metrics.DisruptionFailedValidations.WithLabelValues("multi"))
 	ctl.noteCandidate(single)
 	ctl.noteRejected(multi, "a pod would not schedule")
+	if n := testutil.ToFloat64(metrics.DisruptionFailedValidations.WithLabelValues("multi")) - failed; n != 2 {
+		t.Errorf("karpenter_voluntary_disruption_failed_validations_total{multi} rose by %v, want 2 (the command's candidates)", n)
+	}
 	got := rec.take()
 	want := []string{
 		"NodeClaim/a Normal ConsolidationCandidate Consolidation candidate: delete: [a] (savings: $0.20)",

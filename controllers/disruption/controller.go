@@ -74,6 +74,9 @@ func NewController(c client.Client, cloud cloudprovider.CloudProvider, cluster *
 	ctl := &Controller{cloud: cloud, cluster: cluster, recorder: recorder, clock: clk, engine: engine, opts: opts,
 		methods: methods.Methods(), noted: map[string]time.Time{}, blocked: map[string]time.Time{}, pools: map[string]bool{}, interval: MinPassInterval,
 		Orchestrator: NewOrchestrator(c, cluster, recorder, clk)}
+	ctl.opts.Evaluated = func(m methods.Method, took time.Duration) {
+		metrics.DisruptionEvaluationDuration.WithLabelValues(strings.ToLower(string(m.Reason())), m.Consolidation()).Observe(took.Seconds())
+	}
 	if _, ok := cloud.(cloudprovider.Rebooter); ok {
 		ctl.opts.CanReboot = true
 		ctl.Orchestrator.reboots = NewRebootHistory()

@@ -244,6 +244,10 @@ func TestDriftRollsThreeAtATimeNeverFour(t *testing.T) {
 	labels := []string{"drifted", "general", karpv1.CapacityTypeOnDemand, "", "graceful"}
 	disruptedBefore := testutil.ToFloat64(metrics.NodeClaimsDisrupted.WithLabelValues(labels...))
 	podsBefore := testutil.ToFloat64(metrics.PodsDisruptionInitiated.WithLabelValues(labels...))
+	byPool := metrics.DisruptionDecisionsByNodePool.WithLabelValues("general", "replace", "drifted", "")
+	byPoolBefore := testutil.ToFloat64(byPool)
+	evaluated := map[string]string{"reason": "drifted", "consolidation_type": ""}
+	evaluatedBefore := observations(t, metrics.DisruptionEvaluationDuration, evaluated)
 	for pass := range 5 {
 		if _, err := f.ctl.Reconcile(ctx); err != nil {
 			t.Fatal(err)
@@ -279,6 +283,12 @@ func TestDriftRollsThreeAtATimeNeverFour(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(metrics.PodsDisruptionInitiated.WithLabelValues(labels...)) - podsBefore; n != 3 {
 		t.Errorf("karpenter_pods_disruption_initiated_total%v rose by %v, want 3 (a pod each)", labels, n)
+	}
+	if n := observations(t, metrics.DisruptionEvaluationDuration, evaluated) - evaluatedBefore; n < 3 {
+		t.Errorf("%d drift evaluations observed, want one for each pass that launched (3 or more)", n)
+	}
+	if n := testutil.ToFloat64(byPool) - byPoolBefore; n != 3 {
+		t.Errorf("karpenter_voluntary_disruption_decisions_by_nodepool_total{general,replace,drifted} rose by %v, want 3", n)
 	}
 	// The deleted nodes still drain: they count against the budget until they are gone.
 	if _, err := f.ctl.Reconcile(ctx); err != nil {
@@ -328,6 +338,8 @@ func TestFailedReplacementRollsBack(t *testing.T) {
 func TestReplacementTimeoutRollsBack(t *testing.T) {
 	ctx := context.Background()
 	f := newFleet(t, 1, "1")
+	failures := metrics.DisruptionQueueFailures.WithLabelValues("replace", "drifted", "")
+	failuresBefore := testutil.ToFloat64(failures)
 	if _, err := f.ctl.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -335,6 +347,9 @@ func TestReplacementTimeoutRollsBack(t *testing.T) {
 	f.clock.Step(ReplacementTimeout + time.Second)
 	f.reconcileAll(t)
 	assertUnmarked(t, f, "node-0")
+	if n := testutil.ToFloat64(failures) - failuresBefore; n != 1 {
+		t.Errorf("karpenter_voluntary_disruption_queue_failures_total{replace,drifted} rose by %v, want 1 (the replacement)", n)
+	}
 	var claims karpv1.NodeClaimList
 	_ = f.client.List(ctx, &claims, client.HasLabels{CommandLabel})
 	if len(claims.Items) != 0 {

@@ -247,7 +247,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 		if err := o.reboot(ctx, cmd); err != nil {
 			return ratelimit.Retry(err)
 		}
-		metrics.DisruptionDecisions.WithLabelValues(string(cmd.decision), strings.ToLower(string(cmd.reason)), cmd.consolidationType).Inc()
+		recordDecision(cmd)
 		o.forget(cmd)
 		return reconcile.Result{}, nil
 	}
@@ -322,7 +322,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 		disrupted(cmd, c)
 		o.event(c, corev1.EventTypeNormal, "DisruptionTerminating", fmt.Sprintf("Disrupting node: %s (%s, saving $%.4f/hour)", cmd.reason, cmd.decision, cmd.savings))
 	}
-	metrics.DisruptionDecisions.WithLabelValues(string(cmd.decision), strings.ToLower(string(cmd.reason)), cmd.consolidationType).Inc()
+	recordDecision(cmd)
 	logger.Info("disrupted", "nodes", cmd.nodes(), "savingsPerHour", cmd.savings, "seconds", o.clock.Since(cmd.started).Seconds())
 	o.forget(cmd)
 	return reconcile.Result{}, nil
@@ -476,6 +476,19 @@ func (o *Orchestrator) tightenDeadline(ctx context.Context, c candidateRef, at t
 	return nil
 }
 
+// recordDecision counts a command carried out, in all and by each NodePool it disrupted.
+func recordDecision(cmd *command) {
+	reason := strings.ToLower(string(cmd.reason))
+	metrics.DisruptionDecisions.WithLabelValues(string(cmd.decision), reason, cmd.consolidationType).Inc()
+	seen := map[string]bool{}
+	for _, c := range cmd.candidates {
+		if c.nodePool != "" && !seen[c.nodePool] {
+			seen[c.nodePool] = true
+			metrics.DisruptionDecisionsByNodePool.WithLabelValues(c.nodePool, string(cmd.decision), reason, cmd.consolidationType).Inc()
+		}
+	}
+}
+
 // rollback unmarks the candidates and deletes the replacements not initialized. It runs with
 // a context of its own: a rollback started must finish even when the manager stops.
 func (o *Orchestrator) rollback(ctx context.Context, cmd *command, why string) error {
@@ -489,9 +502,17 @@ func (o *Orchestrator) rollback(ctx context.Context, cmd *command, why string) e
 		}
 		o.event(c, corev1.EventTypeWarning, "DisruptionRolledBack", fmt.Sprintf("%s: %s", cmd.reason, why))
 	}
+	initialized := 0
 	for _, name := range cmd.created {
 		nc := &karpv1.NodeClaim{}
-		if err := o.client.Get(ctx, client.ObjectKey{Name: name}, nc); err != nil || meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
+		if err := o.client.Get(ctx, client.ObjectKey{Name: name}, nc); err != nil {
+			if !apierrors.IsNotFound(err) {
+				errs = append(errs, err.Error())
+			}
+			continue
+		}
+		if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
+			initialized++
 			continue
 		}
 		if err := o.client.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
@@ -502,6 +523,8 @@ func (o *Orchestrator) rollback(ctx context.Context, cmd *command, why string) e
 		// Tried again through the limiter; the command stays in flight until it is undone.
 		return fmt.Errorf("rolling back command %s: %s", cmd.id, strings.Join(errs, "; "))
 	}
+	// The replacements it wanted that never initialized (not created, gone, or deleted here).
+	metrics.DisruptionQueueFailures.WithLabelValues(string(cmd.decision), strings.ToLower(string(cmd.reason)), cmd.consolidationType).Add(float64(max(0, cmd.want-initialized)))
 	o.forget(cmd)
 	return nil
 }

@@ -116,6 +116,27 @@ var (
 	DisruptionDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_voluntary_disruption_decisions_total", Help: "Disruption commands carried out, by decision, reason and consolidation type.",
 	}, []string{"decision", "reason", "consolidation_type"})
+	// DisruptionDecisionsByNodePool counts them by each NodePool whose nodes a command
+	// disrupted, as upstream's.
+	DisruptionDecisionsByNodePool = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_voluntary_disruption_decisions_by_nodepool_total", Help: "Disruption commands carried out, by NodePool, decision, reason and consolidation type.",
+	}, []string{"nodepool", "decision", "reason", "consolidation_type"})
+	// DisruptionQueueFailures counts the replacements of rolled-back commands that never
+	// initialized, as upstream's.
+	DisruptionQueueFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_voluntary_disruption_queue_failures_total", Help: "Replacements not initialized when their disruption command was rolled back, by decision, reason and consolidation type.",
+	}, []string{"decision", "reason", "consolidation_type"})
+	// DisruptionEvaluationDuration is how long a method of a pass took to decide, by reason
+	// and consolidation type.
+	DisruptionEvaluationDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "karpenter_voluntary_disruption_decision_evaluation_duration_seconds", Help: "Duration of the disruption decision evaluation process in seconds. Labeled by method and consolidation type.",
+		Buckets: DurationBuckets,
+	}, []string{"reason", "consolidation_type"})
+	// DisruptionFailedValidations counts the candidates of consolidation commands dropped at
+	// validation, by consolidation type.
+	DisruptionFailedValidations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_voluntary_disruption_failed_validations_total", Help: "Number of candidates that were selected for disruption but failed validation. Labeled by consolidation type.",
+	}, []string{"consolidation_type"})
 	// DisruptionEligibleNodes is how many nodes each method found eligible in the last pass.
 	DisruptionEligibleNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_voluntary_disruption_eligible_nodes", Help: "Nodes eligible for disruption in the last pass, by reason.",
@@ -213,7 +234,7 @@ var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 
 // order docs/metrics.md lists them (a test keeps the two the same).
 var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, SchedulerQueueDepth, SchedulerUnfinishedWork, SchedulerIgnoredPods, PodsStartupDuration, NodesAllocatable, NodePoolLimit, NodePoolUsage, NodePoolCost,
 	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
-	DisruptionDecisions, DisruptionEligibleNodes, NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
+	DisruptionDecisions, DisruptionDecisionsByNodePool, DisruptionQueueFailures, DisruptionEvaluationDuration, DisruptionFailedValidations, DisruptionEligibleNodes, NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots, NodeRebootDuration, NodeRebootRecoveryDuration,
 	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, NodesSystemOverhead, NodesPodRequests, NodesPodLimits,
 	NodesDaemonRequests, NodesDaemonLimits, NodesCurrentLifetime, ClusterUtilization, PodsState, PodsUnstartedTime, PodsBoundDuration, PodsUnboundTime,

@@ -118,6 +118,7 @@ func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconc
 			}
 			c.recorder.Eventf(nc, nil, corev1.EventTypeNormal, "DisruptionTerminating", "Static", "Static NodePool %s: %s", np.Name, act.Why)
 			metrics.DisruptionDecisions.WithLabelValues("delete", strings.ToLower(staticReason(act.Why)), "static").Inc()
+			metrics.DisruptionDecisionsByNodePool.WithLabelValues(np.Name, "delete", strings.ToLower(staticReason(act.Why)), "static").Inc()
 		}
 		logger.Info("removing static nodeclaims", "count", len(act.Delete), "why", act.Why)
 	}

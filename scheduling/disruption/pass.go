@@ -3,6 +3,7 @@ package disruption
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -33,7 +34,11 @@ func Pass(ctx context.Context, c *Cluster, methods []Method) ([]*Command, Method
 		if len(cands) == 0 && (m.Reason() != ReasonUnhealthy || len(c.Unhealthy) == 0) {
 			continue
 		}
+		start := time.Now()
 		cmds, err := m.Commands(ctx, c, cands, budgets)
+		if c.Options.Evaluated != nil {
+			c.Options.Evaluated(m, time.Since(start))
+		}
 		if err != nil {
 			return nil, m, fmt.Errorf("%s: %w", m.Reason(), err)
 		}

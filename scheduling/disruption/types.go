@@ -243,6 +243,9 @@ type Options struct {
 	// Reboots is how many reboots repair committed for the NodeClaim within
 	// RebootHistoryWindow; nil: none.
 	Reboots func(*karpv1.NodeClaim) int
+	// Evaluated, when set, is told how long each method a pass ran took to decide (the
+	// controller's karpenter_voluntary_disruption_decision_evaluation_duration_seconds).
+	Evaluated func(m Method, took time.Duration)
 }
 
 // NodePoolOf is the state of a candidate's NodePool.
