@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -109,29 +108,4 @@ func TestBudgetGaugesAndBlockedPoolEvents(t *testing.T) {
 			t.Errorf("the NodePool open's %s series went with frozen", reason)
 		}
 	}
-}
-
-// observations is how many samples the histogram's series with these labels holds.
-func observations(t *testing.T, c prometheus.Collector, labels map[string]string) uint64 {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			match := 0
-			for _, l := range m.GetLabel() {
-				if v, ok := labels[l.GetName()]; ok && v == l.GetValue() {
-					match++
-				}
-			}
-			if match == len(labels) {
-				return m.GetHistogram().GetSampleCount()
-			}
-		}
-	}
-	return 0
 }

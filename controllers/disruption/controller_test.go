@@ -26,6 +26,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	cloudfake "github.com/karpenter-policy/karpenter/cloudprovider/fake"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	"github.com/karpenter-policy/karpenter/controllers/metrics/metricstest"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/scheduling"
 	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
@@ -169,6 +170,18 @@ func (f *fleet) sync(t *testing.T) {
 	}
 }
 
+// candidateNamed is the snapshot's candidate of that name.
+func candidateNamed(t *testing.T, mc *methods.Cluster, name string) *methods.Candidate {
+	t.Helper()
+	for _, c := range mc.Candidates {
+		if c.Name() == name {
+			return c
+		}
+	}
+	t.Fatalf("no candidate %s", name)
+	return nil
+}
+
 // reconcileAll runs the orchestrator once over every command in flight.
 func (f *fleet) reconcileAll(t *testing.T) {
 	t.Helper()
@@ -247,7 +260,7 @@ func TestDriftRollsThreeAtATimeNeverFour(t *testing.T) {
 	byPool := metrics.DisruptionDecisionsByNodePool.WithLabelValues("general", "replace", "drifted", "")
 	byPoolBefore := testutil.ToFloat64(byPool)
 	evaluated := map[string]string{"reason": "drifted", "consolidation_type": ""}
-	evaluatedBefore := observations(t, metrics.DisruptionEvaluationDuration, evaluated)
+	evaluatedBefore, _ := metricstest.Observations(t, metrics.DisruptionEvaluationDuration, evaluated)
 	for pass := range 5 {
 		if _, err := f.ctl.Reconcile(ctx); err != nil {
 			t.Fatal(err)
@@ -284,8 +297,8 @@ func TestDriftRollsThreeAtATimeNeverFour(t *testing.T) {
 	if n := testutil.ToFloat64(metrics.PodsDisruptionInitiated.WithLabelValues(labels...)) - podsBefore; n != 3 {
 		t.Errorf("karpenter_pods_disruption_initiated_total%v rose by %v, want 3 (a pod each)", labels, n)
 	}
-	if n := observations(t, metrics.DisruptionEvaluationDuration, evaluated) - evaluatedBefore; n < 3 {
-		t.Errorf("%d drift evaluations observed, want one for each pass that launched (3 or more)", n)
+	if n, _ := metricstest.Observations(t, metrics.DisruptionEvaluationDuration, evaluated); n-evaluatedBefore < 3 {
+		t.Errorf("%d drift evaluations observed, want one for each pass that launched (3 or more)", n-evaluatedBefore)
 	}
 	if n := testutil.ToFloat64(byPool) - byPoolBefore; n != 3 {
 		t.Errorf("karpenter_voluntary_disruption_decisions_by_nodepool_total{general,replace,drifted} rose by %v, want 3", n)
@@ -534,12 +547,7 @@ func TestRepairBoundsTheDrain(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var cand *methods.Candidate
-			for _, c := range mc.Candidates {
-				if c.Name() == "node-0" {
-					cand = c
-				}
-			}
+			cand := candidateNamed(t, mc, "node-0")
 			f.ctl.Orchestrator.Add(mc, &methods.Command{Reason: methods.ReasonUnhealthy, Decision: methods.DecisionDelete, Candidates: []*methods.Candidate{cand},
 				Forceful: true, DrainBound: tc.bound, Condition: "ExampleUnhealthy"})
 			f.reconcileAll(t)
@@ -563,12 +571,7 @@ func TestRepairRebootCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cand *methods.Candidate
-	for _, c := range mc.Candidates {
-		if c.Name() == "node-0" {
-			cand = c
-		}
-	}
+	cand := candidateNamed(t, mc, "node-0")
 	drain := 90 * time.Second
 	cmd := &methods.Command{Reason: methods.ReasonUnhealthy, Decision: methods.DecisionReboot, Candidates: []*methods.Candidate{cand},
 		Condition: "ExampleUnhealthy", RebootDrain: &drain}

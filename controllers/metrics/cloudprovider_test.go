@@ -5,13 +5,13 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/fake"
+	"github.com/karpenter-policy/karpenter/controllers/metrics/metricstest"
 )
 
 // onlyCloud is a provider with nothing beyond CloudProvider: no Reboot, no MarkUnavailable.
@@ -59,7 +59,8 @@ func TestDecorateCloudCountsCallsAndErrors(t *testing.T) {
 	cp := DecorateCloud(f, "nodeclaim.lifecycle")
 	nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{karpv1.NodePoolLabelKey: "pool"}}}
 	calls := func(method string) uint64 {
-		return histogramCount(t, "nodeclaim.lifecycle", method, "fake")
+		n, _ := metricstest.Observations(t, CloudProviderDuration, map[string]string{"controller": "nodeclaim.lifecycle", "method": method, "provider": "fake"})
+		return n
 	}
 	errs := func(method, kind, pool string) float64 {
 		return testutil.ToFloat64(CloudProviderErrors.WithLabelValues("nodeclaim.lifecycle", method, "fake", kind, pool))
@@ -93,31 +94,4 @@ func TestDecorateCloudCountsCallsAndErrors(t *testing.T) {
 	if got := calls("Reboot") - reboots; got != 1 || len(f.Reboots) != 1 {
 		t.Errorf("Reboot: %d timed, %d reached the provider; want 1 and 1", got, len(f.Reboots))
 	}
-}
-
-// histogramCount is how many observations the duration histogram has for the labels
-// (controller, method, provider).
-func histogramCount(t *testing.T, labels ...string) uint64 {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(CloudProviderDuration)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"controller": labels[0], "method": labels[1], "provider": labels[2]}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			match := true
-			for _, l := range m.GetLabel() {
-				if want[l.GetName()] != l.GetValue() {
-					match = false
-				}
-			}
-			if match {
-				return m.GetHistogram().GetSampleCount()
-			}
-		}
-	}
-	return 0
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,33 +17,8 @@ import (
 	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	"github.com/karpenter-policy/karpenter/controllers/metrics/metricstest"
 )
-
-// series is how many series the collector has whose labels include want.
-func series(t *testing.T, c prometheus.Collector, want map[string]string) int {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			match := 0
-			for _, l := range m.GetLabel() {
-				if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
-					match++
-				}
-			}
-			if match == len(want) {
-				n++
-			}
-		}
-	}
-	return n
-}
 
 // A pod is followed from pending to bound to ready: its waiting gauges while it waits, its
 // bound and startup durations once, its state series labelled with its node, and nothing
@@ -79,12 +53,13 @@ func TestPodFromPendingToReadyToGone(t *testing.T) {
 	if got := testutil.ToFloat64(metrics.PodsUnstartedTime.WithLabelValues("web-1", "shop")); got != 20 {
 		t.Errorf("unstarted time %v, want 20", got)
 	}
-	if n := series(t, metrics.PodsState, map[string]string{"name": "web-1", "scheduled": "false", "owner": "/apis/apps/v1/namespaces/shop/replicasets/web"}); n != 1 {
+	if n := metricstest.Series(t, metrics.PodsState, map[string]string{"name": "web-1", "scheduled": "false", "owner": "/apis/apps/v1/namespaces/shop/replicasets/web"}); n != 1 {
 		t.Errorf("%d pending state series, want 1", n)
 	}
 
 	// Bound at +5 s, ready at +12 s.
-	bound, started := boundCount(t), summaryCount(t)
+	bound, _ := metricstest.Observations(t, metrics.PodsBoundDuration, map[string]string{"dynamic_resources": "false"})
+	started, _ := metricstest.Observations(t, metrics.PodsStartupDuration, nil)
 	pod.Spec.NodeName = "n1"
 	if err := kube.Update(context.Background(), pod); err != nil {
 		t.Fatal(err)
@@ -98,26 +73,26 @@ func TestPodFromPendingToReadyToGone(t *testing.T) {
 	if res := reconcileOnce(); res.RequeueAfter != 0 {
 		t.Errorf("a running, ready pod is refreshed after %v", res.RequeueAfter)
 	}
-	if n := series(t, metrics.PodsUnboundTime, name) + series(t, metrics.PodsUnstartedTime, name); n != 0 {
+	if n := metricstest.Series(t, metrics.PodsUnboundTime, name) + metricstest.Series(t, metrics.PodsUnstartedTime, name); n != 0 {
 		t.Errorf("%d waiting gauges remain for a bound, ready pod", n)
 	}
-	if got := boundCount(t) - bound; got != 1 {
-		t.Errorf("%d bound durations observed, want 1", got)
+	if got, _ := metricstest.Observations(t, metrics.PodsBoundDuration, map[string]string{"dynamic_resources": "false"}); got-bound != 1 {
+		t.Errorf("%d bound durations observed, want 1", got-bound)
 	}
-	if got := summaryCount(t) - started; got != 1 {
-		t.Errorf("%d startup durations observed, want 1", got)
+	if got, _ := metricstest.Observations(t, metrics.PodsStartupDuration, nil); got-started != 1 {
+		t.Errorf("%d startup durations observed, want 1", got-started)
 	}
-	if n := series(t, metrics.PodsState, map[string]string{"name": "web-1", "node": "n1", "nodepool": "general", "zone": "z-a",
+	if n := metricstest.Series(t, metrics.PodsState, map[string]string{"name": "web-1", "node": "n1", "nodepool": "general", "zone": "z-a",
 		"instance_type": "m5.large", "managed": "true", "phase": "Running", "ready": "true"}); n != 1 {
 		t.Errorf("%d running state series with its node's labels, want 1", n)
 	}
-	if n := series(t, metrics.PodsState, name); n != 1 {
+	if n := metricstest.Series(t, metrics.PodsState, name); n != 1 {
 		t.Errorf("%d state series for the pod, want 1 (the pending one replaced)", n)
 	}
 	// Observed once: another reconcile of the same ready pod does not count it again.
-	before := summaryCount(t)
+	before, _ := metricstest.Observations(t, metrics.PodsStartupDuration, nil)
 	reconcileOnce()
-	if after := summaryCount(t); after != before {
+	if after, _ := metricstest.Observations(t, metrics.PodsStartupDuration, nil); after != before {
 		t.Errorf("startup observed again: %d -> %d", before, after)
 	}
 
@@ -125,43 +100,7 @@ func TestPodFromPendingToReadyToGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	reconcileOnce()
-	if n := series(t, metrics.PodsState, name); n != 0 {
+	if n := metricstest.Series(t, metrics.PodsState, name); n != 0 {
 		t.Errorf("%d state series remain for a deleted pod", n)
 	}
-}
-
-// boundCount is how many bound durations were observed for pods without DRA claims.
-func boundCount(t *testing.T) uint64 {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.PodsBoundDuration)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == "false" {
-				return m.GetHistogram().GetSampleCount()
-			}
-		}
-	}
-	return 0
-}
-
-// summaryCount is how many startup durations were observed.
-func summaryCount(t *testing.T) uint64 {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.PodsStartupDuration)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			return m.GetSummary().GetSampleCount()
-		}
-	}
-	return 0
 }

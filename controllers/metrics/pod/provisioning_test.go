@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/karpenter-policy/karpenter/api/install"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	"github.com/karpenter-policy/karpenter/controllers/metrics/metricstest"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 )
 
@@ -47,7 +47,7 @@ func TestProvisioningLatency(t *testing.T) {
 	if got := testutil.ToFloat64(metrics.PodsSchedulingUndecidedTime.WithLabelValues("api-1", "shop")); got != 3 {
 		t.Errorf("undecided time %v, want 3", got)
 	}
-	if n := series(t, metrics.PodsProvisioningUnboundTime, name) + series(t, metrics.PodsProvisioningUnstartedTime, name); n != 0 {
+	if n := metricstest.Series(t, metrics.PodsProvisioningUnboundTime, name) + metricstest.Series(t, metrics.PodsProvisioningUnstartedTime, name); n != 0 {
 		t.Errorf("%d provisioning gauges before any placement", n)
 	}
 
@@ -61,7 +61,7 @@ func TestProvisioningLatency(t *testing.T) {
 	}
 	clk.Step(4 * time.Second)
 	reconcileOnce()
-	if n := series(t, metrics.PodsSchedulingUndecidedTime, name); n != 0 {
+	if n := metricstest.Series(t, metrics.PodsSchedulingUndecidedTime, name); n != 0 {
 		t.Error("the undecided time stays after a batch decided")
 	}
 	if got := testutil.ToFloat64(metrics.PodsProvisioningUnboundTime.WithLabelValues("api-1", "shop", "false")); got != 4 {
@@ -72,8 +72,8 @@ func TestProvisioningLatency(t *testing.T) {
 	}
 
 	// Bound at +15 s, ready at +20 s.
-	bound, started := histogramCount(t, metrics.PodsProvisioningBoundDuration), histogramCount(t, metrics.PodsProvisioningStartupDuration)
-	boundSum, startedSum := histogramSum(t, metrics.PodsProvisioningBoundDuration), histogramSum(t, metrics.PodsProvisioningStartupDuration)
+	bound, boundSum := metricstest.Observations(t, metrics.PodsProvisioningBoundDuration, nil)
+	started, startedSum := metricstest.Observations(t, metrics.PodsProvisioningStartupDuration, nil)
 	pod.Spec.NodeName = "n1"
 	if err := kube.Update(context.Background(), pod); err != nil {
 		t.Fatal(err)
@@ -85,13 +85,13 @@ func TestProvisioningLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	reconcileOnce()
-	if got, sum := histogramCount(t, metrics.PodsProvisioningBoundDuration)-bound, histogramSum(t, metrics.PodsProvisioningBoundDuration)-boundSum; got != 1 || sum != 7 {
-		t.Errorf("%d provisioning bound durations observed, of %vs; want 1 of 7s", got, sum)
+	if got, sum := metricstest.Observations(t, metrics.PodsProvisioningBoundDuration, nil); got-bound != 1 || sum-boundSum != 7 {
+		t.Errorf("%d provisioning bound durations observed, of %vs; want 1 of 7s", got-bound, sum-boundSum)
 	}
-	if got, sum := histogramCount(t, metrics.PodsProvisioningStartupDuration)-started, histogramSum(t, metrics.PodsProvisioningStartupDuration)-startedSum; got != 1 || sum != 12 {
-		t.Errorf("%d provisioning startup durations observed, of %vs; want 1 of 12s", got, sum)
+	if got, sum := metricstest.Observations(t, metrics.PodsProvisioningStartupDuration, nil); got-started != 1 || sum-startedSum != 12 {
+		t.Errorf("%d provisioning startup durations observed, of %vs; want 1 of 12s", got-started, sum-startedSum)
 	}
-	if n := series(t, metrics.PodsProvisioningUnboundTime, name) + series(t, metrics.PodsProvisioningUnstartedTime, name); n != 0 {
+	if n := metricstest.Series(t, metrics.PodsProvisioningUnboundTime, name) + metricstest.Series(t, metrics.PodsProvisioningUnstartedTime, name); n != 0 {
 		t.Errorf("%d provisioning gauges remain for a bound, ready pod", n)
 	}
 	if _, ok := cluster.Decision(pod.UID); ok {
@@ -128,36 +128,4 @@ func TestDecisionsAreRecordedOnce(t *testing.T) {
 	if _, ok := cluster.Decision(pod.UID); ok {
 		t.Error("a deleted pod's decision is still remembered")
 	}
-}
-
-func histogramCount(t *testing.T, c prometheus.Collector) uint64 {
-	t.Helper()
-	n, _ := histogramTotals(t, c)
-	return n
-}
-
-func histogramSum(t *testing.T, c prometheus.Collector) float64 {
-	t.Helper()
-	_, s := histogramTotals(t, c)
-	return s
-}
-
-// histogramTotals are the sample count and sum over every series of a histogram.
-func histogramTotals(t *testing.T, c prometheus.Collector) (uint64, float64) {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n uint64
-	var s float64
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			n += m.GetHistogram().GetSampleCount()
-			s += m.GetHistogram().GetSampleSum()
-		}
-	}
-	return n, s
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -23,6 +22,7 @@ import (
 	cloudfake "github.com/karpenter-policy/karpenter/cloudprovider/fake"
 	"github.com/karpenter-policy/karpenter/controllers/index"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	"github.com/karpenter-policy/karpenter/controllers/metrics/metricstest"
 )
 
 const providerID = "fake://node"
@@ -151,7 +151,8 @@ func TestDrainThenTerminateTheInstanceThenRelease(t *testing.T) {
 	if w.nodeGone(t) {
 		t.Fatal("the node stays until the instance is gone")
 	}
-	terminations, instances := observations(t, metrics.NodesTerminationDuration), observations(t, metrics.NodeClaimsInstanceTerminationDuration)
+	terminations, _ := metricstest.Observations(t, metrics.NodesTerminationDuration, nil)
+	instances, _ := metricstest.Observations(t, metrics.NodeClaimsInstanceTerminationDuration, nil)
 	for i := 0; i < 3 && !w.nodeGone(t); i++ {
 		w.reconcile(t)
 	}
@@ -160,30 +161,12 @@ func TestDrainThenTerminateTheInstanceThenRelease(t *testing.T) {
 	}
 	// Upstream's termination durations: the node's, and its instance's from the first call
 	// that left it running.
-	if got := observations(t, metrics.NodesTerminationDuration) - terminations; got != 1 {
-		t.Errorf("%d node terminations observed, want 1", got)
+	if got, _ := metricstest.Observations(t, metrics.NodesTerminationDuration, nil); got-terminations != 1 {
+		t.Errorf("%d node terminations observed, want 1", got-terminations)
 	}
-	if got := observations(t, metrics.NodeClaimsInstanceTerminationDuration) - instances; got != 1 {
-		t.Errorf("%d instance terminations observed, want 1", got)
+	if got, _ := metricstest.Observations(t, metrics.NodeClaimsInstanceTerminationDuration, nil); got-instances != 1 {
+		t.Errorf("%d instance terminations observed, want 1", got-instances)
 	}
-}
-
-// observations is how many observations a summary or histogram has, over its labels.
-func observations(t *testing.T, c prometheus.Collector) uint64 {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n uint64
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			n += m.GetSummary().GetSampleCount() + m.GetHistogram().GetSampleCount()
-		}
-	}
-	return n
 }
 
 func TestTolerantDaemonSetAndMirrorPodsDoNotHoldTheNode(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -23,6 +22,7 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/eviction"
 	"github.com/karpenter-policy/karpenter/controllers/index"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	"github.com/karpenter-policy/karpenter/controllers/metrics/metricstest"
 )
 
 var start = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -143,18 +143,18 @@ func TestRebootInPlace(t *testing.T) {
 		t.Fatalf("fenced %v, Rebooting %s: want the fence gone, the reboot on", fenced(e.node()), e.rebooting().Status)
 	}
 	e.setNode(func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionTrue })
-	count, sum := histogram(t, metrics.NodeRebootDuration, "succeeded")
-	rcount, rsum := histogram(t, metrics.NodeRebootRecoveryDuration, "")
+	count, sum := metricstest.Observations(t, metrics.NodeRebootDuration, map[string]string{"result": "succeeded"})
+	rcount, rsum := metricstest.Observations(t, metrics.NodeRebootRecoveryDuration, nil)
 	e.clock.Step(30 * time.Second)
 	e.reconcile()
 	if c := e.rebooting(); c.Status != metav1.ConditionFalse || c.Reason != karpv1.RebootReasonSucceeded {
 		t.Fatalf("Rebooting %s/%s, want False/RebootSucceeded", c.Status, c.Reason)
 	}
 	// Requested MinDrain before the issue, back 30 s after it.
-	if c, s := histogram(t, metrics.NodeRebootDuration, "succeeded"); c != count+1 || s-sum != (MinDrain+30*time.Second).Seconds() {
+	if c, s := metricstest.Observations(t, metrics.NodeRebootDuration, map[string]string{"result": "succeeded"}); c != count+1 || s-sum != (MinDrain+30*time.Second).Seconds() {
 		t.Errorf("reboot duration: %d more observed, of %vs; want 1 of %vs", c-count, s-sum, (MinDrain + 30*time.Second).Seconds())
 	}
-	if c, s := histogram(t, metrics.NodeRebootRecoveryDuration, ""); c != rcount+1 || s-rsum != 30 {
+	if c, s := metricstest.Observations(t, metrics.NodeRebootRecoveryDuration, nil); c != rcount+1 || s-rsum != 30 {
 		t.Errorf("recovery duration: %d more observed, of %vs; want 1 of 30s", c-rcount, s-rsum)
 	}
 	if _, ok := e.claim().Annotations[karpv1.RebootPreBootIDAnnotationKey]; ok {
@@ -255,12 +255,12 @@ func TestRebootFails(t *testing.T) {
 		if c := e.rebooting(); c.Status != metav1.ConditionTrue {
 			t.Fatalf("failed before the recovery timeout: %s", c.Reason)
 		}
-		count, sum := histogram(t, metrics.NodeRebootDuration, "recovery_timeout")
+		count, sum := metricstest.Observations(t, metrics.NodeRebootDuration, map[string]string{"result": "recovery_timeout"})
 		e.clock.Step(2 * time.Second)
 		e.reconcile()
 		assertFailed(t, e)
 		// Issued at the request (nothing to drain), over RecoveryTimeout and a second later.
-		if c, s := histogram(t, metrics.NodeRebootDuration, "recovery_timeout"); c != count+1 || s-sum != (RecoveryTimeout+time.Second).Seconds() {
+		if c, s := metricstest.Observations(t, metrics.NodeRebootDuration, map[string]string{"result": "recovery_timeout"}); c != count+1 || s-sum != (RecoveryTimeout+time.Second).Seconds() {
 			t.Errorf("reboot duration: %d more recovery_timeout observed, of %vs; want 1 of %vs", c-count, s-sum, (RecoveryTimeout + time.Second).Seconds())
 		}
 	})
@@ -279,33 +279,4 @@ func assertFailed(t *testing.T, e *env) {
 	if fenced(e.node()) {
 		t.Error("the fence stays after a failed reboot")
 	}
-}
-
-// histogram is the sample count and sum of a histogram's series whose result label is result
-// (any series when result is "").
-func histogram(t *testing.T, c prometheus.Collector, result string) (uint64, float64) {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var count uint64
-	var sum float64
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			match := result == ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					match = true
-				}
-			}
-			if match {
-				count += m.GetHistogram().GetSampleCount()
-				sum += m.GetHistogram().GetSampleSum()
-			}
-		}
-	}
-	return count, sum
 }
