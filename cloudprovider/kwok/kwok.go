@@ -287,16 +287,52 @@ func (p *Provider) injectInsufficientCapacity(nc *kwokv1alpha1.KWOKNodeClass, c 
 	return true
 }
 
+// launch makes the instance of offering c for claim and returns the NodeClaim as launched.
 func (p *Provider) launch(ctx context.Context, claim *karpv1.NodeClaim, nc *kwokv1alpha1.KWOKNodeClass, c scheduling.Launchable) (*karpv1.NodeClaim, error) {
+	hash := nodeClassHash(nc)
+	node := nodeFor(claim, c.InstanceType.Labels, c.Offering.Zone, c.Offering.CapacityType, nc.Name, hash)
+	capacity, allocatable := c.InstanceType.Capacity.DeepCopy(), c.InstanceType.Allocatable()
+	out := claim.DeepCopy()
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	for _, k := range []string{karpv1.LabelInstanceType, karpv1.LabelTopologyZone, karpv1.CapacityTypeLabelKey, karpv1.LabelArch, karpv1.LabelOS} {
+		if v, ok := node.Labels[k]; ok {
+			out.Labels[k] = v
+		}
+	}
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[NodeClassHashAnnotation] = hash
+	out.Status.ProviderID = node.Spec.ProviderID
+	out.Status.ImageID = "kwok"
+	out.Status.Capacity = capacity
+	out.Status.Allocatable = allocatable
+	// With a registration delay the instance exists from now on, and the Registrar creates its
+	// Node when the delay has run (docs/architecture.md, "Simulated provider").
+	if d := nc.Spec.RegistrationDelay; d != nil && d.Duration > 0 {
+		out.Annotations[RegistersAtAnnotation] = p.clock.Now().Add(d.Duration).UTC().Format(time.RFC3339Nano)
+		return out, nil
+	}
+	if err := p.createNode(ctx, node, nc, bootID(claim), capacity, allocatable); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// nodeFor is the Node object the instance of claim registers as: the instance type's labels
+// (typeLabels), the NodeClaim's, and its offering's zone and capacity type.
+func nodeFor(claim *karpv1.NodeClaim, typeLabels map[string]string, zone, capacityType, nodeClass, hash string) *corev1.Node {
 	labels := map[string]string{}
-	for k, v := range c.InstanceType.Labels {
+	for k, v := range typeLabels {
 		labels[k] = v
 	}
 	for k, v := range claim.Labels {
 		labels[k] = v
 	}
-	labels[karpv1.LabelTopologyZone] = c.Offering.Zone
-	labels[karpv1.CapacityTypeLabelKey] = c.Offering.CapacityType
+	labels[karpv1.LabelTopologyZone] = zone
+	labels[karpv1.CapacityTypeLabelKey] = capacityType
 	labels[corev1.LabelHostname] = claim.Name
 	// Single-valued requirements become labels, as they do on a real node.
 	for _, r := range claim.Spec.Requirements {
@@ -306,52 +342,42 @@ func (p *Provider) launch(ctx context.Context, claim *karpv1.NodeClaim, nc *kwok
 			}
 		}
 	}
-	allocatable := c.InstanceType.Allocatable()
-	node := &corev1.Node{
+	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        claim.Name,
 			Labels:      labels,
-			Annotations: map[string]string{NodeAnnotation: "fake", NodeClassHashAnnotation: nodeClassHash(nc), NodeClassAnnotation: nc.Name},
+			Annotations: map[string]string{NodeAnnotation: "fake", NodeClassHashAnnotation: hash, NodeClassAnnotation: nodeClass},
 		},
 		Spec: corev1.NodeSpec{
 			ProviderID: ProviderIDPrefix + claim.Name,
 			Taints:     append(append([]corev1.Taint{karpv1.UnregisteredNoExecuteTaint}, claim.Spec.Taints...), claim.Spec.StartupTaints...),
 		},
 	}
+}
+
+// bootID is the boot ID a NodeClaim's node first reports, as a kubelet does, so that a reboot
+// (Reboot) can be told by a new one.
+func bootID(claim *karpv1.NodeClaim) string { return "kwok-" + string(claim.UID) }
+
+// createNode registers an instance: its Node object, its CSINode, and the capacity its kubelet
+// reports.
+func (p *Provider) createNode(ctx context.Context, node *corev1.Node, nc *kwokv1alpha1.KWOKNodeClass, boot string, capacity, allocatable corev1.ResourceList) error {
 	if err := p.client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("creating node %s: %w", node.Name, err)
+		return fmt.Errorf("creating node %s: %w", node.Name, err)
 	}
 	if err := p.registerCSIDrivers(ctx, node, nc); err != nil {
-		return nil, err
+		return err
 	}
 	// A merge patch: the kwok controller may already be updating the node's status.
 	base := node.DeepCopy()
 	base.Status = corev1.NodeStatus{}
-	node.Status.Capacity = c.InstanceType.Capacity.DeepCopy()
-	node.Status.Allocatable = allocatable
-	// A boot ID as a kubelet reports it, so that a reboot (Reboot) can be told by a new one.
-	node.Status.NodeInfo.BootID = "kwok-" + string(claim.UID)
+	node.Status.Capacity = capacity.DeepCopy()
+	node.Status.Allocatable = allocatable.DeepCopy()
+	node.Status.NodeInfo.BootID = boot
 	if err := p.client.Status().Patch(ctx, node, client.MergeFrom(base)); err != nil {
-		return nil, fmt.Errorf("setting the capacity of node %s: %w", node.Name, err)
+		return fmt.Errorf("setting the capacity of node %s: %w", node.Name, err)
 	}
-	out := claim.DeepCopy()
-	if out.Labels == nil {
-		out.Labels = map[string]string{}
-	}
-	for _, k := range []string{karpv1.LabelInstanceType, karpv1.LabelTopologyZone, karpv1.CapacityTypeLabelKey, karpv1.LabelArch, karpv1.LabelOS} {
-		if v, ok := labels[k]; ok {
-			out.Labels[k] = v
-		}
-	}
-	if out.Annotations == nil {
-		out.Annotations = map[string]string{}
-	}
-	out.Annotations[NodeClassHashAnnotation] = nodeClassHash(nc)
-	out.Status.ProviderID = node.Spec.ProviderID
-	out.Status.ImageID = "kwok"
-	out.Status.Capacity = c.InstanceType.Capacity.DeepCopy()
-	out.Status.Allocatable = allocatable
-	return out, nil
+	return nil
 }
 
 // nodeClassHash covers the settings that change what a node would be launched as.
@@ -398,10 +424,14 @@ func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClai
 	}
 	node := &corev1.Node{}
 	if err := p.client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("node %s not found", name))
+		if !apierrors.IsNotFound(err) {
+			return nil, err
 		}
-		return nil, err
+		// An instance launched with a registration delay exists before its Node does.
+		if pending, perr := p.pendingInstance(ctx, name); perr != nil || pending != nil {
+			return pending, perr
+		}
+		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("node %s not found", name))
 	}
 	if terminated(node) {
 		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("the instance of node %s is terminated", name))
@@ -409,17 +439,29 @@ func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClai
 	return toNodeClaim(node), nil
 }
 
-// List returns a NodeClaim for every node this provider launched.
+// List returns a NodeClaim for every instance this provider launched: every node it
+// manages, and every instance whose Node has not appeared yet (a registration delay).
 func (p *Provider) List(ctx context.Context) ([]*karpv1.NodeClaim, error) {
 	var nodes corev1.NodeList
 	if err := p.client.List(ctx, &nodes); err != nil {
 		return nil, err
 	}
 	var out []*karpv1.NodeClaim
+	names := make(map[string]bool, len(nodes.Items))
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
+		names[n.Name] = true
 		if n.Annotations[NodeAnnotation] == "fake" && strings.HasPrefix(n.Spec.ProviderID, ProviderIDPrefix) {
 			out = append(out, toNodeClaim(n))
+		}
+	}
+	pending, err := p.pendingInstances(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, inst := range pending {
+		if !names[inst.Name] {
+			out = append(out, inst)
 		}
 	}
 	return out, nil

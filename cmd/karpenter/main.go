@@ -175,6 +175,9 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 		if err := mgr.Add(kp.Interrupter(recorder)); err != nil {
 			return fmt.Errorf("registering the kwok spot interruption injector: %w", err)
 		}
+		if err := mgr.Add(kp.Registrar()); err != nil {
+			return fmt.Errorf("registering the kwok node registrar: %w", err)
+		}
 	}
 	if err := policycontrollers.NewEngineSync(mgr.GetClient(), d.engine).Register(mgr); err != nil {
 		return fmt.Errorf("registering the policy engine sync: %w", err)
