@@ -232,7 +232,7 @@ var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 
 
 // Collectors are every metric the manager exports beyond controller-runtime's own, in the
 // order docs/metrics.md lists them (a test keeps the two the same).
-var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, SchedulerQueueDepth, SchedulerUnfinishedWork, SchedulerIgnoredPods, PodsStartupDuration, NodesAllocatable, NodePoolLimit, NodePoolUsage, NodePoolCost,
+var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, SchedulerQueueDepth, SchedulerUnfinishedWork, SchedulerIgnoredPods, SchedulerPendingPodsByZone, PodsStartupDuration, NodesAllocatable, NodePoolLimit, NodePoolUsage, NodePoolCost,
 	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
 	DisruptionDecisions, DisruptionDecisionsByNodePool, DisruptionQueueFailures, DisruptionEvaluationDuration, DisruptionFailedValidations, DisruptionEligibleNodes, NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots, NodeRebootDuration, NodeRebootRecoveryDuration,

@@ -25,7 +25,22 @@ var (
 	SchedulerIgnoredPods = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "karpenter_scheduler_ignored_pods_count", Help: "Number of pods ignored during scheduling by Karpenter",
 	})
+	// SchedulerPendingPodsByZone is how many of the pods the controller's last batch solved
+	// are pending in each effective zone (solver.EffectiveZones): a zone, "flexible" or
+	// "none". Each batch replaces the last one's series.
+	SchedulerPendingPodsByZone = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_scheduler_pending_pods_by_effective_zone_count",
+		Help: "Pending pods dimensioned by effective zone constraint, or the intersection of pod-level zone signals, volume topology (PVC zones), and topology constraints. Values: specific zone name (e.g., 'us-west-2a'), 'flexible' (multiple zones), or 'none' (no valid intersection).",
+	}, []string{"controller", "zone"})
 )
+
+// SetPendingPodsByZone replaces the controller's effective-zone series with counts.
+func SetPendingPodsByZone(controller string, counts map[string]int) {
+	SchedulerPendingPodsByZone.DeletePartialMatch(prometheus.Labels{"controller": controller})
+	for zone, n := range counts {
+		SchedulerPendingPodsByZone.WithLabelValues(controller, zone).Set(float64(n))
+	}
+}
 
 // Solve is one solve's queue-depth and unfinished-work series.
 type Solve struct {

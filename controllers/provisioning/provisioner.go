@@ -240,8 +240,10 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		// Nothing pending: nothing is held back either.
 		p.cluster.SetPolicyBlocked(nil, nil)
 		metrics.UnschedulablePods.WithLabelValues("provisioner").Set(0)
+		metrics.SetPendingPodsByZone("provisioner", nil)
 		return nil
 	}
+	p.observeEffectiveZones(ctx, snap)
 	start := p.clock.Now()
 	res, outcome, err := p.solve(ctx, snap)
 	if err != nil {
@@ -319,6 +321,17 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		p.recorder.Eventf(u.Pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Provisioning", "Failed to schedule pod, %s", u.Reason)
 	}
 	return nil
+}
+
+// observeEffectiveZones sets the batch's pending pods by effective zone; a solver error is
+// only logged: the metric does not hold the batch up.
+func (p *Provisioner) observeEffectiveZones(ctx context.Context, snap *snapshot.Snapshot) {
+	zones, err := solver.EffectiveZones(p.scheduling.Apply(snap.SolverInput()))
+	if err != nil {
+		log.FromContext(ctx).Error(err, "counting pending pods by effective zone")
+		return
+	}
+	metrics.SetPendingPodsByZone("provisioner", zones)
 }
 
 // solve runs the batch through the policies when the engine is set, else the solver alone.

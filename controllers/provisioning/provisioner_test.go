@@ -139,4 +139,19 @@ func TestSolveIsObserved(t *testing.T) {
 	if n := testutil.CollectAndCount(metrics.SchedulerUnfinishedWork); n != 0 {
 		t.Errorf("%d unfinished work series after the solve ended, want 0", n)
 	}
+
+	// The batch's pods by effective zone: each batch replaces the last one's series.
+	pods[2].Spec.NodeSelector = map[string]string{karpv1.LabelTopologyZone: "z-a"}
+	p.observeEffectiveZones(t.Context(), snap)
+	zone := func(z string) float64 {
+		return testutil.ToFloat64(metrics.SchedulerPendingPodsByZone.WithLabelValues("provisioner", z))
+	}
+	if n := testutil.CollectAndCount(metrics.SchedulerPendingPodsByZone); n != 2 || zone("flexible") != 2 || zone("z-a") != 1 {
+		t.Fatalf("%d effective zone series, flexible %v, z-a %v; want 2, 2 and 1", n, zone("flexible"), zone("z-a"))
+	}
+	snap.Pods = pods[:1]
+	p.observeEffectiveZones(t.Context(), snap)
+	if n := testutil.CollectAndCount(metrics.SchedulerPendingPodsByZone); n != 1 || zone("flexible") != 1 {
+		t.Fatalf("the next batch: %d series, flexible %v; want 1 and 1", n, zone("flexible"))
+	}
 }

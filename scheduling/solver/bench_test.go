@@ -65,3 +65,18 @@ func BenchmarkMixedCatalog5000(b *testing.B) {
 func BenchmarkMixedCatalog20000(b *testing.B) {
 	benchmarkMixedOn(b, 20000, catalog.Embedded().ForProvider())
 }
+
+// BenchmarkEffectiveZonesCatalog5000 is what the provisioner's effective-zone metric adds to
+// a batch of the mixed workload (compare MixedCatalog5000, the batch's solve).
+func BenchmarkEffectiveZonesCatalog5000(b *testing.B) {
+	np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: karpv1.NodePoolSpec{Template: karpv1.NodeClaimTemplate{Spec: karpv1.NodeClaimTemplateSpec{
+		NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
+	}}}}
+	pods, types := bench.MixedPods(5000), catalog.Embedded().ForProvider()
+	for b.Loop() {
+		zones, err := EffectiveZones(&Input{Pods: pods, NodePools: []*NodePool{{NodePool: np, InstanceTypes: types}}})
+		if err != nil || zones[ZoneFlexible] == 0 {
+			b.Fatal(zones, err)
+		}
+	}
+}

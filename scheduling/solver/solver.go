@@ -159,13 +159,8 @@ func (s *solver) resOf(p *corev1.Pod, requests corev1.ResourceList) res {
 // Solve places the pods: on existing nodes first, then in-flight ones, then on new NodeClaims
 // from the NodePools in weight order. It is deterministic.
 func Solve(in *Input) (*Result, error) {
-	s := &solver{in: in, topo: newTopology(), standalone: map[standaloneKey]float64{}, intern: newInterner(), reserved: reservations{},
-		offerFilters: map[*Constraints]*offerFilter{}, offerFiltersByKey: map[string]*offerFilter{}}
-	s.topo.ignorePreferences = in.IgnorePreferences
-	if s.requests = in.Requests; s.requests == nil {
-		s.requests = scheduling.NewPodRequestCache()
-	}
-	if err := s.prepare(); err != nil {
+	s, err := newSolver(in)
+	if err != nil {
 		return nil, err
 	}
 	pods := append([]*corev1.Pod(nil), in.Pods...)
@@ -271,4 +266,18 @@ func weight(np *karpv1.NodePool) int32 {
 		return 0
 	}
 	return *np.Spec.Weight
+}
+
+// newSolver prepares a solve of the input: pools, nodes and topology, nothing placed yet.
+func newSolver(in *Input) (*solver, error) {
+	s := &solver{in: in, topo: newTopology(), standalone: map[standaloneKey]float64{}, intern: newInterner(), reserved: reservations{},
+		offerFilters: map[*Constraints]*offerFilter{}, offerFiltersByKey: map[string]*offerFilter{}}
+	s.topo.ignorePreferences = in.IgnorePreferences
+	if s.requests = in.Requests; s.requests == nil {
+		s.requests = scheduling.NewPodRequestCache()
+	}
+	if err := s.prepare(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
