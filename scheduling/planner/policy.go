@@ -9,7 +9,8 @@
 //     its bounds above the on-demand base, or, when that cannot do it, the pods are assigned
 //     Spot or on-demand and solved again (spot.go);
 //  4. pods that would take a namespace past its hourly limit are held back, cheapest kept
-//     first, and the rest solved again;
+//     first, and the rest solved again; then the held pods are tried again on NodeClaims no
+//     dearer than what their namespace has left (refill.go);
 //  5. every new NodeClaim passes the launch gate with the cost it attributes to each
 //     namespace, counting the NodeClaims in flight and those let through before it.
 //
@@ -93,10 +94,6 @@ func (n *Namespace) PricePerHour() float64 {
 	return a.HourlyCost + a.InFlightHourlyCost
 }
 
-// trimRounds bounds how often pods over a budget are held back and the rest solved again;
-// the launch gate catches what packing changes after the last round.
-const trimRounds = 3
-
 // budgetTolerance keeps rounding in attribution from refusing what exactly fits; the Rego
 // library uses the same.
 const budgetTolerance = 0.005
@@ -136,30 +133,19 @@ func (p *Planner) Solve(ctx context.Context, in *solver.Input) (*Outcome, error)
 		}
 		pending = append(pending, pod)
 	}
-	var res *solver.Result
-	perPod := false
-	for round := 0; ; round++ {
-		solveIn := *in
-		solveIn.Pods, solveIn.Policy = pending, h
-		if res != nil {
-			// Most pods stay where the last round put them.
-			solveIn.Seed = res.NodeClaims
-		}
-		if res, err = solver.Solve(&solveIn); err != nil {
-			return nil, err
-		}
-		if !spotByClaim(res, h, out.Namespaces, z) && !perPod {
-			perPod = true
-			if res, err = spotByPod(res, &solveIn, h, out.Namespaces, z); err != nil {
-				return nil, err
-			}
-		}
-		over := p.overBudget(res, in.Nodes, book, out.Namespaces, z)
-		if len(over) == 0 || round == trimRounds {
-			break
-		}
-		pending = out.hold(pending, over)
+	tr := &trimmer{p: p, in: in, h: h, book: book, namespaces: out.Namespaces, z: z}
+	first, err := tr.trim(pending, h, nil)
+	if err != nil {
+		return nil, err
 	}
+	final, err := tr.refill(first)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range final.held {
+		out.block(b.Pod, b.Violation)
+	}
+	res := final.res
 	p.gate(ctx, res, out, z)
 	p.account(res, in.Nodes, book, out, z)
 	for _, b := range out.Blocked {
@@ -209,22 +195,6 @@ func (p *Planner) uncommitIdle(pods []*corev1.Pod, nodes []*scheduling.Node, boo
 		u.IdleHourlyCost = min(u.IdleHourlyCost, open[ns])
 		before[ns] = u
 	}
-}
-
-// hold records the pods held back and returns the pending pods without them.
-func (o *Outcome) hold(pending []*corev1.Pod, over []Blocked) []*corev1.Pod {
-	held := map[*corev1.Pod]bool{}
-	for _, b := range over {
-		o.block(b.Pod, b.Violation)
-		held[b.Pod] = true
-	}
-	kept := pending[:0:0]
-	for _, pod := range pending {
-		if !held[pod] {
-			kept = append(kept, pod)
-		}
-	}
-	return kept
 }
 
 func (o *Outcome) block(pod *corev1.Pod, v policies.Violation) {

@@ -527,7 +527,9 @@ func TestGatedNamespaceIsNotChargedIdleRoom(t *testing.T) {
 		assume  bool
 		blocked int
 	}{
-		{"ungated: the idle room is committed, nothing is left of $0.80", nil, false, 20},
+		// $0.768 committed leaves $0.037: one pod on a NodeClaim of its own no dearer (a Spot
+		// m5.large at $0.031), the held pods' retry.
+		{"ungated: the idle room is committed, $0.037 is left of $0.80", nil, false, 19},
 		{"gated: $0.51 is left", []func(*corev1.Pod){gated}, false, -1},
 		{"manifests, as the webhook would gate them", nil, true, -1},
 	} {
