@@ -77,6 +77,9 @@ func NewController(c client.Client, cloud cloudprovider.CloudProvider, cluster *
 	ctl.opts.Evaluated = func(m methods.Method, took time.Duration) {
 		metrics.DisruptionEvaluationDuration.WithLabelValues(strings.ToLower(string(m.Reason())), m.Consolidation()).Observe(took.Seconds())
 	}
+	ctl.opts.Solved = func(took time.Duration) {
+		metrics.SchedulingDuration.WithLabelValues("disruption").Observe(took.Seconds())
+	}
 	if _, ok := cloud.(cloudprovider.Rebooter); ok {
 		ctl.opts.CanReboot = true
 		ctl.Orchestrator.reboots = NewRebootHistory()

@@ -261,6 +261,8 @@ func TestDriftRollsThreeAtATimeNeverFour(t *testing.T) {
 	byPoolBefore := testutil.ToFloat64(byPool)
 	evaluated := map[string]string{"reason": "drifted", "consolidation_type": ""}
 	evaluatedBefore, _ := metricstest.Observations(t, metrics.DisruptionEvaluationDuration, evaluated)
+	solved := map[string]string{"controller": "disruption"}
+	solvedBefore, _ := metricstest.Observations(t, metrics.SchedulingDuration, solved)
 	for pass := range 5 {
 		if _, err := f.ctl.Reconcile(ctx); err != nil {
 			t.Fatal(err)
@@ -299,6 +301,9 @@ func TestDriftRollsThreeAtATimeNeverFour(t *testing.T) {
 	}
 	if n, _ := metricstest.Observations(t, metrics.DisruptionEvaluationDuration, evaluated); n-evaluatedBefore < 3 {
 		t.Errorf("%d drift evaluations observed, want one for each pass that launched (3 or more)", n-evaluatedBefore)
+	}
+	if n, _ := metricstest.Observations(t, metrics.SchedulingDuration, solved); n-solvedBefore < 3 {
+		t.Errorf("%d disruption solves observed, want a simulation for each replacement (3 or more)", n-solvedBefore)
 	}
 	if n := testutil.ToFloat64(byPool) - byPoolBefore; n != 3 {
 		t.Errorf("karpenter_voluntary_disruption_decisions_by_nodepool_total{general,replace,drifted} rose by %v, want 3", n)

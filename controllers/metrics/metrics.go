@@ -21,7 +21,7 @@ var (
 	NodeClaimsTerminated = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_nodeclaims_terminated_total", Help: "Number of NodeClaims terminated, by NodePool, capacity type and zone.",
 	}, []string{"nodepool", "capacity_type", "zone"})
-	// SchedulingDuration is how long one solve of a batch took, by controller (provisioner),
+	// SchedulingDuration is how long one solve took, by controller (provisioner, disruption),
 	// with upstream's name, label and buckets.
 	SchedulingDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "karpenter_scheduler_scheduling_duration_seconds", Help: "Duration of scheduling simulations used for provisioning in seconds.",

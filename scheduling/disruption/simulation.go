@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -82,7 +83,11 @@ func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulatio
 		in.NodePools = append(in.NodePools, &solver.NodePool{NodePool: pool, InstanceTypes: rule.filter(np.InstanceTypes),
 			DaemonSetOverhead: np.DaemonSetOverhead, Usage: usage})
 	}
+	start := time.Now()
 	res, err := solver.Solve(in)
+	if c.Options.Solved != nil {
+		c.Options.Solved(time.Since(start))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("simulating the rescheduling of %d pods: %w", len(pods), err)
 	}

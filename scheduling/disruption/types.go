@@ -246,6 +246,9 @@ type Options struct {
 	// Evaluated, when set, is told how long each method a pass ran took to decide (the
 	// controller's karpenter_voluntary_disruption_decision_evaluation_duration_seconds).
 	Evaluated func(m Method, took time.Duration)
+	// Solved, when set, is told how long each simulation's solve took (the controller's
+	// karpenter_scheduler_scheduling_duration_seconds{controller="disruption"}, as upstream's).
+	Solved func(took time.Duration)
 }
 
 // NodePoolOf is the state of a candidate's NodePool.
