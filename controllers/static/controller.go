@@ -11,6 +11,7 @@ package static
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -139,6 +140,10 @@ func staticReason(why string) string {
 // Survey is what the plan is made from: a static pool's NodeClaims, sorted oldest first.
 type Survey struct {
 	Desired int
+	// Limit is the pool's limits.nodes, nil without one: the NodeClaims being deleted count
+	// against it until they are gone, as upstream's, so a replacement or a scale-up waits for
+	// them when the pool is at its limit.
+	Limit *int
 	// Active are the NodeClaims not being deleted; Deleting counts those being deleted.
 	Active   []*karpv1.NodeClaim
 	Deleting int
@@ -176,8 +181,10 @@ func (s *Survey) protect(nodes map[string]bool) {
 func (c *Controller) survey(np *karpv1.NodePool, claims []karpv1.NodeClaim) Survey {
 	now := c.clock.Now()
 	s := Survey{Desired: int(*np.Spec.Replicas)}
-	if limit, ok := np.Spec.Limits[corev1.ResourceName("nodes")]; ok && int(limit.Value()) < s.Desired {
-		s.Desired = int(limit.Value())
+	if limit, ok := np.Spec.Limits[corev1.ResourceName("nodes")]; ok {
+		l := int(limit.Value())
+		s.Limit = &l
+		s.Desired = min(s.Desired, l)
 	}
 	sort.Slice(claims, func(i, j int) bool {
 		if !claims[i].CreationTimestamp.Equal(&claims[j].CreationTimestamp) {
@@ -233,9 +240,18 @@ func Plan(s Survey) Action {
 	if canRoll {
 		surge = 1
 	}
+	// room is how many NodeClaims the node limit lets exist beside the active and deleting ones.
+	room := math.MaxInt
+	if s.Limit != nil {
+		room = *s.Limit - len(s.Active) - s.Deleting
+	}
 	switch n := len(s.Active); {
 	case n < s.Desired:
-		return Action{Create: s.Desired - n, Why: WhyScaleUp, Wait: true}
+		if create := min(s.Desired-n, room); create > 0 {
+			return Action{Create: create, Why: WhyScaleUp, Wait: true}
+		}
+		// At the limit with NodeClaims still being deleted: they free room when they go.
+		return Action{Wait: true}
 	case n > s.Desired+surge:
 		if del := cheapestToDisrupt(s.Active, stale, s.Pods, s.Protected, n-s.Desired); len(del) > 0 {
 			return Action{Delete: del, Why: WhyScaleDown}
@@ -248,6 +264,10 @@ func Plan(s Survey) Action {
 		}
 		return Action{Delete: stale[:1], Why: why, Wait: true}
 	case n == s.Desired && canRoll && s.Uninitialized == 0:
+		if room < 1 {
+			// The last replaced node is still going; its room comes back when it is gone.
+			return Action{Wait: true}
+		}
 		return Action{Create: 1, Why: why, Wait: true}
 	}
 	return Action{Wait: s.Uninitialized > 0 || len(stale) > 0}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 )
@@ -55,6 +56,14 @@ func TestPlan(t *testing.T) {
 			"delete nc-new (scaling down to replicas)"},
 		"only protected nodes over the size: wait": {Survey{Desired: 1, Active: five[:2], Protected: map[*karpv1.NodeClaim]bool{five[0]: true, five[1]: true}}, "wait"},
 		"zero replicas: everything goes":           {Survey{Desired: 0, Active: five[:2]}, "delete nc-1,nc-0 (scaling down to replicas)"},
+		// limits.nodes 5 with 4 replicas: upstream's "should not go over limit during
+		// concurrent changes", where the second replacement came while the first replaced
+		// node was still being deleted, and 6 NodeClaims existed.
+		"drifted under the limit: surge a replacement": {Survey{Desired: 4, Limit: ptr.To(5), Active: five[:4], Drifted: five[:1], DriftAllowed: 4}, "create 1 (replacing a drifted node)"},
+		"drifted at the limit, a replaced node still going: wait": {Survey{Desired: 4, Limit: ptr.To(5), Active: five[:4], Deleting: 1, Drifted: five[1:2], DriftAllowed: 4},
+			"wait"},
+		"too few, the limit counting the deleting: what it leaves": {Survey{Desired: 4, Limit: ptr.To(5), Active: five[:2], Deleting: 2}, "create 1 (scaling up to replicas)"},
+		"too few, no room left under the limit: wait":              {Survey{Desired: 4, Limit: ptr.To(5), Active: five[:2], Deleting: 3}, "wait"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			a := Plan(tc.s)
