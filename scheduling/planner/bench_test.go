@@ -26,7 +26,7 @@ import (
 
 const benchNamespaces = 20
 
-func benchPlanner(b *testing.B) (*Planner, []string) {
+func benchPlanner(b *testing.B, hourly string) (*Planner, []string) {
 	e, err := policies.NewEngine()
 	if err != nil {
 		b.Fatal(err)
@@ -41,7 +41,7 @@ func benchPlanner(b *testing.B) (*Planner, []string) {
 			tier = "dev"
 		}
 		p.Namespaces[name] = policies.Namespace{Name: name, Labels: map[string]string{"tier": tier}}
-		p.Budgets[name] = budget(name, "500", func(b *policyv1.CapacityBudget) {
+		p.Budgets[name] = budget(name, hourly, func(b *policyv1.CapacityBudget) {
 			b.Spec.InstanceFamilies = &policyv1.InstanceFamilies{Allow: []string{"synthetic*", "m*", "c*"}, Deny: []string{"*metal*"}}
 			if i%2 == 0 {
 				b.Spec.Spot = &policyv1.SpotShare{MinPercent: ptr(int32(50)), MaxPercent: ptr(int32(90))}
@@ -63,8 +63,11 @@ price_ceiling contains {"pricePerHour": data.parameters.maxPricePerHour, "msg": 
 	return p, names
 }
 
-func benchmarkMixed(b *testing.B, withPolicies bool) {
-	p, names := benchPlanner(b)
+func benchmarkMixed(b *testing.B, withPolicies bool) { benchmarkMixedUnder(b, withPolicies, "500") }
+
+// benchmarkMixedUnder is the benchmark with each namespace's hourly limit at hourly.
+func benchmarkMixedUnder(b *testing.B, withPolicies bool, hourly string) {
+	p, names := benchPlanner(b, hourly)
 	np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: karpv1.NodePoolSpec{Template: karpv1.NodeClaimTemplate{Spec: karpv1.NodeClaimTemplateSpec{
 		NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
 	}}}}
@@ -110,3 +113,8 @@ func benchmarkMixed(b *testing.B, withPolicies bool) {
 
 func BenchmarkMixed5000With20NamespacesNoPolicies(b *testing.B) { benchmarkMixed(b, false) }
 func BenchmarkMixed5000With20NamespacesPolicies(b *testing.B)   { benchmarkMixed(b, true) }
+
+// BenchmarkMixed5000With20NamespacesTightBudgets limits each namespace to $2/hour, about a
+// third of what its pods ask for: pods are held back, and the held pods are tried again on
+// NodeClaims no dearer than what is left (refill.go).
+func BenchmarkMixed5000With20NamespacesTightBudgets(b *testing.B) { benchmarkMixedUnder(b, true, "2") }
