@@ -352,7 +352,10 @@ func TestFailedReplacementRollsBack(t *testing.T) {
 	}
 }
 
-// A replacement that does not initialize within ReplacementTimeout rolls back and is deleted.
+// A replacement that does not initialize within ReplacementTimeout rolls its command back and
+// is kept, released from the command, as upstream keeps it. While it stays uninitialized no
+// command counts on its room, so the drifted node is not tried again (a second replacement
+// would be launched to fail the same way); once it is gone, the node is.
 func TestReplacementTimeoutRollsBack(t *testing.T) {
 	ctx := context.Background()
 	f := newFleet(t, 1, "1")
@@ -362,19 +365,28 @@ func TestReplacementTimeoutRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.reconcileAll(t)
+	var claims karpv1.NodeClaimList
+	_ = f.client.List(ctx, &claims, client.HasLabels{CommandLabel})
+	if len(claims.Items) != 1 {
+		t.Fatalf("%d replacements, want 1", len(claims.Items))
+	}
+	replacement := claims.Items[0].Name
 	f.clock.Step(ReplacementTimeout + time.Second)
 	f.reconcileAll(t)
 	assertUnmarked(t, f, "node-0")
 	if n := testutil.ToFloat64(failures) - failuresBefore; n != 1 {
 		t.Errorf("karpenter_voluntary_disruption_queue_failures_total{replace,drifted} rose by %v, want 1 (the replacement)", n)
 	}
-	var claims karpv1.NodeClaimList
-	_ = f.client.List(ctx, &claims, client.HasLabels{CommandLabel})
-	if len(claims.Items) != 0 {
-		t.Fatalf("the replacement that never initialized is deleted: %d left", len(claims.Items))
+	kept := &karpv1.NodeClaim{}
+	if err := f.client.Get(ctx, client.ObjectKey{Name: replacement}, kept); err != nil {
+		t.Fatalf("the replacement that did not initialize in time is kept: %v", err)
 	}
-	// The node is left alone (untainted, where anyone can see it) for RollbackHold, then tried
-	// again.
+	if kept.DeletionTimestamp != nil || kept.Labels[CommandLabel] != "" {
+		t.Fatalf("the kept replacement is released from its command, not deleted: labels %v, deleting %v", kept.Labels, kept.DeletionTimestamp != nil)
+	}
+	// The node is left alone (untainted, where anyone can see it) for RollbackHold; after it,
+	// as long as the replacement has not initialized, the pod would go there, which no command
+	// counts on.
 	f.sync(t)
 	if _, err := f.ctl.Reconcile(ctx); err != nil {
 		t.Fatal(err)
@@ -386,8 +398,18 @@ func TestReplacementTimeoutRollsBack(t *testing.T) {
 	if _, err := f.ctl.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if n := f.ctl.Orchestrator.Len(); n != 0 {
+		t.Fatalf("with the kept replacement not initialized the drifted node is tried again: %d commands", n)
+	}
+	if err := f.client.Delete(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	f.sync(t)
+	if _, err := f.ctl.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if n := f.ctl.Orchestrator.Len(); n != 1 {
-		t.Fatalf("after the hold the drifted node is not tried again: %d commands", n)
+		t.Fatalf("with the kept replacement gone the drifted node is not tried again: %d commands", n)
 	}
 }
 

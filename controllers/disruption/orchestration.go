@@ -68,8 +68,8 @@ var OrchestrationBackoff = ratelimit.Settings{Base: time.Second, Max: 10 * time.
 // mark the candidates, create the replacements and nominate the pods that go to them, wait
 // until every replacement is Initialized, then delete the candidates (their termination
 // drains them). A replacement that fails to launch or initialize within ReplacementTimeout
-// rolls the command back: the candidates are unmarked and the replacements not initialized
-// deleted. It is the only part of disruption that writes.
+// rolls the command back: the candidates are unmarked and the replacements that exist released
+// (rollback). It is the only part of disruption that writes.
 type Orchestrator struct {
 	client   client.Client
 	cluster  *state.Cluster
@@ -255,7 +255,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 		for _, c := range cmd.candidates {
 			if err := o.mark(ctx, cmd, c); err != nil {
 				if apierrors.IsNotFound(err) {
-					return reconcile.Result{}, o.rollback(ctx, cmd, fmt.Sprintf("node %s is gone", c.node))
+					return reconcile.Result{}, o.rollback(ctx, cmd, fmt.Sprintf("node %s is gone", c.node), false)
 				}
 				return ratelimit.Retry(err)
 			}
@@ -267,7 +267,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 		nc := solver.NodeClaimFor(cmd.pools[r.NodePool], r)
 		nc.Labels[CommandLabel] = cmd.id
 		if err := o.client.Create(ctx, nc); err != nil {
-			return reconcile.Result{}, o.rollback(ctx, cmd, fmt.Sprintf("creating a replacement: %v", err))
+			return reconcile.Result{}, o.rollback(ctx, cmd, fmt.Sprintf("creating a replacement: %v", err), false)
 		}
 		o.cluster.Created(nc)
 		metrics.Created(strings.ToLower(string(cmd.reason)), nc)
@@ -289,11 +289,11 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 	case err != nil:
 		return reconcile.Result{}, err
 	case why != "":
-		return reconcile.Result{}, o.rollback(ctx, cmd, why)
+		return reconcile.Result{}, o.rollback(ctx, cmd, why, true)
 	case !ready && o.clock.Since(cmd.started) > ReplacementTimeout:
 		why := fmt.Sprintf("replacements did not initialize within %s", ReplacementTimeout)
 		o.hold(cmd, why)
-		return reconcile.Result{}, o.rollback(ctx, cmd, why)
+		return reconcile.Result{}, o.rollback(ctx, cmd, why, true)
 	case !ready:
 		if !cmd.waitingTold {
 			cmd.waitingTold = true
@@ -489,12 +489,18 @@ func recordDecision(cmd *command) {
 	}
 }
 
-// rollback unmarks the candidates and deletes the replacements not initialized. It runs with
-// a context of its own: a rollback started must finish even when the manager stops.
-func (o *Orchestrator) rollback(ctx context.Context, cmd *command, why string) error {
+// rollback unmarks the candidates. With release (the command got under way: its replacements
+// timed out or one of them failed), the replacements that exist are released as ordinary
+// NodeClaims, as upstream keeps them: they launched and may yet initialize, and once they have,
+// consolidation treats them as any node; until then no command counts on their room
+// (scheduling/disruption, simulate). Without (it never got under way: creating a replacement
+// failed, or the manager that started it stopped first), those not initialized are deleted,
+// as nothing waits for them. It runs with a context of its own: a rollback started must finish
+// even when the manager stops.
+func (o *Orchestrator) rollback(ctx context.Context, cmd *command, why string, release bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	log.FromContext(ctx).Info("rolling back a disruption command", "nodes", cmd.nodes(), "why", why)
+	log.FromContext(ctx).Info("rolling back a disruption command", "nodes", cmd.nodes(), "why", why, "replacementsKept", release)
 	var errs []string
 	for _, c := range cmd.candidates {
 		if err := o.unmark(ctx, c.node, c.nodeClaim); err != nil {
@@ -513,10 +519,18 @@ func (o *Orchestrator) rollback(ctx context.Context, cmd *command, why string) e
 		}
 		if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
 			initialized++
-			continue
 		}
-		if err := o.client.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
-			errs = append(errs, err.Error())
+		switch {
+		case release || meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized):
+			// No longer the command's: a manager that starts later must not take it for
+			// one in flight (Adopt).
+			if err := o.release(ctx, nc); err != nil {
+				errs = append(errs, err.Error())
+			}
+		default:
+			if err := o.client.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
+				errs = append(errs, err.Error())
+			}
 		}
 	}
 	if len(errs) > 0 {
@@ -526,6 +540,19 @@ func (o *Orchestrator) rollback(ctx context.Context, cmd *command, why string) e
 	// The replacements it wanted that never initialized (not created, gone, or deleted here).
 	metrics.DisruptionQueueFailures.WithLabelValues(string(cmd.decision), strings.ToLower(string(cmd.reason)), cmd.consolidationType).Add(float64(max(0, cmd.want-initialized)))
 	o.forget(cmd)
+	return nil
+}
+
+// release removes a replacement's CommandLabel.
+func (o *Orchestrator) release(ctx context.Context, nc *karpv1.NodeClaim) error {
+	if nc.Labels[CommandLabel] == "" || nc.DeletionTimestamp != nil {
+		return nil
+	}
+	base := nc.DeepCopy()
+	delete(nc.Labels, CommandLabel)
+	if err := o.client.Patch(ctx, nc, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("releasing replacement %s: %w", nc.Name, err)
+	}
 	return nil
 }
 
@@ -597,7 +624,7 @@ func (o *Orchestrator) event(c candidateRef, kind, reason, msg string) {
 // Adopt takes over what a manager that stopped left in flight, from the objects: a command
 // whose replacements were all created is tracked again to its end (from now, with a fresh
 // ReplacementTimeout); any other is rolled back (its replacements not initialized deleted,
-// its candidates unmarked), and so is a disrupted taint no command accounts for, on a node
+// the others released, its candidates unmarked), and so is a disrupted taint no command accounts for, on a node
 // that is not being deleted. The next pass decides afresh.
 func (o *Orchestrator) Adopt(ctx context.Context, objs *snapshot.Objects) error {
 	found := map[string]*command{}
@@ -656,7 +683,7 @@ func (o *Orchestrator) Adopt(ctx context.Context, objs *snapshot.Objects) error 
 			o.source <- event.TypedGenericEvent[*karpv1.NodeClaim]{Object: &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: id}}}
 			continue
 		}
-		if err := o.rollback(ctx, cmd, "the manager that started it stopped before it was under way"); err != nil {
+		if err := o.rollback(ctx, cmd, "the manager that started it stopped before it was under way", false); err != nil {
 			return err
 		}
 	}

@@ -44,7 +44,11 @@ func NewCluster(snap *snapshot.Snapshot, opts Options) *Cluster {
 		pods = append(pods, n.Pods...)
 	}
 	pdbs := newPDBLimits(snap.PDBs, pods)
+	c.uninitialized = map[string]bool{}
 	for _, n := range snap.StateNodes {
+		if n.Sched != nil && (n.InFlight || !n.Initialized || !n.Ready) {
+			c.uninitialized[n.Sched.Name] = true
+		}
 		if n.InFlight {
 			continue
 		}

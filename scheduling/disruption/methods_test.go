@@ -100,7 +100,17 @@ func TestMethods(t *testing.T) {
 		"emptiness respects an Empty budget of 0":          {Emptiness{}, world{pools: []*karpv1.NodePool{noEmpty}, nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a")}}, ""},
 		"drift replaces a node whose labels left its pool": {Drift{}, world{pools: []*karpv1.NodePool{drifting}, nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a")}, pods: []*corev1.Pod{pod("web", "a", "1", "2Gi")}}, "replace:a+c5.large/spot"},
 		"drift leaves nodes that match":                    {Drift{}, world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a")}, pods: []*corev1.Pod{pod("web", "a", "1", "2Gi")}}, ""},
-		"drift deletes empty drifted nodes first":          {Drift{}, world{pools: []*karpv1.NodePool{drifting}, nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a"), node("b", "m5.large", "on-demand", "z-a")}, pods: []*corev1.Pod{pod("web", "a", "1", "2Gi")}}, "delete:b"},
+		"drift moves pods to a node with room that is up": {Drift{}, world{pools: []*karpv1.NodePool{drifting},
+			nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("u", "m5.xlarge", "on-demand", "z-a", unmanaged)}, pods: []*corev1.Pod{pod("web", "a", "1", "2Gi")}}, "delete:a"},
+		"drift does not count on a node not Ready": {Drift{}, world{pools: []*karpv1.NodePool{drifting},
+			nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("u", "m5.xlarge", "on-demand", "z-a", unmanaged, notReady)}, pods: []*corev1.Pod{pod("web", "a", "1", "2Gi")}}, ""},
+		// As upstream: the replacement a rolled-back command left, registered but never
+		// initialized, does not take the pods of the node it was to replace.
+		"drift does not count on a node not initialized": {Drift{}, world{pools: []*karpv1.NodePool{drifting},
+			nodes:  []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a")},
+			claims: []*karpv1.NodeClaim{claim("a"), claim("b", func(nc *karpv1.NodeClaim) { nc.Status.Conditions = nil })},
+			pods:   []*corev1.Pod{pod("web", "a", "1", "2Gi")}}, ""},
+		"drift deletes empty drifted nodes first": {Drift{}, world{pools: []*karpv1.NodePool{drifting}, nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a"), node("b", "m5.large", "on-demand", "z-a")}, pods: []*corev1.Pod{pod("web", "a", "1", "2Gi")}}, "delete:b"},
 		"single-node deletes a node whose pods fit elsewhere": {&SingleNode{}, world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a")},
 			pods: []*corev1.Pod{pod("web", "a", "1", "2Gi"), pod("api", "b", "2", "4Gi")}}, "delete:a"},
 		"single-node replaces on-demand with cheaper Spot": {&SingleNode{}, world{nodes: []*corev1.Node{node("a", "m5.2xlarge", "on-demand", "z-a")},
@@ -141,3 +151,9 @@ func TestMethods(t *testing.T) {
 }
 
 func sameApp(p *corev1.Pod) { p.Labels["app"] = "web" }
+
+func unmanaged(n *corev1.Node) { delete(n.Labels, karpv1.NodePoolLabelKey) }
+
+func notReady(n *corev1.Node) {
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+}

@@ -39,7 +39,8 @@ type replacementRule struct {
 // offers room (not being disrupted) and, when needed, new NodeClaims from the NodePools, within
 // the rule. The pods waiting for a place (pending, or on deleting nodes) are where the solver
 // first puts them (placeWaiting): they keep that room, and those placed on a candidate go with
-// its pods.
+// its pods. A pod placed on an in-flight NodeClaim or on a node not initialized and Ready makes
+// the simulation unschedulable: the room is there, but not yet to count on.
 func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulation, error) {
 	c.placeWaiting()
 	gone := map[string]bool{}
@@ -98,6 +99,12 @@ func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulatio
 	}
 	for _, name := range sortedKeys(res.Existing) {
 		for _, p := range res.Existing[name] {
+			if sim.unschedulable == "" && c.uninitialized[name] {
+				// As upstream: a command counts only on room that is up. A node that never
+				// initializes (a replacement a rolled-back command left) would otherwise take
+				// the pods of the node it was to replace.
+				sim.unschedulable = fmt.Sprintf("pod %s/%s would move to %s, which is not initialized yet", p.Namespace, p.Name, name)
+			}
 			sim.moves = append(sim.moves, Move{Pod: p, To: name})
 		}
 	}

@@ -207,6 +207,9 @@ type Cluster struct {
 	// removed and applied are the nodes earlier commands took away and added, when a
 	// simulation of several passes (Apply) runs on one snapshot.
 	removed, applied map[string]bool
+	// uninitialized are the Nodes that are not yet places a command may count on: in-flight
+	// NodeClaims and nodes not Initialized or not Ready (simulation.go).
+	uninitialized map[string]bool
 }
 
 // PricePerHour is what the cluster's priced nodes cost per hour.
