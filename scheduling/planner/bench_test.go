@@ -26,7 +26,7 @@ import (
 
 const benchNamespaces = 20
 
-func benchPlanner(b *testing.B, hourly string) (*Planner, []string) {
+func benchPlanner(b testing.TB, hourly string) (*Planner, []string) {
 	e, err := policies.NewEngine()
 	if err != nil {
 		b.Fatal(err)

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -275,9 +276,9 @@ func spotByClaim(res *solver.Result, h *hook, namespaces map[string]*Namespace, 
 			// Relief per extra dollar; on a tie, the NodeClaim moving fewer other pods.
 			score := relief / max(*cs.onDemand-cs.c.Offering.Price, 1e-6)
 			others := 0.0
-			for name, cpu := range cs.byNS {
+			for _, name := range slices.Sorted(maps.Keys(cs.byNS)) { // a sum in map order is not the same every time
 				if _, ok := excess[name]; !ok {
-					others += cpu
+					others += cs.byNS[name]
 				}
 			}
 			if best == nil || score > bestScore*(1+1e-9) || (score >= bestScore*(1-1e-9) && others < bestOthers) {
