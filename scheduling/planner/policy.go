@@ -311,18 +311,9 @@ func (p *Planner) overBudget(res *solver.Result, nodes []*scheduling.Node, book 
 // overBudgetByPod holds back, per namespace, the pods placed past its limit, on nodes with
 // room or on new NodeClaims, cheapest kept first.
 func (p *Planner) overBudgetByPod(res *solver.Result, nodes []*scheduling.Node, book PriceBook, namespaces map[string]*Namespace, z sizes) []Blocked {
-	running := map[string]float64{}
-	for name, ns := range namespaces {
-		if b := ns.Budget; b != nil && b.HasLimit && b.Enforcement == policyv1.EnforcementDeny {
-			running[name] = b.Committed
-		}
-	}
+	running := denyLimited(namespaces)
 	if len(running) == 0 {
 		return nil
-	}
-	byName := map[string]*scheduling.Node{}
-	for _, n := range nodes {
-		byName[n.Name] = n
 	}
 	type placed struct {
 		pod  *corev1.Pod
@@ -331,32 +322,19 @@ func (p *Planner) overBudgetByPod(res *solver.Result, nodes []*scheduling.Node, 
 	}
 	onClaims := map[string][]placed{}
 	added := map[string]float64{}
+	charge := func(pod *corev1.Pod, cost float64) {
+		onClaims[pod.Namespace] = append(onClaims[pod.Namespace], placed{pod: pod, cost: cost})
+		added[pod.Namespace] += cost
+	}
 	// A pod placed on a node with room adds its share of that node to the run-rate as much as
 	// one on a new NodeClaim, and with the CapacityBudget gate it runs only if let through.
-	for name, pods := range res.Existing {
-		n := byName[name]
-		if n == nil {
-			continue
-		}
-		price := n.PricePerHour
-		if price == 0 {
-			price, _ = book.Price(n.Labels)
-		}
-		for _, pod := range pods {
-			if _, ok := running[pod.Namespace]; ok {
-				cost, _ := z.cost(pod, price, n.Allocatable)
-				onClaims[pod.Namespace] = append(onClaims[pod.Namespace], placed{pod: pod, cost: cost})
-				added[pod.Namespace] += cost
-			}
-		}
-	}
-	for _, c := range res.NodeClaims {
-		alloc := c.InstanceType.Allocatable()
-		for _, pod := range c.Pods {
-			if _, ok := running[pod.Namespace]; ok {
-				cost, _ := z.cost(pod, c.Offering.Price, alloc)
-				onClaims[pod.Namespace] = append(onClaims[pod.Namespace], placed{pod: pod, cost: cost})
-				added[pod.Namespace] += cost
+	onExisting(res, nodes, book, z, running, charge)
+	for name, shares := range nsShares(res, z, nil) {
+		if _, ok := running[name]; ok {
+			for _, sh := range shares {
+				for i, pod := range sh.pods {
+					charge(pod, sh.costs[i])
+				}
 			}
 		}
 	}
@@ -403,33 +381,7 @@ func (p *Planner) overBudgetBySpareRoom(res *solver.Result, namespaces map[strin
 	for _, b := range over {
 		heldNow[b.Pod] = true
 	}
-	type claimShare struct {
-		kept       []*corev1.Pod
-		cost, idle float64
-	}
-	byNS := map[string][]*claimShare{}
-	for _, c := range res.NodeClaims {
-		alloc := c.InstanceType.Allocatable()
-		idle := c.Offering.Price
-		shares := map[string]*claimShare{}
-		for _, pod := range c.Pods {
-			if heldNow[pod] {
-				continue
-			}
-			cost, _ := z.cost(pod, c.Offering.Price, alloc)
-			idle -= cost
-			sh, ok := shares[pod.Namespace]
-			if !ok {
-				sh = &claimShare{}
-				shares[pod.Namespace] = sh
-				byNS[pod.Namespace] = append(byNS[pod.Namespace], sh)
-			}
-			sh.kept, sh.cost = append(sh.kept, pod), sh.cost+cost
-		}
-		for _, sh := range shares {
-			sh.idle = max(0, idle)
-		}
-	}
+	byNS := nsShares(res, z, heldNow)
 	var more []Blocked
 	names := slices.Sorted(maps.Keys(byNS))
 	for _, name := range names {
@@ -442,7 +394,7 @@ func (p *Planner) overBudgetBySpareRoom(res *solver.Result, namespaces map[strin
 		for _, sh := range shares {
 			total += sh.cost + sh.idle
 		}
-		var dropped []*claimShare
+		var dropped []*nsShare
 		for len(shares) > 0 && total > b.HourlyLimit+budgetTolerance {
 			worst := 0
 			for i := range shares {
@@ -457,7 +409,7 @@ func (p *Planner) overBudgetBySpareRoom(res *solver.Result, namespaces map[strin
 		// Take back, cheapest first, what fits once the rest is given up; what stays given up
 		// would pass the limit on top of what is kept, as its message says.
 		sort.SliceStable(dropped, func(i, j int) bool { return dropped[i].cost+dropped[i].idle < dropped[j].cost+dropped[j].idle })
-		var gone []*claimShare
+		var gone []*nsShare
 		for _, sh := range dropped {
 			if total+sh.cost+sh.idle <= b.HourlyLimit+budgetTolerance {
 				total += sh.cost + sh.idle
@@ -466,7 +418,7 @@ func (p *Planner) overBudgetBySpareRoom(res *solver.Result, namespaces map[strin
 			gone = append(gone, sh)
 		}
 		for _, sh := range gone {
-			for _, pod := range sh.kept {
+			for _, pod := range sh.pods {
 				more = append(more, overrun(b, name, pod, total, sh.cost+sh.idle))
 			}
 		}

@@ -5,9 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
-	"github.com/karpenter-policy/karpenter/scheduling"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
 
@@ -193,48 +191,16 @@ func placedIn(res *solver.Result) map[*corev1.Pod]bool {
 // they are placed on, and for each new NodeClaim it has pods on its pods' share and the
 // NodeClaim's idle room, as overBudget charges them.
 func (t *trimmer) headroom(res *solver.Result) map[string]float64 {
-	charged := map[string]float64{}
-	for name, ns := range t.namespaces {
-		if b := ns.Budget; b != nil && b.HasLimit && b.Enforcement == policyv1.EnforcementDeny {
-			charged[name] = b.Committed
-		}
-	}
+	charged := denyLimited(t.namespaces)
 	if len(charged) == 0 {
 		return nil
 	}
-	byName := map[string]*scheduling.Node{}
-	for _, n := range t.in.Nodes {
-		byName[n.Name] = n
-	}
-	for name, pods := range res.Existing {
-		n := byName[name]
-		if n == nil {
-			continue
-		}
-		price := n.PricePerHour
-		if price == 0 {
-			price, _ = t.book.Price(n.Labels)
-		}
-		for _, pod := range pods {
-			if _, ok := charged[pod.Namespace]; ok {
-				cost, _ := t.z.cost(pod, price, n.Allocatable)
-				charged[pod.Namespace] += cost
+	onExisting(res, t.in.Nodes, t.book, t.z, charged, func(pod *corev1.Pod, cost float64) { charged[pod.Namespace] += cost })
+	for name, shares := range nsShares(res, t.z, nil) {
+		if _, ok := charged[name]; ok {
+			for _, sh := range shares {
+				charged[name] += sh.cost + sh.idle
 			}
-		}
-	}
-	for _, c := range res.NodeClaims {
-		alloc := c.InstanceType.Allocatable()
-		idle := c.Offering.Price
-		share := map[string]float64{}
-		for _, pod := range c.Pods {
-			cost, _ := t.z.cost(pod, c.Offering.Price, alloc)
-			idle -= cost
-			if _, ok := charged[pod.Namespace]; ok {
-				share[pod.Namespace] += cost
-			}
-		}
-		for name, cost := range share {
-			charged[name] += cost + max(0, idle)
 		}
 	}
 	left := make(map[string]float64, len(charged))

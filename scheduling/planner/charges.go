@@ -1,0 +1,93 @@
+package planner
+
+import (
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling/solver"
+)
+
+// What a batch charges the namespaces whose budget denies past an hourly limit, as
+// overBudget holds pods back and headroom retries them: a pod placed on a node with room, its
+// share of the node's price; for each new NodeClaim, each namespace's pods' shares and, as
+// kube-scheduler may bind any of the namespace's pods into it, the NodeClaim's idle room.
+
+// denyLimited are the namespaces whose budget denies past an hourly limit, with what each
+// commits already.
+func denyLimited(namespaces map[string]*Namespace) map[string]float64 {
+	out := map[string]float64{}
+	for name, ns := range namespaces {
+		if b := ns.Budget; b != nil && b.HasLimit && b.Enforcement == policyv1.EnforcementDeny {
+			out[name] = b.Committed
+		}
+	}
+	return out
+}
+
+// onExisting calls charge for every pod of the namespaces in limited that the result places
+// on a node with room, with its share of the node's price (the node's own, else the book's).
+func onExisting(res *solver.Result, nodes []*scheduling.Node, book PriceBook, z sizes, limited map[string]float64, charge func(pod *corev1.Pod, cost float64)) {
+	byName := make(map[string]*scheduling.Node, len(nodes))
+	for _, n := range nodes {
+		byName[n.Name] = n
+	}
+	// In the nodes' order: which of two pods alike is held back must not depend on map order.
+	for _, name := range slices.Sorted(maps.Keys(res.Existing)) {
+		pods := res.Existing[name]
+		n := byName[name]
+		if n == nil {
+			continue
+		}
+		price := n.PricePerHour
+		if price == 0 {
+			price, _ = book.Price(n.Labels)
+		}
+		for _, pod := range pods {
+			if _, ok := limited[pod.Namespace]; ok {
+				cost, _ := z.cost(pod, price, n.Allocatable)
+				charge(pod, cost)
+			}
+		}
+	}
+}
+
+// nsShare is one namespace's part of one new NodeClaim: its pods with their shares of the
+// price, their sum, and the NodeClaim's idle room once all its pods counted are placed.
+type nsShare struct {
+	pods       []*corev1.Pod
+	costs      []float64
+	cost, idle float64
+}
+
+// nsShares are, by namespace, its parts of the result's new NodeClaims, in the result's
+// order, leaving out the pods in skip (held back already).
+func nsShares(res *solver.Result, z sizes, skip map[*corev1.Pod]bool) map[string][]*nsShare {
+	byNS := map[string][]*nsShare{}
+	for _, c := range res.NodeClaims {
+		alloc := c.InstanceType.Allocatable()
+		idle := c.Offering.Price
+		shares := map[string]*nsShare{}
+		for _, pod := range c.Pods {
+			if skip[pod] {
+				continue
+			}
+			cost, _ := z.cost(pod, c.Offering.Price, alloc)
+			idle -= cost
+			sh, ok := shares[pod.Namespace]
+			if !ok {
+				sh = &nsShare{}
+				shares[pod.Namespace] = sh
+				byNS[pod.Namespace] = append(byNS[pod.Namespace], sh)
+			}
+			sh.pods, sh.costs, sh.cost = append(sh.pods, pod), append(sh.costs, cost), sh.cost+cost
+		}
+		for _, sh := range shares {
+			sh.idle = max(0, idle)
+		}
+	}
+	return byNS
+}
