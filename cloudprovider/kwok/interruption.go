@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
@@ -56,16 +55,7 @@ func (i *Interrupter) NeedLeaderElection() bool { return true }
 
 // Start steps every tick until ctx ends.
 func (i *Interrupter) Start(ctx context.Context) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-i.p.clock.After(i.tick):
-			if err := i.Step(ctx); err != nil {
-				log.FromContext(ctx).Error(err, "spot interruption injection")
-			}
-		}
-	}
+	return every(ctx, i.p.clock, i.tick, "spot interruption injection", i.Step)
 }
 
 // Step notices new interruptions and reclaims the instances whose notice has run out.

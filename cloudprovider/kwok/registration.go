@@ -48,35 +48,27 @@ func (r *Registrar) NeedLeaderElection() bool { return true }
 
 // Start steps every tick until ctx ends.
 func (r *Registrar) Start(ctx context.Context) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.p.clock.After(r.tick):
-			if err := r.Step(ctx); err != nil {
-				log.FromContext(ctx).Error(err, "kwok node registration")
-			}
-		}
-	}
+	return every(ctx, r.p.clock, r.tick, "kwok node registration", r.Step)
 }
 
 // Step creates the Node of every pending instance that is due and whose NodeClaim is not being
 // deleted. An instance whose node class or instance type cannot be read is left for the next
 // step (the NodeClaim's registration timeout ends it if that lasts); the others go on.
 func (r *Registrar) Step(ctx context.Context) error {
+	// Not copied: this runs four times a second over every NodeClaim, and few are due. The
+	// list shares the cache's objects; one is copied before anything reads it further.
 	var claims karpv1.NodeClaimList
-	if err := r.p.client.List(ctx, &claims); err != nil {
+	if err := r.p.client.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	now := r.p.clock.Now()
 	var errs []string
 	for i := range claims.Items {
-		claim := &claims.Items[i]
-		at, ok := registersAt(claim)
-		if !ok || claim.DeletionTimestamp != nil || at.After(now) {
+		at, ok := registersAt(&claims.Items[i])
+		if !ok || claims.Items[i].DeletionTimestamp != nil || at.After(now) {
 			continue
 		}
-		if err := r.p.register(ctx, claim); err != nil {
+		if err := r.p.register(ctx, claims.Items[i].DeepCopy()); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}
@@ -141,13 +133,13 @@ func (p *Provider) register(ctx context.Context, claim *karpv1.NodeClaim) error 
 // not registered: their Nodes may not exist yet.
 func (p *Provider) pendingInstances(ctx context.Context) ([]*karpv1.NodeClaim, error) {
 	var claims karpv1.NodeClaimList
-	if err := p.client.List(ctx, &claims); err != nil {
+	if err := p.client.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	var out []*karpv1.NodeClaim
 	for i := range claims.Items {
 		if _, ok := registersAt(&claims.Items[i]); ok {
-			out = append(out, asInstance(&claims.Items[i]))
+			out = append(out, asInstance(claims.Items[i].DeepCopy()))
 		}
 	}
 	return out, nil
