@@ -178,9 +178,32 @@ type Notice struct {
 	State string
 	// Deadline is when the instance goes, when the notice says.
 	Deadline time.Time
+	// Sent is when the cloud issued the notice (the event's time), when known.
+	Sent time.Time
 	// Handle identifies the message to NoticeQueue.Done; Err says it could not be read.
 	Handle string
 	Err    error
+}
+
+// MessageType is the notice's kind as upstream's AWS provider names it in its metrics
+// (message_type, and the reason of karpenter_nodeclaims_disrupted_total): spot_interrupted,
+// rebalance_recommendation, scheduled_change, instance_stopped, instance_terminated; no_op
+// for a notice that asks nothing.
+func (n Notice) MessageType() string {
+	switch n.Kind {
+	case NoticeSpotInterruption:
+		return "spot_interrupted"
+	case NoticeRebalance:
+		return "rebalance_recommendation"
+	case NoticeScheduledChange:
+		return "scheduled_change"
+	case NoticeStateChange:
+		if n.State == "stopping" || n.State == "stopped" {
+			return "instance_stopped"
+		}
+		return "instance_terminated"
+	}
+	return "no_op"
 }
 
 // NoticeQueue is a provider's queue of interruption notices (the AWS provider's SQS queue).

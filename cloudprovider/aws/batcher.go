@@ -22,6 +22,8 @@ type batcher[T, R any] struct {
 	// maxItems closes a batch early when it is full (EC2's per-call limits); 0: no limit.
 	maxItems int
 	run      func(ctx context.Context, items []T) []result[R]
+	// sent, when set, is told each batch's size and how long its window was open.
+	sent func(size int, window time.Duration)
 
 	mu      sync.Mutex
 	batches map[string]*batch[T, R]
@@ -38,10 +40,11 @@ type batch[T, R any] struct {
 	waiters []chan result[R]
 	joined  chan struct{} // a request joined: restart the idle timer
 	full    chan struct{} // closed when maxItems joined
+	opened  time.Time
 }
 
-func newBatcher[T, R any](maxItems int, run func(ctx context.Context, items []T) []result[R]) *batcher[T, R] {
-	return &batcher[T, R]{idle: BatchIdle, max: BatchMax, maxItems: maxItems, run: run, batches: map[string]*batch[T, R]{}}
+func newBatcher[T, R any](maxItems int, run func(ctx context.Context, items []T) []result[R], sent func(size int, window time.Duration)) *batcher[T, R] {
+	return &batcher[T, R]{idle: BatchIdle, max: BatchMax, maxItems: maxItems, run: run, sent: sent, batches: map[string]*batch[T, R]{}}
 }
 
 // add puts item into the open batch of key (or opens one) and waits for its answer.
@@ -52,7 +55,7 @@ func (b *batcher[T, R]) add(ctx context.Context, key string, item T) (R, error) 
 	if !ok {
 		// The batch's call outlives any one caller, but keeps the first caller's values
 		// (loggers, deadlines are not carried).
-		bt = &batch[T, R]{ctx: context.WithoutCancel(ctx), joined: make(chan struct{}, 1), full: make(chan struct{})}
+		bt = &batch[T, R]{ctx: context.WithoutCancel(ctx), joined: make(chan struct{}, 1), full: make(chan struct{}), opened: time.Now()}
 		b.batches[key] = bt
 		go b.wait(key, bt)
 	}
@@ -102,6 +105,9 @@ wait:
 	}
 	items, waiters := bt.items, bt.waiters
 	b.mu.Unlock()
+	if b.sent != nil {
+		b.sent(len(items), time.Since(bt.opened))
+	}
 	results := b.run(bt.ctx, items)
 	for i, ch := range waiters {
 		ch <- results[i] // buffered: a caller that left does not block the others

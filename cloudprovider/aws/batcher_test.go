@@ -27,7 +27,7 @@ func (r *recorder) run(_ context.Context, items []int) []result[int] {
 
 func TestBatcherGathersRequestsOfOneKey(t *testing.T) {
 	rec := &recorder{}
-	b := newBatcher(0, rec.run)
+	b := newBatcher(0, rec.run, nil)
 	b.idle, b.max = time.Second, time.Hour // a loaded machine still starts the goroutines within the idle window
 	var wg sync.WaitGroup
 	got := make([]int, 6)
@@ -57,7 +57,7 @@ func TestBatcherGathersRequestsOfOneKey(t *testing.T) {
 
 func TestBatcherSendsAFullBatchAtOnce(t *testing.T) {
 	rec := &recorder{}
-	b := newBatcher(2, rec.run)
+	b := newBatcher(2, rec.run, nil)
 	b.idle, b.max = time.Hour, time.Hour // only fullness can send these
 	var wg sync.WaitGroup
 	for i := range 4 {
@@ -75,7 +75,7 @@ func TestBatcherSendsAFullBatchAtOnce(t *testing.T) {
 
 func TestBatcherSendsAtTheLatestAfterMax(t *testing.T) {
 	rec := &recorder{}
-	b := newBatcher(0, rec.run)
+	b := newBatcher(0, rec.run, nil)
 	b.idle, b.max = time.Hour, 10*time.Millisecond // the idle window never closes: max must
 	if v, err := b.add(context.Background(), "", 21); err != nil || v != 42 {
 		t.Fatalf("add: %d, %v", v, err)
@@ -84,7 +84,7 @@ func TestBatcherSendsAtTheLatestAfterMax(t *testing.T) {
 
 func TestBatcherCallerThatGivesUpDoesNotStopTheBatch(t *testing.T) {
 	rec := &recorder{}
-	b := newBatcher(0, rec.run)
+	b := newBatcher(0, rec.run, nil)
 	b.idle, b.max = 200*time.Millisecond, time.Hour
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -96,5 +96,45 @@ func TestBatcherCallerThatGivesUpDoesNotStopTheBatch(t *testing.T) {
 	}
 	if len(rec.batches) != 1 || len(rec.batches[0]) != 2 {
 		t.Errorf("batches %v; want one with both items", rec.batches)
+	}
+}
+
+// Each batch is reported once, with its size and how long its window was open.
+func TestBatcherReportsEachBatch(t *testing.T) {
+	rec := &recorder{}
+	var sizes []int
+	var windows []time.Duration
+	var mu sync.Mutex
+	b := newBatcher(0, rec.run, func(n int, d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		sizes, windows = append(sizes, n), append(windows, d)
+	})
+	b.idle, b.max = 50*time.Millisecond, time.Second
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() { _, _ = b.add(context.Background(), "k", i) })
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sizes) != 1 || sizes[0] != 3 || windows[0] < b.idle {
+		t.Fatalf("batches reported %v with windows %v; want one of 3, open at least the idle window", sizes, windows)
+	}
+}
+
+func TestLaunchFailureReason(t *testing.T) {
+	for code, want := range map[string]string{
+		"InsufficientInstanceCapacity":                      "LaunchFailed",
+		"VcpuLimitExceeded":                                 "VCPULimitExceeded",
+		"MaxSpotInstanceCountExceeded":                      "SpotQuotaExceeded",
+		"UnauthorizedOperation":                             "Unauthorized",
+		"AuthFailure.ServiceLinkedRoleCreationNotPermitted": "SpotSLRCreationFailed",
+		"InvalidAMIID.NotFound":                             "AMINotFound",
+		"InsufficientFreeAddressesInSubnet":                 "InsufficientFreeAddressesInSubnet",
+	} {
+		if got := launchFailureReason(code, "message"); got != want {
+			t.Errorf("%s: %s, want %s", code, got, want)
+		}
 	}
 }

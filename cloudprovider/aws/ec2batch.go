@@ -8,11 +8,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 )
@@ -32,9 +34,9 @@ type batches struct {
 
 func (p *Provider) newBatches() *batches {
 	return &batches{
-		fleets:    newBatcher(0, p.runFleet),
-		describe:  newBatcher(maxInstanceIDs, p.runDescribe),
-		terminate: newBatcher(maxInstanceIDs, p.runTerminate),
+		fleets:    newBatcher(0, p.runFleet, func(n int, d time.Duration) { p.Observe.batch("create_fleet")(n, d) }),
+		describe:  newBatcher(maxInstanceIDs, p.runDescribe, func(n int, d time.Duration) { p.Observe.batch("describe_instances")(n, d) }),
+		terminate: newBatcher(maxInstanceIDs, p.runTerminate, func(n int, d time.Duration) { p.Observe.batch("terminate_instances")(n, d) }),
 	}
 }
 
@@ -82,13 +84,19 @@ func (p *Provider) runFleet(ctx context.Context, reqs []*fleetRequest) []result[
 	var ice []string
 	for _, e := range out.Errors {
 		code := aws.ToString(e.ErrorCode)
-		if e.LaunchTemplateAndOverrides == nil || e.LaunchTemplateAndOverrides.Overrides == nil || !iceCodes[code] {
+		if e.LaunchTemplateAndOverrides == nil || e.LaunchTemplateAndOverrides.Overrides == nil {
 			continue
 		}
 		ov := e.LaunchTemplateAndOverrides.Overrides
 		zone := aws.ToString(ov.AvailabilityZone)
 		if zone == "" {
 			zone = zoneOfSubnet[aws.ToString(ov.SubnetId)]
+		}
+		if f := p.Observe.LaunchFailure; f != nil {
+			f(zone, zoneID(first.nodeClass, zone), first.capacityType, launchFailureReason(code, aws.ToString(e.ErrorMessage)))
+		}
+		if !iceCodes[code] {
+			continue
 		}
 		p.Types.MarkUnavailable(string(ov.InstanceType), zone, first.capacityType)
 		ice = append(ice, fmt.Sprintf("%s in %s: %s", ov.InstanceType, zone, code))
@@ -237,6 +245,16 @@ func (p *Provider) runTerminate(ctx context.Context, ids []string) []result[stru
 		}
 	}
 	return results
+}
+
+// zoneID is the ID of a zone the node class has subnets in ("" when it has none there).
+func zoneID(nc *awsv1.EC2NodeClass, zone string) string {
+	for _, s := range nc.Status.Subnets {
+		if s.Zone == zone {
+			return s.ZoneID
+		}
+	}
+	return ""
 }
 
 func terminateError(id string, err error) error {

@@ -32,7 +32,7 @@ func ParseMessage(body string) (cloudprovider.Notice, error) {
 	if err := json.Unmarshal([]byte(body), &e); err != nil {
 		return cloudprovider.Notice{}, fmt.Errorf("not an EventBridge event: %w", err)
 	}
-	n := cloudprovider.Notice{}
+	n := cloudprovider.Notice{Sent: e.Time}
 	switch {
 	case e.Source == "aws.ec2" && e.DetailType == "EC2 Spot Instance Interruption Warning":
 		var d struct {

@@ -43,6 +43,8 @@ type Provider struct {
 	// Overlays, when set, prices a NodeClaim's instance types as the solver did (the
 	// NodeOverlay feature gate), so the fleet's types are ordered by those prices.
 	Overlays cloudprovider.LaunchOverlays
+	// Observe receives the provider's measurements for the manager's metrics.
+	Observe Observer
 }
 
 var _ cloudprovider.CloudProvider = (*Provider)(nil)

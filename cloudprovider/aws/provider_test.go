@@ -3,6 +3,7 @@ package aws_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -202,6 +203,21 @@ func TestLaunchThroughFaults(t *testing.T) {
 	kube := fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(nc).Build()
 	pricing := aws.NewPricing(clients, true)
 	p := aws.NewProvider(kube, s, clients, aws.NewInstanceTypes(clients, pricing, time.Hour), pricing)
+	var mu sync.Mutex
+	var failures []string
+	batches := map[string]int{}
+	p.Observe = aws.Observer{
+		LaunchFailure: func(zone, zoneID, capacityType, reason string) {
+			mu.Lock()
+			defer mu.Unlock()
+			failures = append(failures, strings.Join([]string{zone, zoneID, capacityType, reason}, "/"))
+		},
+		Batch: func(name string, size int, _ time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			batches[name] += size
+		},
+	}
 	onDemand := in(karpv1.CapacityTypeLabelKey, "on-demand")
 
 	// Partial results: EC2 launches the next type and reports the cheapest without capacity.
@@ -227,6 +243,27 @@ func TestLaunchThroughFaults(t *testing.T) {
 	if !cloudprovider.IsInsufficientCapacityError(err) || !strings.Contains(err.Error(), "c5.xlarge in us-west-2a: InsufficientInstanceCapacity") {
 		t.Fatalf("want insufficient capacity naming c5.xlarge, got %v", err)
 	}
+	// Each offering without capacity counts as a launch failure, in its zone and zone ID, as
+	// upstream's karpenter_cloudprovider_instance_launch_failures_total; each CreateFleet
+	// went out as a batch of one.
+	mu.Lock()
+	zoneIDs := map[string]string{}
+	for _, sn := range nc.Status.Subnets {
+		zoneIDs[sn.Zone] = sn.ZoneID
+	}
+	if len(failures) == 0 || zoneIDs["us-west-2a"] == "" {
+		t.Errorf("launch failures observed: %v (zone IDs %v)", failures, zoneIDs)
+	}
+	for _, f := range failures {
+		parts := strings.Split(f, "/")
+		if parts[1] != zoneIDs[parts[0]] || parts[2] != "on-demand" || parts[3] != "LaunchFailed" {
+			t.Errorf("launch failure %s: want the zone's ID, on-demand, LaunchFailed (insufficient capacity)", f)
+		}
+	}
+	if batches["create_fleet"] != 2 {
+		t.Errorf("batches observed %v; want the two CreateFleets (the c5.large-only launch had no offering left to ask for) in create_fleet", batches)
+	}
+	mu.Unlock()
 
 	faults.Throttle("DescribeInstances", 2)
 	before := faults.Calls("DescribeInstances")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/events"
@@ -14,6 +15,7 @@ import (
 	awsprovider "github.com/karpenter-policy/karpenter/cloudprovider/aws"
 	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
 	"github.com/karpenter-policy/karpenter/controllers/interruption"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclass"
 )
 
@@ -64,7 +66,17 @@ func newAWS(mgr ctrl.Manager, opts *options.Options) (*awsprovider.Provider, err
 	types := awsprovider.NewInstanceTypes(clients, pricing, opts.InstanceTypesTTL)
 	types.Capacity = awsprovider.Capacity{VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent, ReservedENIs: opts.ReservedENIs}
 	types.ReservedCapacity = opts.Gates["ReservedCapacity"]
-	return awsprovider.NewProvider(mgr.GetClient(), s, clients, types, pricing), nil
+	p := awsprovider.NewProvider(mgr.GetClient(), s, clients, types, pricing)
+	p.Observe = awsprovider.Observer{
+		Batch: func(name string, size int, window time.Duration) {
+			metrics.BatcherBatchSize.WithLabelValues(name).Observe(float64(size))
+			metrics.BatcherBatchTime.WithLabelValues(name).Observe(window.Seconds())
+		},
+		LaunchFailure: func(zone, zoneID, capacityType, reason string) {
+			metrics.InstanceLaunchFailures.WithLabelValues(zone, zoneID, capacityType, reason).Inc()
+		},
+	}
+	return p, nil
 }
 
 // registerAWS registers what only the AWS provider has: the EC2NodeClass controller and, with

@@ -28,6 +28,7 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/index"
 	"github.com/karpenter-policy/karpenter/controllers/interruption"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	instancetypemetrics "github.com/karpenter-policy/karpenter/controllers/metrics/instancetype"
 	nodemetrics "github.com/karpenter-policy/karpenter/controllers/metrics/node"
 	podmetrics "github.com/karpenter-policy/karpenter/controllers/metrics/pod"
 	nodetermination "github.com/karpenter-policy/karpenter/controllers/node/termination"
@@ -214,6 +215,9 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	}
 	if err := mgr.Add(nodemetrics.NewController(cluster, clock.RealClock{})); err != nil {
 		return fmt.Errorf("registering the node metrics controller: %w", err)
+	}
+	if err := mgr.Add(instancetypemetrics.NewController(cluster, metered(cloud, "metrics.instancetype"), clock.RealClock{})); err != nil {
+		return fmt.Errorf("registering the instance type metrics controller: %w", err)
 	}
 	if err := expiration.NewController(mgr.GetClient(), clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim expiration controller: %w", err)

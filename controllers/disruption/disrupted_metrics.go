@@ -22,22 +22,17 @@ func disrupted(cmd *command, c candidateRef) {
 	metrics.PodsDisruptionInitiated.WithLabelValues(labels...).Add(float64(c.pods))
 }
 
-// terminationMode is how a NodeClaim's drain ends, as upstream labels it: graceful (no
-// terminationGracePeriod: it waits for PDBs and do-not-disrupt), forceful (a period of 0),
-// eventual (pods are deleted when the period runs out). Repair's drain bound, when it sets one,
-// decides instead (0: forceful, else eventual).
+// terminationMode is how a NodeClaim's drain ends, as upstream labels it
+// (metrics.TerminationMode); repair's drain bound, when it sets one, decides instead
+// (0: forceful, else eventual).
 func terminationMode(nc *karpv1.NodeClaim, drainBound *time.Duration) string {
 	switch {
 	case drainBound != nil && *drainBound <= 0:
 		return "forceful"
 	case drainBound != nil:
 		return "eventual"
-	case nc == nil || nc.Spec.TerminationGracePeriod == nil:
-		return "graceful"
-	case nc.Spec.TerminationGracePeriod.Duration <= 0:
-		return "forceful"
 	}
-	return "eventual"
+	return metrics.TerminationMode(nc)
 }
 
 // snakeCase is a consolidation policy as upstream's metrics spell it:

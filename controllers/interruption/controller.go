@@ -74,7 +74,11 @@ func (c *Controller) Reconcile(ctx context.Context, n *corev1.Node) (reconcile.R
 		if err := c.client.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("deleting nodeclaim %s of interrupted node %s: %w", nc.Name, n.Name, err)
 		}
-		metrics.InterruptionsHandled.WithLabelValues(n.Labels[karpv1.CapacityTypeLabelKey]).Inc()
+		// The simulated cloud's notice is a Spot interruption's, counted as upstream's AWS
+		// provider counts one from its queue.
+		spot := cloudprovider.Notice{Kind: cloudprovider.NoticeSpotInterruption}
+		metrics.InterruptionsReceived.WithLabelValues(spot.MessageType()).Inc()
+		metrics.Interrupted(nc, spot.MessageType())
 		log.FromContext(ctx).Info("interruption: deleting the nodeclaim before the instance is reclaimed", "NodeClaim", nc.Name, "Node", n.Name, "deadline", deadline)
 		c.recorder.Eventf(nc, nil, corev1.EventTypeWarning, "Interrupted", "Disruption",
 			"Instance %s will be reclaimed at %s: draining its node now", n.Spec.ProviderID, deadline)

@@ -61,9 +61,14 @@ func (q *QueueConsumer) Poll(ctx context.Context) error {
 			log.FromContext(ctx).Error(err, "interruption notice", "kind", n.Kind, "instances", n.InstanceIDs)
 			continue // the message stays in the queue and comes back
 		}
+		if n.Err == nil && n.Kind != cloudprovider.NoticeNoOp && !n.Sent.IsZero() {
+			// From the cloud's event to its handling, as upstream observes it.
+			metrics.InterruptionMessageLatency.Observe(time.Since(n.Sent).Seconds())
+		}
 		if err := q.queue.Done(ctx, n); err != nil {
 			return err
 		}
+		metrics.InterruptionMessagesDeleted.Inc()
 	}
 	return nil
 }
@@ -80,6 +85,7 @@ func (q *QueueConsumer) Handle(ctx context.Context, n cloudprovider.Notice) erro
 	if n.Kind == cloudprovider.NoticeNoOp {
 		return nil
 	}
+	metrics.InterruptionsReceived.WithLabelValues(n.MessageType()).Inc()
 	for _, id := range n.InstanceIDs {
 		claims, err := index.NodeClaimsByInstanceID(ctx, q.client, id)
 		if err != nil {
@@ -103,7 +109,7 @@ func (q *QueueConsumer) Handle(ctx context.Context, n cloudprovider.Notice) erro
 			if err := q.client.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("deleting nodeclaim %s of instance %s: %w", nc.Name, id, err)
 			}
-			metrics.InterruptionsHandled.WithLabelValues(nc.Labels[karpv1.CapacityTypeLabelKey]).Inc()
+			metrics.Interrupted(nc, n.MessageType())
 			why := noticeReason(n)
 			logger.Info("interruption: deleting the nodeclaim", "NodeClaim", nc.Name, "instance", id, "kind", n.Kind, "deadline", n.Deadline)
 			q.recorder.Eventf(nc, nil, corev1.EventTypeWarning, "Interrupted", "Disruption", "Instance %s %s: draining its node now", id, why)

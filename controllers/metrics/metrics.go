@@ -203,10 +203,56 @@ var (
 	InterruptionMessageErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "karpenter_interruption_queue_message_errors_total", Help: "Interruption queue messages that could not be read as a notice; they are deleted.",
 	})
-	// InterruptionsHandled counts the interruption notices acted on, by capacity type.
-	InterruptionsHandled = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "karpenter_interruption_received_messages_total", Help: "Interruption notices acted on (NodeClaim deleted before the instance is reclaimed), by capacity type.",
-	}, []string{"capacity_type"})
+	// InstanceTypeOfferingAvailable is whether an offering is available, as upstream's AWS
+	// provider exports it, for every provider (controllers/metrics/instancetype, as the three
+	// below).
+	InstanceTypeOfferingAvailable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_cloudprovider_instance_type_offering_available", Help: "Whether an instance type's offering is available (1) or not (0), by instance type, capacity type and zone.",
+	}, []string{"instance_type", "capacity_type", "zone"})
+	// InstanceTypeOfferingPrice is an offering's price per hour.
+	InstanceTypeOfferingPrice = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_cloudprovider_instance_type_offering_price_estimate", Help: "An instance type offering's estimated price per hour, in USD, by instance type, capacity type and zone.",
+	}, []string{"instance_type", "capacity_type", "zone"})
+	// InstanceTypeCPU is an instance type's vCPU.
+	InstanceTypeCPU = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_cloudprovider_instance_type_cpu_cores", Help: "An instance type's vCPU.",
+	}, []string{"instance_type"})
+	// InstanceTypeMemory is an instance type's memory in bytes.
+	InstanceTypeMemory = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_cloudprovider_instance_type_memory_bytes", Help: "An instance type's memory, in bytes.",
+	}, []string{"instance_type"})
+	// InstanceLaunchFailures counts the offerings a CreateFleet reported an error for, as
+	// upstream's AWS provider (cloudprovider/aws Observer.LaunchFailure).
+	InstanceLaunchFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_cloudprovider_instance_launch_failures_total", Help: "Instance launch (CreateFleet offering) failures, by zone, zone ID, capacity type and reason.",
+	}, []string{"zone", "zone_id", "capacity_type", "reason"})
+	// BatcherBatchTime and BatcherBatchSize observe each batch of the AWS provider's batched
+	// EC2 calls, as upstream's: how long its window was open and how many requests it holds.
+	BatcherBatchTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "karpenter_cloudprovider_batcher_batch_time_seconds", Help: "Duration of the batching window, by batcher.", Buckets: DurationBuckets,
+	}, []string{"batcher"})
+	// BatcherBatchSize is the number of requests in each batch.
+	BatcherBatchSize = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "karpenter_cloudprovider_batcher_batch_size", Help: "Size of the request batch, by batcher.",
+		Buckets: []float64{1, 2, 4, 5, 10, 15, 20, 25, 30, 40, 50, 60, 70, 80, 90, 100, 125, 150, 175, 200, 225, 250, 275, 300, 350, 400, 450, 500, 550, 600, 700, 800, 900, 1000},
+	}, []string{"batcher"})
+	// InterruptionsReceived counts the interruption notices received, by upstream's message
+	// type (cloudprovider.Notice.MessageType; no_op is not counted), as upstream's AWS
+	// provider: from the interruption queue, and the kwok provider's Spot notices.
+	InterruptionsReceived = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_interruption_received_messages_total", Help: "Interruption notices received, by message type (spot_interrupted, rebalance_recommendation, scheduled_change, instance_stopped, instance_terminated).",
+	}, []string{"message_type"})
+	// InterruptionMessagesDeleted counts the messages deleted from the interruption queue
+	// (acted on, asking nothing, or unreadable), as upstream's AWS provider.
+	InterruptionMessagesDeleted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "karpenter_interruption_deleted_messages_total", Help: "Messages deleted from the interruption queue.",
+	})
+	// InterruptionMessageLatency observes how long a notice waited, from the cloud's event to
+	// its handling, as upstream's AWS provider.
+	InterruptionMessageLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "karpenter_interruption_message_queue_duration_seconds", Help: "Time from an interruption event to its handling, in seconds.",
+		Buckets: DurationBuckets,
+	})
 )
 
 var disruptedLabels = []string{"reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode"}
@@ -219,6 +265,26 @@ func Created(reason string, nc *karpv1.NodeClaim) {
 		relaxed = "false"
 	}
 	NodeClaimsCreated.WithLabelValues(reason, nc.Labels[karpv1.NodePoolLabelKey], relaxed).Inc()
+}
+
+// Interrupted counts a NodeClaim an interruption notice deleted, as upstream's AWS provider
+// does: karpenter_nodeclaims_disrupted_total with the notice's message type as reason, no
+// consolidation policy, and the NodeClaim's termination mode.
+func Interrupted(nc *karpv1.NodeClaim, messageType string) {
+	NodeClaimsDisrupted.WithLabelValues(messageType, nc.Labels[karpv1.NodePoolLabelKey], nc.Labels[karpv1.CapacityTypeLabelKey], "", TerminationMode(nc)).Inc()
+}
+
+// TerminationMode is how a NodeClaim's drain ends, as upstream labels it: graceful (no
+// terminationGracePeriod: it waits for PDBs and do-not-disrupt), forceful (a period of 0),
+// eventual (pods are deleted when the period runs out).
+func TerminationMode(nc *karpv1.NodeClaim) string {
+	switch {
+	case nc == nil || nc.Spec.TerminationGracePeriod == nil:
+		return "graceful"
+	case nc.Spec.TerminationGracePeriod.Duration <= 0:
+		return "forceful"
+	}
+	return "eventual"
 }
 
 // ProvisionedReason is the reason of NodeClaims created for pending pods or a static
@@ -234,9 +300,9 @@ var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 
 // order docs/metrics.md lists them (a test keeps the two the same).
 var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, SchedulerQueueDepth, SchedulerUnfinishedWork, SchedulerIgnoredPods, SchedulerPendingPodsByZone, PodsStartupDuration, NodesAllocatable, NodePoolLimit, NodePoolUsage, NodePoolCost,
 	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
-	DisruptionDecisions, DisruptionDecisionsByNodePool, DisruptionQueueFailures, DisruptionEvaluationDuration, DisruptionFailedValidations, DisruptionEligibleNodes, NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsHandled, InterruptionMessages, InterruptionMessageErrors,
+	DisruptionDecisions, DisruptionDecisionsByNodePool, DisruptionQueueFailures, DisruptionEvaluationDuration, DisruptionFailedValidations, DisruptionEligibleNodes, NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsReceived, InterruptionMessagesDeleted, InterruptionMessageLatency, InterruptionMessages, InterruptionMessageErrors,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots, NodeRebootDuration, NodeRebootRecoveryDuration,
-	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, NodesSystemOverhead, NodesPodRequests, NodesPodLimits,
+	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, InstanceTypeOfferingAvailable, InstanceTypeOfferingPrice, InstanceTypeCPU, InstanceTypeMemory, InstanceLaunchFailures, BatcherBatchTime, BatcherBatchSize, NodesSystemOverhead, NodesPodRequests, NodesPodLimits,
 	NodesDaemonRequests, NodesDaemonLimits, NodesCurrentLifetime, ClusterUtilization, PodsState, PodsUnstartedTime, PodsBoundDuration, PodsUnboundTime,
 	PodsProvisioningBoundDuration, PodsProvisioningUnboundTime, PodsProvisioningStartupDuration, PodsProvisioningUnstartedTime, PodsSchedulingUndecidedTime, PodsSchedulingDecisionDuration,
 	NodesTerminationDuration, NodesLifetimeDuration, NodeClaimsTerminationDuration, NodeClaimsInstanceTerminationDuration, PodsDrained, clusterState}

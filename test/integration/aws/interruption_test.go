@@ -17,6 +17,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider/aws"
 	"github.com/karpenter-policy/karpenter/controllers/interruption"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
+	"github.com/karpenter-policy/karpenter/controllers/metrics/metricstest"
 	"github.com/karpenter-policy/karpenter/test"
 	"github.com/karpenter-policy/karpenter/test/awsemu"
 	"github.com/karpenter-policy/karpenter/test/env"
@@ -74,6 +75,20 @@ func TestInterruptionQueue(t *testing.T) {
 	recorder := events.NewFakeRecorder(20)
 	consumer := interruption.NewQueueConsumer(env.Indexed(testEnv.Client), provider, queue, recorder)
 	errorsBefore := testutil.ToFloat64(metrics.InterruptionMessageErrors)
+	deletedBefore := testutil.ToFloat64(metrics.InterruptionMessagesDeleted)
+	latencyBefore, _ := metricstest.Observations(t, metrics.InterruptionMessageLatency, nil)
+	// As upstream's AWS provider counts them: by message type, no_op not counted, and each
+	// NodeClaim deleted as disrupted with the message type as reason.
+	received := map[string]float64{"spot_interrupted": 1, "instance_stopped": 1, "scheduled_change": 1, "rebalance_recommendation": 1, "no_op": 0}
+	receivedBefore := map[string]float64{}
+	for k := range received {
+		receivedBefore[k] = testutil.ToFloat64(metrics.InterruptionsReceived.WithLabelValues(k))
+	}
+	disrupted := map[[2]string]float64{{"spot_interrupted", "spot"}: 1, {"instance_stopped", "on-demand"}: 1, {"scheduled_change", "on-demand"}: 1}
+	disruptedBefore := map[[2]string]float64{}
+	for k := range disrupted {
+		disruptedBefore[k] = testutil.ToFloat64(metrics.NodeClaimsDisrupted.WithLabelValues(k[0], "default", k[1], "", "graceful"))
+	}
 	for i := 0; i < 5; i++ {
 		if err := consumer.Poll(ctx); err != nil {
 			t.Fatal(err)
@@ -96,6 +111,24 @@ func TestInterruptionQueue(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(metrics.InterruptionMessageErrors) - errorsBefore; got != 1 {
 		t.Errorf("%v unreadable messages counted, want 1", got)
+	}
+	if got := testutil.ToFloat64(metrics.InterruptionMessagesDeleted) - deletedBefore; got != 6 {
+		t.Errorf("karpenter_interruption_deleted_messages_total rose by %v, want 6 (every message sent)", got)
+	}
+	for k, want := range received {
+		if got := testutil.ToFloat64(metrics.InterruptionsReceived.WithLabelValues(k)) - receivedBefore[k]; got != want {
+			t.Errorf("karpenter_interruption_received_messages_total{message_type=%q} rose by %v, want %v", k, got, want)
+		}
+	}
+	for k, want := range disrupted {
+		if got := testutil.ToFloat64(metrics.NodeClaimsDisrupted.WithLabelValues(k[0], "default", k[1], "", "graceful")) - disruptedBefore[k]; got != want {
+			t.Errorf("karpenter_nodeclaims_disrupted_total{reason=%q,capacity_type=%q} rose by %v, want %v", k[0], k[1], got, want)
+		}
+	}
+	// The three events acted on that carry a time (the Health event has none; the no_op and
+	// the unreadable message are not observed).
+	if n, _ := metricstest.Observations(t, metrics.InterruptionMessageLatency, nil); n-latencyBefore != 3 {
+		t.Errorf("karpenter_interruption_message_queue_duration_seconds observed %d notices, want 3", n-latencyBefore)
 	}
 	close(recorder.Events)
 	var seen []string

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -264,8 +265,10 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	if err := json.Unmarshal(raw, &dash); err != nil {
 		t.Fatalf("the dashboard is not JSON: %v", err)
 	}
-	// What the manager registers: every collector's descriptions, by their fully-qualified names.
+	// What the manager registers: every collector's descriptions, by their fully-qualified
+	// names, with their labels.
 	exported := map[string]bool{}
+	labels := map[string]map[string]bool{}
 	descs := make(chan *prometheus.Desc)
 	go func() {
 		for _, c := range metrics.Collectors {
@@ -274,23 +277,43 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 		close(descs)
 	}()
 	fqName := regexp.MustCompile(`fqName: "([a-z_]+)"`)
+	variable := regexp.MustCompile(`variableLabels: \{([a-z_,]*)\}`)
 	for d := range descs {
 		if m := fqName.FindStringSubmatch(d.String()); m != nil {
 			exported[m[1]] = true
+			labels[m[1]] = map[string]bool{}
+			if v := variable.FindStringSubmatch(d.String()); v != nil {
+				for _, l := range strings.Split(v[1], ",") {
+					labels[m[1]][l] = true
+				}
+			}
 		}
 	}
 	if len(exported) < len(metrics.Collectors) {
 		t.Fatalf("read %d metric names from %d collectors; the description format changed?", len(exported), len(metrics.Collectors))
 	}
 	metric := regexp.MustCompile(`karpenter_[a-z_]+`)
+	// The labels a query groups by or matches on: a label the metric does not have (one
+	// renamed, as capacity_type became message_type) yields an empty or single series.
+	used := regexp.MustCompile(`by \(([a-z_, ]+)\)|\{([a-z_]+)=`)
 	for _, p := range dash.Panels {
 		if len(p.Targets) == 0 {
 			t.Errorf("panel %q queries nothing", p.Title)
 		}
 		for _, target := range p.Targets {
-			for _, name := range metric.FindAllString(target.Expr, -1) {
+			names := metric.FindAllString(target.Expr, -1)
+			for _, name := range names {
 				if !exported[name] {
 					t.Errorf("panel %q queries %s, which the controller does not export", p.Title, name)
+				}
+			}
+			for _, m := range used.FindAllStringSubmatch(target.Expr, -1) {
+				for _, l := range strings.Split(m[1]+m[2], ",") {
+					l = strings.TrimSpace(l)
+					if l == "" || slices.ContainsFunc(names, func(n string) bool { return labels[n][l] }) {
+						continue
+					}
+					t.Errorf("panel %q uses label %s, which none of %v has", p.Title, l, names)
 				}
 			}
 		}
