@@ -517,11 +517,12 @@ func (o *Orchestrator) rollback(ctx context.Context, cmd *command, why string, r
 			}
 			continue
 		}
-		if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized) {
+		up := meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized)
+		if up {
 			initialized++
 		}
 		switch {
-		case release || meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeInitialized):
+		case release || up:
 			// No longer the command's: a manager that starts later must not take it for
 			// one in flight (Adopt).
 			if err := o.release(ctx, nc); err != nil {

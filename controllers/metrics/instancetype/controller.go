@@ -36,16 +36,15 @@ type Model interface {
 
 // Controller rebuilds the instance-type gauges every Interval.
 type Controller struct {
-	model Model
-	cloud cloudprovider.CloudProvider
-	clock clock.Clock
-	// last are the label sets each gauge was given in the previous pass.
-	last map[*prometheus.GaugeVec]map[string]prometheus.Labels
+	model  Model
+	cloud  cloudprovider.CloudProvider
+	clock  clock.Clock
+	series *metrics.Series
 }
 
 // NewController builds the instance-type metrics controller.
 func NewController(model Model, cloud cloudprovider.CloudProvider, clk clock.Clock) *Controller {
-	return &Controller{model: model, cloud: cloud, clock: clk, last: map[*prometheus.GaugeVec]map[string]prometheus.Labels{}}
+	return &Controller{model: model, cloud: cloud, clock: clk, series: metrics.NewSeries(nil)}
 }
 
 // NeedLeaderElection is true, as upstream's: one replica asks the provider.
@@ -98,14 +97,7 @@ func (c *Controller) Pass(ctx context.Context) error {
 			}
 		}
 	}
-	set := map[*prometheus.GaugeVec]map[string]prometheus.Labels{}
-	gauge := func(g *prometheus.GaugeVec, labels prometheus.Labels, v float64) {
-		g.With(labels).Set(v)
-		if set[g] == nil {
-			set[g] = map[string]prometheus.Labels{}
-		}
-		set[g][fmt.Sprint(labels)] = labels
-	}
+	gauge := c.series.Set
 	for k, ok := range available {
 		labels := prometheus.Labels{"instance_type": k.instanceType, "capacity_type": k.capacityType, "zone": k.zone}
 		v := 0.0
@@ -122,23 +114,9 @@ func (c *Controller) Pass(ctx context.Context) error {
 		gauge(metrics.InstanceTypeMemory, prometheus.Labels{"instance_type": name}, v)
 	}
 	if len(errs) == 0 {
-		for g, labels := range c.last {
-			for k, l := range labels {
-				if _, ok := set[g][k]; !ok {
-					g.Delete(l)
-				}
-			}
-		}
-		c.last = set
+		c.series.Flush()
 	} else {
-		for g, labels := range set {
-			if c.last[g] == nil {
-				c.last[g] = map[string]prometheus.Labels{}
-			}
-			for k, l := range labels {
-				c.last[g][k] = l
-			}
-		}
+		c.series.Keep()
 	}
 	return errors.Join(errs...)
 }

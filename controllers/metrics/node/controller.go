@@ -36,14 +36,13 @@ type Model interface {
 type Controller struct {
 	model Model
 	clock clock.Clock
-	// last are the label sets each gauge was given in the previous pass, to delete those of
-	// nodes that are gone.
-	last map[*prometheus.GaugeVec]map[string]prometheus.Labels
+	// series deletes the series of nodes that are gone.
+	series *metrics.Series
 }
 
 // NewController builds the node metrics controller.
 func NewController(model Model, clk clock.Clock) *Controller {
-	return &Controller{model: model, clock: clk, last: map[*prometheus.GaugeVec]map[string]prometheus.Labels{}}
+	return &Controller{model: model, clock: clk, series: metrics.NewSeries(key)}
 }
 
 // NeedLeaderElection is true, as upstream's: the leader's model is the one acted on.
@@ -93,14 +92,7 @@ func (c *Controller) Pass() {
 			scheduling.AddResources(t.daemonLimits, limits)
 		}
 	}
-	set := map[*prometheus.GaugeVec]map[string]prometheus.Labels{}
-	gauge := func(g *prometheus.GaugeVec, labels prometheus.Labels, v float64) {
-		g.With(labels).Set(v)
-		if set[g] == nil {
-			set[g] = map[string]prometheus.Labels{}
-		}
-		set[g][key(labels)] = labels
-	}
+	gauge := c.series.Set
 	allocatable, requested := corev1.ResourceList{}, corev1.ResourceList{}
 	for _, n := range objs.Nodes {
 		labels := prometheus.Labels{"node_name": n.Name, "node_phase": string(n.Status.Phase), "managed": strconv.FormatBool(managed[n.Name])}
@@ -147,14 +139,7 @@ func (c *Controller) Pass() {
 		}
 		gauge(metrics.ClusterUtilization, prometheus.Labels{"resource_type": resourceType(name)}, 100*share)
 	}
-	for g, before := range c.last {
-		for k, labels := range before {
-			if _, ok := set[g][k]; !ok {
-				g.Delete(labels)
-			}
-		}
-	}
-	c.last = set
+	c.series.Flush()
 }
 
 // quantity is a resource's value as upstream exports it: CPU in cores, anything else in its
@@ -171,6 +156,8 @@ func resourceType(name corev1.ResourceName) string {
 	return strings.ReplaceAll(strings.ToLower(string(name)), "-", "_")
 }
 
+// key tells the label sets of the node gauges apart: their values in a fixed order, cheaper
+// than sorting names for every series of every node each pass.
 func key(l prometheus.Labels) string {
 	var b strings.Builder
 	for _, name := range slices.Concat(metrics.NodeLabels, []string{"resource_type"}) {
