@@ -31,6 +31,9 @@ type Resolver struct {
 	// forget drops a launch template from the provider's cache of those it made, once
 	// DeleteLaunchTemplates deletes it; nil when the resolver serves no provider.
 	forget func(name string)
+	// gone is told the name of a node class whose launch templates DeleteLaunchTemplates
+	// deleted; nil when the resolver serves no provider.
+	gone func(nodeClass string)
 }
 
 // filters are the EC2 filters of one selector term: an id, a name, or tags ("*" is any value).
@@ -494,6 +497,9 @@ func (r *Resolver) DeleteLaunchTemplates(ctx context.Context, nc *awsv1.EC2NodeC
 		if _, err := r.Clients.EC2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateName: aws.String(name)}); err != nil && !isNotFound(err) {
 			return fmt.Errorf("deleting launch template %s: %w", name, err)
 		}
+	}
+	if r.gone != nil {
+		r.gone(nc.Name)
 	}
 	return nil
 }

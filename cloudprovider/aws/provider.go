@@ -56,6 +56,11 @@ func NewProvider(c client.Reader, s Settings, clients *Clients, types *InstanceT
 		templates: &launchTemplates{clients: clients, cluster: s.ClusterName}}
 	p.batches = p.newBatches()
 	p.Resolver.forget = func(name string) { p.templates.known.Delete(name) }
+	p.Resolver.gone = func(nodeClass string) {
+		if p.Observe.NodeClassGone != nil {
+			p.Observe.NodeClassGone(nodeClass)
+		}
+	}
 	return p
 }
 
@@ -251,6 +256,7 @@ func (p *Provider) ensureTemplates(ctx context.Context, claim *karpv1.NodeClaim,
 	if err != nil {
 		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
 	}
+	p.observeUserData(ctx, nc.Name, userData)
 	var groups []string
 	for _, g := range nc.Status.SecurityGroups {
 		groups = append(groups, g.ID)
@@ -389,12 +395,32 @@ func fromInstance(i *ec2types.Instance) *karpv1.NodeClaim {
 // Delete terminates the NodeClaim's instance; once it is terminated, or unknown, the answer
 // is a NodeClaimNotFoundError. The terminations of many NodeClaims at once go to EC2 as one
 // TerminateInstances.
+//
+// An instance already shutting down is not asked again (as upstream: it saves EC2 calls while
+// the termination controller waits). A failed termination is reported to the Observer with
+// the instance's zone.
 func (p *Provider) Delete(ctx context.Context, claim *karpv1.NodeClaim) error {
-	if _, err := p.instance(ctx, claim.Status.ProviderID); err != nil {
+	i, err := p.instance(ctx, claim.Status.ProviderID)
+	if err != nil {
 		return err
 	}
+	if i.State != nil && i.State.Name == ec2types.InstanceStateNameShuttingDown {
+		return nil
+	}
 	id, _ := instanceID(claim.Status.ProviderID)
-	_, err := p.batches.terminate.add(ctx, "", id)
+	_, err = p.batches.terminate.add(ctx, "", id)
+	if err != nil && !cloudprovider.IsNodeClaimNotFoundError(err) && p.Observe.TerminationFailure != nil {
+		zone, zid := "", ""
+		if i.Placement != nil {
+			zone, zid = aws.ToString(i.Placement.AvailabilityZone), aws.ToString(i.Placement.AvailabilityZoneId)
+		}
+		if zid == "" && zone != "" {
+			if nc, err := p.nodeClass(ctx, claim.Spec.NodeClassRef); err == nil {
+				zid = zoneID(nc, zone)
+			}
+		}
+		p.Observe.TerminationFailure(zone, zid)
+	}
 	return err
 }
 

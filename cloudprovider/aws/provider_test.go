@@ -2,6 +2,7 @@ package aws_test
 
 import (
 	"context"
+	"encoding/base64"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,6 +76,11 @@ func TestCreateGetListDriftDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := aws.NewProvider(kube, aws.Settings{ClusterName: "local", ClusterEndpoint: "https://10.0.0.1:6443", Region: e.Region, KubernetesVersion: "1.37"}, clients, types, pricing)
+	userData := map[string]int{} // by node class, as karpenter_ec2nodeclasses_userdata_bytes
+	p.Observe = aws.Observer{
+		UserData:      func(nodeClass string, bytes int) { userData[nodeClass] = bytes },
+		NodeClassGone: func(nodeClass string) { delete(userData, nodeClass) },
+	}
 
 	claim := claimFor(nc.Name, in(karpv1.LabelInstanceType, "m5.large", "c5.large", "m5.xlarge"), in(karpv1.CapacityTypeLabelKey, "on-demand"))
 	got, err := p.Create(ctx, claim)
@@ -122,6 +129,15 @@ func TestCreateGetListDriftDelete(t *testing.T) {
 	lts, err := clients.EC2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{})
 	if err != nil || len(lts.LaunchTemplates) == 0 || !strings.HasPrefix(awssdk.ToString(lts.LaunchTemplates[0].LaunchTemplateName), "karpenter.k8s.aws/") {
 		t.Errorf("launch templates %+v (%v)", lts, err)
+	}
+	// The user data's size is reported before base64, as EC2 limits it.
+	version, err := clients.EC2.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String(onlyLaunchTemplate(t, clients, nc.Name))})
+	if err != nil || len(version.LaunchTemplateVersions) == 0 {
+		t.Fatalf("the instance's launch template: %+v (%v)", version, err)
+	}
+	raw, err := base64.StdEncoding.DecodeString(awssdk.ToString(version.LaunchTemplateVersions[0].LaunchTemplateData.UserData))
+	if err != nil || len(raw) == 0 || userData[nc.Name] != len(raw) {
+		t.Errorf("user data reported for %s: %v; the launch template's is %d bytes (%v)", nc.Name, userData, len(raw), err)
 	}
 
 	spot, err := p.Create(ctx, claimFor(nc.Name, in(karpv1.LabelInstanceType, "m5.large", "c5.large")))
@@ -183,6 +199,24 @@ func TestCreateGetListDriftDelete(t *testing.T) {
 	if _, err := p.Create(ctx, claimFor(nc.Name, in(karpv1.LabelInstanceType, "no-such.type"))); !cloudprovider.IsInsufficientCapacityError(err) {
 		t.Errorf("nothing compatible: %v", err)
 	}
+	// The node class's launch templates deleted (it is being deleted): its series goes.
+	if err := p.Resolver.DeleteLaunchTemplates(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := userData[nc.Name]; ok {
+		t.Errorf("user data of %s still reported after its launch templates were deleted", nc.Name)
+	}
+}
+
+// onlyLaunchTemplate is the name of the one launch template made for a node class.
+func onlyLaunchTemplate(t *testing.T, clients *aws.Clients, nodeClass string) string {
+	t.Helper()
+	out, err := clients.EC2.DescribeLaunchTemplates(context.Background(), &ec2.DescribeLaunchTemplatesInput{Filters: []ec2types.Filter{
+		{Name: awssdk.String("tag:" + aws.TagNodeClass), Values: []string{nodeClass}}}})
+	if err != nil || len(out.LaunchTemplates) != 1 {
+		t.Fatalf("launch templates of %s: %+v (%v); want one", nodeClass, out, err)
+	}
+	return awssdk.ToString(out.LaunchTemplates[0].LaunchTemplateName)
 }
 
 // TestLaunchThroughFaults puts a fault-injecting proxy between the provider and the emulator:
@@ -273,8 +307,31 @@ func TestLaunchThroughFaults(t *testing.T) {
 	if n := faults.Calls("DescribeInstances") - before; n != 3 {
 		t.Errorf("DescribeInstances reached EC2 %d times; want 3 (two throttled, one answered)", n)
 	}
+	// A termination that fails through the SDK's retries is reported with the instance's
+	// zone, as upstream's karpenter_cloudprovider_instance_termination_failures_total; the
+	// next Delete goes through.
+	var terminations []string
+	p.Observe.TerminationFailure = func(zone, zoneID string) {
+		mu.Lock()
+		defer mu.Unlock()
+		terminations = append(terminations, zone+"/"+zoneID)
+	}
+	faults.Fail("TerminateInstances", 10)
+	if err := p.Delete(ctx, got); err == nil || cloudprovider.IsNodeClaimNotFoundError(err) {
+		t.Fatalf("Delete through ten 500s: %v; want the error", err)
+	}
+	faults.Fail("TerminateInstances", 0)
+	zone := got.Labels[karpv1.LabelTopologyZone]
+	mu.Lock()
+	if len(terminations) != 1 || terminations[0] != zone+"/"+zoneIDs[zone] {
+		t.Errorf("termination failures observed: %v; want one in %s/%s", terminations, zone, zoneIDs[zone])
+	}
+	mu.Unlock()
 	faults.Fail("TerminateInstances", 1)
 	if err := p.Delete(ctx, got); err != nil {
 		t.Fatalf("Delete through a 500: %v", err)
+	}
+	if len(terminations) > 1 {
+		t.Errorf("a termination through one retried 500 was reported as failed: %v", terminations)
 	}
 }

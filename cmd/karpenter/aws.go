@@ -75,6 +75,15 @@ func newAWS(mgr ctrl.Manager, opts *options.Options) (*awsprovider.Provider, err
 		LaunchFailure: func(zone, zoneID, capacityType, reason string) {
 			metrics.InstanceLaunchFailures.WithLabelValues(zone, zoneID, capacityType, reason).Inc()
 		},
+		TerminationFailure: func(zone, zoneID string) {
+			metrics.InstanceTerminationFailures.WithLabelValues(zone, zoneID).Inc()
+		},
+		UserData: func(nodeClass string, bytes int) {
+			metrics.EC2NodeClassUserDataBytes.WithLabelValues(nodeClass).Set(float64(bytes))
+		},
+		NodeClassGone: func(nodeClass string) {
+			metrics.EC2NodeClassUserDataBytes.DeleteLabelValues(nodeClass)
+		},
 	}
 	return p, nil
 }

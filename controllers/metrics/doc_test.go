@@ -14,7 +14,7 @@ import (
 // described are the name, labels and type of every metric in Collectors.
 func described(t *testing.T) map[string]struct{ labels, kind string } {
 	out := map[string]struct{ labels, kind string }{}
-	desc := regexp.MustCompile(`fqName: "([a-z_]+)".*variableLabels: \{([a-z_,]*)\}`)
+	desc := regexp.MustCompile(`fqName: "([a-z0-9_]+)".*variableLabels: \{([a-z0-9_,]*)\}`)
 	for _, c := range Collectors {
 		kind := "gauge"
 		switch c.(type) {
@@ -55,7 +55,7 @@ func TestMetricsDocMatchesTheRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := described(t)
-	row := regexp.MustCompile("^\\| `(karpenter_[a-z_]+)` \\| (counter|gauge|histogram|summary) \\| ([^|]*) \\|")
+	row := regexp.MustCompile("^\\| `(karpenter_[a-z0-9_]+)` \\| (counter|gauge|histogram|summary) \\| ([^|]*) \\|")
 	seen := map[string]bool{}
 	for i, line := range strings.Split(string(doc), "\n") {
 		m := row.FindStringSubmatch(line)

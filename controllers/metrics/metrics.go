@@ -226,6 +226,11 @@ var (
 	InstanceLaunchFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_cloudprovider_instance_launch_failures_total", Help: "Instance launch (CreateFleet offering) failures, by zone, zone ID, capacity type and reason.",
 	}, []string{"zone", "zone_id", "capacity_type", "reason"})
+	// InstanceTerminationFailures counts the TerminateInstances that failed for an instance
+	// still there, as upstream's AWS provider (cloudprovider/aws Observer.TerminationFailure).
+	InstanceTerminationFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_cloudprovider_instance_termination_failures_total", Help: "Instance termination (TerminateInstances) failures, by zone and zone ID.",
+	}, []string{"zone", "zone_id"})
 	// BatcherBatchTime and BatcherBatchSize observe each batch of the AWS provider's batched
 	// EC2 calls, as upstream's: how long its window was open and how many requests it holds.
 	BatcherBatchTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -236,6 +241,12 @@ var (
 		Name: "karpenter_cloudprovider_batcher_batch_size", Help: "Size of the request batch, by batcher.",
 		Buckets: []float64{1, 2, 4, 5, 10, 15, 20, 25, 30, 40, 50, 60, 70, 80, 90, 100, 125, 150, 175, 200, 225, 250, 275, 300, 350, 400, 450, 500, 550, 600, 700, 800, 900, 1000},
 	}, []string{"batcher"})
+	// EC2NodeClassUserDataBytes is the size of the user data the last launch rendered for an
+	// EC2NodeClass, before base64, as upstream's AWS provider; the series goes with the node
+	// class's launch templates.
+	EC2NodeClassUserDataBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_ec2nodeclasses_userdata_bytes", Help: "Size in bytes of the rendered user data (raw, before base64) for the EC2NodeClass.",
+	}, []string{"nodeclass"})
 	// InterruptionsReceived counts the interruption notices received, by upstream's message
 	// type (cloudprovider.Notice.MessageType; no_op is not counted), as upstream's AWS
 	// provider: from the interruption queue, and the kwok provider's Spot notices.
@@ -302,7 +313,7 @@ var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated,
 	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
 	DisruptionDecisions, DisruptionDecisionsByNodePool, DisruptionQueueFailures, DisruptionEvaluationDuration, DisruptionFailedValidations, DisruptionEligibleNodes, NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsReceived, InterruptionMessagesDeleted, InterruptionMessageLatency, InterruptionMessages, InterruptionMessageErrors,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots, NodeRebootDuration, NodeRebootRecoveryDuration,
-	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, InstanceTypeOfferingAvailable, InstanceTypeOfferingPrice, InstanceTypeCPU, InstanceTypeMemory, InstanceLaunchFailures, BatcherBatchTime, BatcherBatchSize, NodesSystemOverhead, NodesPodRequests, NodesPodLimits,
+	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, InstanceTypeOfferingAvailable, InstanceTypeOfferingPrice, InstanceTypeCPU, InstanceTypeMemory, InstanceLaunchFailures, InstanceTerminationFailures, BatcherBatchTime, BatcherBatchSize, EC2NodeClassUserDataBytes, NodesSystemOverhead, NodesPodRequests, NodesPodLimits,
 	NodesDaemonRequests, NodesDaemonLimits, NodesCurrentLifetime, ClusterUtilization, PodsState, PodsUnstartedTime, PodsBoundDuration, PodsUnboundTime,
 	PodsProvisioningBoundDuration, PodsProvisioningUnboundTime, PodsProvisioningStartupDuration, PodsProvisioningUnstartedTime, PodsSchedulingUndecidedTime, PodsSchedulingDecisionDuration,
 	NodesTerminationDuration, NodesLifetimeDuration, NodeClaimsTerminationDuration, NodeClaimsInstanceTerminationDuration, PodsDrained, clusterState}

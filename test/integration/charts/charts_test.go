@@ -292,7 +292,7 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	if len(exported) < len(metrics.Collectors) {
 		t.Fatalf("read %d metric names from %d collectors; the description format changed?", len(exported), len(metrics.Collectors))
 	}
-	metric := regexp.MustCompile(`karpenter_[a-z_]+`)
+	metric := regexp.MustCompile(`karpenter_[a-z0-9_]+`)
 	// The labels a query groups by or matches on: a label the metric does not have (one
 	// renamed, as capacity_type became message_type) yields an empty or single series.
 	used := regexp.MustCompile(`by \(([a-z_, ]+)\)|\{([a-z_]+)=`)
