@@ -168,7 +168,35 @@ const (
 	NoticeScheduledChange NoticeKind = "ScheduledChange"
 	// NoticeNoOp: a notice that asks nothing (an instance starting, another service's event).
 	NoticeNoOp NoticeKind = "NoOp"
+
+	// The kinds a provider's health checks report (HealthChecker), named as upstream's AWS
+	// provider names the categories of EC2's status checks.
+
+	// NoticeInstanceStatus: the instance's own status check has failed (it is unreachable);
+	// its node is removed without a graceful drain.
+	NoticeInstanceStatus NoticeKind = "InstanceStatus"
+	// NoticeSystemStatus: the status check of the instance's host has failed; removed as
+	// NoticeInstanceStatus.
+	NoticeSystemStatus NoticeKind = "SystemStatus"
+	// NoticeEventStatus: the cloud has scheduled an event for the instance (retirement,
+	// maintenance, a reboot or stop); its node is drained and removed.
+	NoticeEventStatus NoticeKind = "EventStatus"
 )
+
+// Forceful is whether the notice's instance is already broken: its node is removed without
+// waiting for a graceful drain (the NodeClaim's termination timestamp is now).
+func (n Notice) Forceful() bool {
+	return n.Kind == NoticeInstanceStatus || n.Kind == NoticeSystemStatus
+}
+
+// HealthChecker is implemented by providers that poll their instances' health checks (the
+// AWS provider's DescribeInstanceStatus).
+type HealthChecker interface {
+	// UnhealthyInstances returns a notice for each instance and each of its failing checks
+	// (NoticeInstanceStatus, NoticeSystemStatus, NoticeEventStatus), Sent when it began to
+	// fail. A check fails once it has failed long enough for the provider to be sure.
+	UnhealthyInstances(ctx context.Context) ([]Notice, error)
+}
 
 // Notice is one message of a provider's interruption queue about some instances.
 type Notice struct {
@@ -187,8 +215,8 @@ type Notice struct {
 
 // MessageType is the notice's kind as upstream's AWS provider names it in its metrics
 // (message_type, and the reason of karpenter_nodeclaims_disrupted_total): spot_interrupted,
-// rebalance_recommendation, scheduled_change, instance_stopped, instance_terminated; no_op
-// for a notice that asks nothing.
+// rebalance_recommendation, scheduled_change, instance_stopped, instance_terminated,
+// instance_status, system_status, event_status; no_op for a notice that asks nothing.
 func (n Notice) MessageType() string {
 	switch n.Kind {
 	case NoticeSpotInterruption:
@@ -202,6 +230,12 @@ func (n Notice) MessageType() string {
 			return "instance_stopped"
 		}
 		return "instance_terminated"
+	case NoticeInstanceStatus:
+		return "instance_status"
+	case NoticeSystemStatus:
+		return "system_status"
+	case NoticeEventStatus:
+		return "event_status"
 	}
 	return "no_op"
 }

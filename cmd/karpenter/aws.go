@@ -88,11 +88,15 @@ func newAWS(mgr ctrl.Manager, opts *options.Options) (*awsprovider.Provider, err
 	return p, nil
 }
 
-// registerAWS registers what only the AWS provider has: the EC2NodeClass controller and, with
+// registerAWS registers what only the AWS provider has: the EC2NodeClass controller, the
+// poller of EC2's instance status checks (every minute, as upstream) and, with
 // --interruption-queue, the consumer of the SQS queue.
 func registerAWS(mgr ctrl.Manager, opts *options.Options, p *awsprovider.Provider, recorder events.EventRecorder) error {
 	if err := nodeclass.NewEC2(mgr.GetClient(), p.Resolver).Register(mgr); err != nil {
 		return fmt.Errorf("registering the EC2NodeClass controller: %w", err)
+	}
+	if err := mgr.Add(interruption.NewHealthPoller(mgr.GetClient(), p, p, recorder, time.Minute)); err != nil {
+		return fmt.Errorf("registering the instance status poller: %w", err)
 	}
 	if opts.InterruptionQueue != "" {
 		q := awsprovider.NewQueue(p.Resolver.Clients, opts.InterruptionQueue)

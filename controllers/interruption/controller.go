@@ -5,8 +5,12 @@
 // provider (cloudprovider.CapacityReporter) that the offering has no capacity now. A provider
 // with a queue of notices (the AWS provider's SQS queue, cloudprovider.NoticeQueue) is read by
 // QueueConsumer, which acts the same way on Spot interruptions, stops and terminations and
-// scheduled changes, and records rebalance recommendations as Events. It only deletes
-// NodeClaims and queue messages; it does not drain, launch or write Nodes.
+// scheduled changes, and records rebalance recommendations as Events. A provider that polls
+// its instances' health checks (cloudprovider.HealthChecker, the AWS provider's EC2 status
+// checks) is read by HealthPoller, which deletes the NodeClaims of broken instances without a
+// graceful drain and of instances with a scheduled event with one. It only deletes NodeClaims
+// (setting their termination timestamp) and queue messages; it does not drain, launch or
+// write Nodes.
 package interruption
 
 import (

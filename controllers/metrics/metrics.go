@@ -253,6 +253,12 @@ var (
 	InterruptionsReceived = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_interruption_received_messages_total", Help: "Interruption notices received, by message type (spot_interrupted, rebalance_recommendation, scheduled_change, instance_stopped, instance_terminated).",
 	}, []string{"message_type"})
+	// InstanceStatusUnhealthy counts the instances of NodeClaims a provider's health checks
+	// found unhealthy, once per failing check category for as long as it fails, as upstream's
+	// AWS provider (interruption.HealthPoller).
+	InstanceStatusUnhealthy = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_interruption_instance_status_unhealthy_total", Help: "Unique unhealthy instance statuses detected from the cloud's status checks, by category (InstanceStatus, SystemStatus, EventStatus).",
+	}, []string{"category"})
 	// InterruptionMessagesDeleted counts the messages deleted from the interruption queue
 	// (acted on, asking nothing, or unreadable), as upstream's AWS provider.
 	InterruptionMessagesDeleted = prometheus.NewCounter(prometheus.CounterOpts{
@@ -311,7 +317,7 @@ var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 
 // order docs/metrics.md lists them (a test keeps the two the same).
 var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, SchedulerQueueDepth, SchedulerUnfinishedWork, SchedulerIgnoredPods, SchedulerPendingPodsByZone, PodsStartupDuration, NodesAllocatable, NodePoolLimit, NodePoolUsage, NodePoolCost,
 	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
-	DisruptionDecisions, DisruptionDecisionsByNodePool, DisruptionQueueFailures, DisruptionEvaluationDuration, DisruptionFailedValidations, DisruptionEligibleNodes, NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsReceived, InterruptionMessagesDeleted, InterruptionMessageLatency, InterruptionMessages, InterruptionMessageErrors,
+	DisruptionDecisions, DisruptionDecisionsByNodePool, DisruptionQueueFailures, DisruptionEvaluationDuration, DisruptionFailedValidations, DisruptionEligibleNodes, NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsReceived, InterruptionMessagesDeleted, InterruptionMessageLatency, InstanceStatusUnhealthy, InterruptionMessages, InterruptionMessageErrors,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots, NodeRebootDuration, NodeRebootRecoveryDuration,
 	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, InstanceTypeOfferingAvailable, InstanceTypeOfferingPrice, InstanceTypeCPU, InstanceTypeMemory, InstanceLaunchFailures, InstanceTerminationFailures, BatcherBatchTime, BatcherBatchSize, EC2NodeClassUserDataBytes, NodesSystemOverhead, NodesPodRequests, NodesPodLimits,
 	NodesDaemonRequests, NodesDaemonLimits, NodesCurrentLifetime, ClusterUtilization, PodsState, PodsUnstartedTime, PodsBoundDuration, PodsUnboundTime,

@@ -3,7 +3,7 @@
 seeded with what moto lacks and a cluster needs.
 
 It also gives spot offerings prices of a market's shape (spot_price below) instead of moto's
-one flat price.
+one flat price, and lets a test fail an instance's status checks through tags (below).
 
 moto answers EC2, IAM, SSM and SQS with the real wire protocols, but it has none of the public
 `/aws/service/...` SSM parameters that EKS AMI aliases resolve through, and its PutParameter
@@ -32,6 +32,7 @@ import boto3
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.core.responses import ActionResult
 from moto.ec2.models.instance_types import INSTANCE_TYPES
+from moto.ec2.models.instances import Instance
 from moto.ec2.responses.spot_instances import SpotInstances
 from moto.server import ThreadedMotoServer
 from moto.ssm.models import Parameter, ssm_backends
@@ -86,6 +87,66 @@ def describe_spot_price_history(self):
 
 
 SpotInstances.describe_spot_price_history = describe_spot_price_history
+
+
+# moto reports every running instance's status checks as passed and no scheduled events, and
+# ignores DescribeInstanceStatus's status filters. A test makes an instance unhealthy the way
+# EC2 would report it, through tags the emulator reads (set with CreateTags, as any tag):
+#   emulator.karpenter.sh/instance-status-impaired-since  RFC 3339: the instance status check
+#                                                         failed from then on
+#   emulator.karpenter.sh/system-status-impaired-since    the same for the system status check
+#   emulator.karpenter.sh/event-code                      a scheduled event of that code
+#                                                         (instance-retirement, system-maintenance, ...)
+# and the filters instance-status.status, system-status.status and event.code apply.
+IMPAIRED_TAG = "emulator.karpenter.sh/%s-status-impaired-since"
+EVENT_TAG = "emulator.karpenter.sh/event-code"
+
+
+def _tag(instance, key):
+    for t in instance.get_tags():
+        if t.get("key", t.get("Key")) == key:
+            return t.get("value", t.get("Value"))
+    return None
+
+
+def _status(check):
+    def status(self):
+        if self.state_code != 16:
+            return {"Status": "not-applicable"}
+        since = _tag(self, IMPAIRED_TAG % check)
+        if since:
+            return {"Status": "impaired", "Details": [{"Name": "reachability", "Status": "failed", "ImpairedSince": since}]}
+        return {"Status": "ok", "Details": [{"Name": "reachability", "Status": "passed"}]}
+    return property(status)
+
+
+def _events(self):
+    code = _tag(self, EVENT_TAG)
+    if not code or self.state_code != 16:
+        return []
+    return [{"Code": code, "Description": "The instance is scheduled for " + code.replace("-", " "),
+             "NotBefore": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")}]
+
+
+_applies = Instance.applies
+
+
+def _applies_with_status(self, filters):
+    for f in filters or []:
+        values = f["values"]
+        if f["name"] == "instance-status.status" and self.instance_status.get("Status") not in values:
+            return False
+        if f["name"] == "system-status.status" and self.system_status.get("Status") not in values:
+            return False
+        if f["name"] == "event.code" and not any(e["Code"] in values for e in self.events):
+            return False
+    return _applies(self, filters)
+
+
+Instance.instance_status = _status("instance")
+Instance.system_status = _status("system")
+Instance.events = property(_events)
+Instance.applies = _applies_with_status
 
 
 def alias_parameters(k8s, arch, release):

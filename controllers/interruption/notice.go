@@ -1,0 +1,113 @@
+package interruption
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/controllers/index"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
+)
+
+// handler acts on a provider's notices about instances, for the interruption queue and the
+// health checks alike.
+type handler struct {
+	client   client.Client
+	cloud    cloudprovider.CloudProvider
+	recorder events.EventRecorder
+}
+
+// act deletes the NodeClaims of the notice's instances (a rebalance recommendation is an
+// Event only), and says whether any instance has a NodeClaim. A Spot interruption also marks
+// the offering unavailable; a notice whose instance is already broken (Notice.Forceful) sets
+// the NodeClaim's termination timestamp to now first, so that its node is not drained
+// gracefully. A NodeClaim already being deleted is left as it is.
+func (h *handler) act(ctx context.Context, n cloudprovider.Notice) (found bool, err error) {
+	logger := log.FromContext(ctx)
+	for _, id := range n.InstanceIDs {
+		claims, err := index.NodeClaimsByInstanceID(ctx, h.client, id)
+		if err != nil {
+			return found, err
+		}
+		found = found || len(claims) > 0
+		for i := range claims {
+			nc := &claims[i]
+			if n.Kind == cloudprovider.NoticeRebalance {
+				h.recorder.Eventf(nc, nil, corev1.EventTypeNormal, "RebalanceRecommendation", "Disruption",
+					"EC2 recommends rebalancing instance %s: it is at elevated risk of Spot interruption", id)
+				continue
+			}
+			if nc.DeletionTimestamp != nil {
+				continue
+			}
+			if n.Kind == cloudprovider.NoticeSpotInterruption {
+				if r, ok := h.cloud.(cloudprovider.CapacityReporter); ok {
+					r.MarkUnavailable(nc.Labels[karpv1.LabelInstanceType], nc.Labels[karpv1.LabelTopologyZone], karpv1.CapacityTypeSpot)
+				}
+			}
+			if n.Forceful() {
+				if err := h.terminateNow(ctx, nc); err != nil {
+					return found, err
+				}
+			}
+			if err := h.client.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
+				return found, fmt.Errorf("deleting nodeclaim %s of instance %s: %w", nc.Name, id, err)
+			}
+			metrics.Interrupted(nc, n.MessageType())
+			logger.Info("interruption: deleting the nodeclaim", "NodeClaim", nc.Name, "instance", id, "kind", n.Kind, "deadline", n.Deadline)
+			if isHealthCheck(n.Kind) {
+				// Upstream's reason for an instance its health checks found unhealthy.
+				h.recorder.Eventf(nc, nil, corev1.EventTypeWarning, "InstanceUnhealthy", "Disruption", "Instance %s %s", id, noticeReason(n))
+				continue
+			}
+			h.recorder.Eventf(nc, nil, corev1.EventTypeWarning, "Interrupted", "Disruption", "Instance %s %s: draining its node now", id, noticeReason(n))
+		}
+	}
+	return found, nil
+}
+
+// terminateNow sets the NodeClaim's termination timestamp to now, unless it has one: its
+// node's pods are then deleted without waiting for PodDisruptionBudgets.
+func (h *handler) terminateNow(ctx context.Context, nc *karpv1.NodeClaim) error {
+	if _, ok := nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey]; ok {
+		return nil
+	}
+	stored := nc.DeepCopy()
+	if nc.Annotations == nil {
+		nc.Annotations = map[string]string{}
+	}
+	nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey] = time.Now().UTC().Format(time.RFC3339)
+	if err := h.client.Patch(ctx, nc, client.MergeFrom(stored)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("setting the termination timestamp of nodeclaim %s: %w", nc.Name, err)
+	}
+	return nil
+}
+
+func isHealthCheck(k cloudprovider.NoticeKind) bool {
+	return k == cloudprovider.NoticeInstanceStatus || k == cloudprovider.NoticeSystemStatus || k == cloudprovider.NoticeEventStatus
+}
+
+func noticeReason(n cloudprovider.Notice) string {
+	switch n.Kind {
+	case cloudprovider.NoticeSpotInterruption:
+		return "will be reclaimed (Spot interruption) at " + n.Deadline.UTC().Format(time.RFC3339)
+	case cloudprovider.NoticeStateChange:
+		return "is " + n.State
+	case cloudprovider.NoticeScheduledChange:
+		return "has a scheduled change (AWS Health)"
+	case cloudprovider.NoticeInstanceStatus:
+		return "failed its instance status check: removing its node without a graceful drain"
+	case cloudprovider.NoticeSystemStatus:
+		return "failed its system status check (its host): removing its node without a graceful drain"
+	case cloudprovider.NoticeEventStatus:
+		return "has a scheduled event (" + n.State + "): draining its node now"
+	}
+	return string(n.Kind)
+}
