@@ -36,14 +36,12 @@ import (
 
 // Controller deletes the NodeClaims of interrupted nodes.
 type Controller struct {
-	client   client.Client
-	cloud    cloudprovider.CloudProvider
-	recorder events.EventRecorder
+	handler
 }
 
 // NewController builds the interruption controller.
 func NewController(c client.Client, cloud cloudprovider.CloudProvider, recorder events.EventRecorder) *Controller {
-	return &Controller{client: c, cloud: cloud, recorder: recorder}
+	return &Controller{handler{client: c, cloud: cloud, recorder: recorder}}
 }
 
 // Register watches Nodes that carry an interruption notice.
@@ -72,6 +70,7 @@ func (c *Controller) Reconcile(ctx context.Context, n *corev1.Node) (reconcile.R
 		if nc.DeletionTimestamp != nil {
 			continue
 		}
+		c.event(nc, n, corev1.EventTypeWarning, "SpotInterrupted", fmt.Sprintf("Instance %s will be reclaimed (Spot interruption) at %s", n.Spec.ProviderID, deadline))
 		if r, ok := c.cloud.(cloudprovider.CapacityReporter); ok {
 			r.MarkUnavailable(n.Labels[corev1.LabelInstanceTypeStable], n.Labels[corev1.LabelTopologyZone], n.Labels[karpv1.CapacityTypeLabelKey])
 		}
@@ -84,10 +83,7 @@ func (c *Controller) Reconcile(ctx context.Context, n *corev1.Node) (reconcile.R
 		metrics.InterruptionsReceived.WithLabelValues(spot.MessageType()).Inc()
 		metrics.Interrupted(nc, spot.MessageType())
 		log.FromContext(ctx).Info("interruption: deleting the nodeclaim before the instance is reclaimed", "NodeClaim", nc.Name, "Node", n.Name, "deadline", deadline)
-		c.recorder.Eventf(nc, nil, corev1.EventTypeWarning, "Interrupted", "Disruption",
-			"Instance %s will be reclaimed at %s: draining its node now", n.Spec.ProviderID, deadline)
-		c.recorder.Eventf(n, nil, corev1.EventTypeWarning, "Interrupted", "Disruption",
-			"Instance will be reclaimed at %s: NodeClaim %s deleted, pods drain to other nodes", deadline, nc.Name)
+		c.event(nc, n, corev1.EventTypeWarning, "TerminatingOnInterruption", "Interruption triggered termination for the NodeClaim: its node drains now")
 	}
 	return reconcile.Result{}, nil
 }

@@ -25,7 +25,10 @@ type handler struct {
 }
 
 // act deletes the NodeClaims of the notice's instances (a rebalance recommendation is an
-// Event only), and says whether any instance has a NodeClaim. A Spot interruption also marks
+// Event only), and says whether any instance has a NodeClaim. Each NodeClaim acted on, and its
+// Node, get upstream's Event for the notice (SpotInterrupted, SpotRebalanceRecommendation,
+// InstanceStopping, InstanceTerminating, InstanceUnhealthy) and, once deleted,
+// TerminatingOnInterruption. A Spot interruption also marks
 // the offering unavailable; a notice whose instance is already broken (Notice.Forceful) sets
 // the NodeClaim's termination timestamp to now first, so that its node is not drained
 // gracefully. A NodeClaim already being deleted is left as it is.
@@ -39,13 +42,17 @@ func (h *handler) act(ctx context.Context, n cloudprovider.Notice) (found bool, 
 		found = found || len(claims) > 0
 		for i := range claims {
 			nc := &claims[i]
-			if n.Kind == cloudprovider.NoticeRebalance {
-				h.recorder.Eventf(nc, nil, corev1.EventTypeNormal, "RebalanceRecommendation", "Disruption",
-					"EC2 recommends rebalancing instance %s: it is at elevated risk of Spot interruption", id)
-				continue
-			}
 			if nc.DeletionTimestamp != nil {
 				continue
+			}
+			node, err := index.NodeByProviderID(ctx, h.client, nc.Status.ProviderID)
+			if err != nil {
+				return found, err
+			}
+			reason, kind := noticeEvent(n)
+			h.event(nc, node, kind, reason, fmt.Sprintf("Instance %s %s", id, noticeReason(n)))
+			if n.Kind == cloudprovider.NoticeRebalance {
+				continue // an Event only
 			}
 			if n.Kind == cloudprovider.NoticeSpotInterruption {
 				if r, ok := h.cloud.(cloudprovider.CapacityReporter); ok {
@@ -62,15 +69,40 @@ func (h *handler) act(ctx context.Context, n cloudprovider.Notice) (found bool, 
 			}
 			metrics.Interrupted(nc, n.MessageType())
 			logger.Info("interruption: deleting the nodeclaim", "NodeClaim", nc.Name, "instance", id, "kind", n.Kind, "deadline", n.Deadline)
-			if isHealthCheck(n.Kind) {
-				// Upstream's reason for an instance its health checks found unhealthy.
-				h.recorder.Eventf(nc, nil, corev1.EventTypeWarning, "InstanceUnhealthy", "Disruption", "Instance %s %s", id, noticeReason(n))
-				continue
+			how := "its node drains now"
+			if n.Forceful() {
+				how = "its pods are deleted without a graceful drain"
 			}
-			h.recorder.Eventf(nc, nil, corev1.EventTypeWarning, "Interrupted", "Disruption", "Instance %s %s: draining its node now", id, noticeReason(n))
+			h.event(nc, node, corev1.EventTypeWarning, "TerminatingOnInterruption", "Interruption triggered termination for the NodeClaim: "+how)
 		}
 	}
 	return found, nil
+}
+
+// event records an Event on the NodeClaim and, when it has one, its Node, as upstream's AWS
+// provider does for each notice.
+func (h *handler) event(nc *karpv1.NodeClaim, node *corev1.Node, kind, reason, message string) {
+	h.recorder.Eventf(nc, nil, kind, reason, "Disruption", "%s", message)
+	if node != nil {
+		h.recorder.Eventf(node, nil, kind, reason, "Disruption", "%s", message)
+	}
+}
+
+// noticeEvent is the reason and type of the Event a notice gives, upstream's AWS provider's.
+func noticeEvent(n cloudprovider.Notice) (reason, kind string) {
+	switch n.Kind {
+	case cloudprovider.NoticeSpotInterruption:
+		return "SpotInterrupted", corev1.EventTypeWarning
+	case cloudprovider.NoticeRebalance:
+		return "SpotRebalanceRecommendation", corev1.EventTypeNormal
+	case cloudprovider.NoticeStateChange:
+		if n.MessageType() == "instance_stopped" {
+			return "InstanceStopping", corev1.EventTypeWarning
+		}
+		return "InstanceTerminating", corev1.EventTypeWarning
+	}
+	// A scheduled change, a scheduled event, a failed status check.
+	return "InstanceUnhealthy", corev1.EventTypeWarning
 }
 
 // terminateNow sets the NodeClaim's termination timestamp to now, unless it has one: its
@@ -90,24 +122,22 @@ func (h *handler) terminateNow(ctx context.Context, nc *karpv1.NodeClaim) error 
 	return nil
 }
 
-func isHealthCheck(k cloudprovider.NoticeKind) bool {
-	return k == cloudprovider.NoticeInstanceStatus || k == cloudprovider.NoticeSystemStatus || k == cloudprovider.NoticeEventStatus
-}
-
 func noticeReason(n cloudprovider.Notice) string {
 	switch n.Kind {
 	case cloudprovider.NoticeSpotInterruption:
 		return "will be reclaimed (Spot interruption) at " + n.Deadline.UTC().Format(time.RFC3339)
+	case cloudprovider.NoticeRebalance:
+		return "is at elevated risk of Spot interruption (EC2 recommends rebalancing)"
 	case cloudprovider.NoticeStateChange:
 		return "is " + n.State
 	case cloudprovider.NoticeScheduledChange:
 		return "has a scheduled change (AWS Health)"
 	case cloudprovider.NoticeInstanceStatus:
-		return "failed its instance status check: removing its node without a graceful drain"
+		return "failed its instance status check"
 	case cloudprovider.NoticeSystemStatus:
-		return "failed its system status check (its host): removing its node without a graceful drain"
+		return "failed its system status check (its host)"
 	case cloudprovider.NoticeEventStatus:
-		return "has a scheduled event (" + n.State + "): draining its node now"
+		return "has a scheduled event (" + n.State + ")"
 	}
 	return string(n.Kind)
 }

@@ -68,6 +68,21 @@ func TestSpotInterruptionReschedulesPods(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the pods never ran again elsewhere: %v\n%s", err, local.LogTail("karpenter", 20))
 	}
+	// The manager's Events, as upstream's AWS provider records them, on the Node and its
+	// NodeClaim: the notice, then the termination it triggered.
+	var evs eventsv1.EventList
+	if err := kube.List(ctx, &evs); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, e := range evs.Items {
+		got[e.Regarding.Kind+"/"+e.Reason] = got[e.Regarding.Kind+"/"+e.Reason] || e.Regarding.Name == node.Name || e.Regarding.Kind == "NodeClaim"
+	}
+	for _, want := range []string{"Node/SpotInterrupted", "Node/TerminatingOnInterruption", "NodeClaim/SpotInterrupted", "NodeClaim/TerminatingOnInterruption"} {
+		if !got[want] {
+			t.Errorf("no %s Event from the manager", want)
+		}
+	}
 	if left := time.Until(deadline); left <= 0 {
 		t.Errorf("the pods ran elsewhere only %s after the reclaim deadline %s", -left, deadline.Format(time.TimeOnly))
 	} else {

@@ -124,8 +124,10 @@ func TestInstanceStatusChecks(t *testing.T) {
 		seen = append(seen, <-recorder.Events)
 	}
 	joined := strings.Join(seen, "\n")
-	for _, want := range []string{"InstanceUnhealthy Instance " + brokenID[strings.LastIndex(brokenID, "/")+1:] + " failed its system status check",
-		"InstanceUnhealthy Instance " + retiringID[strings.LastIndex(retiringID, "/")+1:] + " has a scheduled event (instance-retirement)"} {
+	for _, want := range []string{"Warning InstanceUnhealthy Instance " + brokenID[strings.LastIndex(brokenID, "/")+1:] + " failed its system status check",
+		"Warning InstanceUnhealthy Instance " + retiringID[strings.LastIndex(retiringID, "/")+1:] + " has a scheduled event (instance-retirement)",
+		"Warning TerminatingOnInterruption Interruption triggered termination for the NodeClaim: its pods are deleted without a graceful drain",
+		"Warning TerminatingOnInterruption Interruption triggered termination for the NodeClaim: its node drains now"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("no event %q in:\n%s", want, joined)
 		}

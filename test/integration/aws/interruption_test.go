@@ -136,8 +136,13 @@ func TestInterruptionQueue(t *testing.T) {
 		seen = append(seen, ev)
 	}
 	joined := strings.Join(seen, "\n")
-	for _, want := range []string{"Interrupted Instance i-0spot will be reclaimed (Spot interruption)", "Interrupted Instance i-0stopped is stopping",
-		"Interrupted Instance i-0retired has a scheduled change", "RebalanceRecommendation EC2 recommends rebalancing instance i-0rebalance"} {
+	if n := strings.Count(joined, "Warning TerminatingOnInterruption Interruption triggered termination for the NodeClaim"); n != 3 {
+		t.Errorf("%d TerminatingOnInterruption events, want one per NodeClaim deleted (3):\n%s", n, joined)
+	}
+	// Upstream's reasons: one for the notice, and TerminatingOnInterruption for each NodeClaim
+	// deleted (these NodeClaims have no Node).
+	for _, want := range []string{"Warning SpotInterrupted Instance i-0spot will be reclaimed (Spot interruption)", "Warning InstanceStopping Instance i-0stopped is stopping",
+		"Warning InstanceUnhealthy Instance i-0retired has a scheduled change", "Normal SpotRebalanceRecommendation Instance i-0rebalance is at elevated risk"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("no event %q in:\n%s", want, joined)
 		}
