@@ -66,6 +66,13 @@ type CapacityReporter interface {
 	MarkUnavailable(instanceType, zone, capacityType string)
 }
 
+// ReservationReporter is implemented by providers that can be told a capacity reservation is
+// taking its instances back (an interruptible reservation interrupted): they leave its
+// offerings out for a while, so that new capacity goes elsewhere.
+type ReservationReporter interface {
+	MarkReservationUnavailable(reservationID string)
+}
+
 // LaunchOverlays gives a NodePool's instance types as the decisions saw them, NodeOverlays
 // applied (docs/architecture.md, "NodeOverlays"): a provider that takes it launches the
 // offering the solver chose, at the prices the solver compared, not at its own.
@@ -166,6 +173,9 @@ const (
 	NoticeStateChange NoticeKind = "StateChange"
 	// NoticeScheduledChange: the cloud will retire or maintain the instance (AWS Health).
 	NoticeScheduledChange NoticeKind = "ScheduledChange"
+	// NoticeCapacityReservationInterruption: EC2 reclaims an instance of an interruptible
+	// capacity reservation (its owner takes the capacity back).
+	NoticeCapacityReservationInterruption NoticeKind = "CapacityReservationInterruption"
 	// NoticeNoOp: a notice that asks nothing (an instance starting, another service's event).
 	NoticeNoOp NoticeKind = "NoOp"
 
@@ -216,7 +226,8 @@ type Notice struct {
 // MessageType is the notice's kind as upstream's AWS provider names it in its metrics
 // (message_type, and the reason of karpenter_nodeclaims_disrupted_total): spot_interrupted,
 // rebalance_recommendation, scheduled_change, instance_stopped, instance_terminated,
-// instance_status, system_status, event_status; no_op for a notice that asks nothing.
+// capacity_reservation_interrupted, instance_status, system_status, event_status; no_op for a
+// notice that asks nothing.
 func (n Notice) MessageType() string {
 	switch n.Kind {
 	case NoticeSpotInterruption:
@@ -230,6 +241,8 @@ func (n Notice) MessageType() string {
 			return "instance_stopped"
 		}
 		return "instance_terminated"
+	case NoticeCapacityReservationInterruption:
+		return "capacity_reservation_interrupted"
 	case NoticeInstanceStatus:
 		return "instance_status"
 	case NoticeSystemStatus:

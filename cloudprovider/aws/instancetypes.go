@@ -84,6 +84,17 @@ func (p *InstanceTypes) MarkUnavailable(instanceType, zone, capacityType string)
 	p.unavailGen++
 }
 
+// reservationKey marks a capacity reservation in the unavailable offerings, by its ID.
+const reservationKey = "reservation"
+
+// MarkReservationUnavailable leaves a capacity reservation's offerings out for
+// UnavailableFor. The reserved offerings are added afresh on each List, so the memo stands.
+func (p *InstanceTypes) MarkReservationUnavailable(id string) {
+	p.unavailMu.Lock()
+	defer p.unavailMu.Unlock()
+	p.unavail[reservationKey+"/"+id+"/"] = time.Now().Add(UnavailableFor)
+}
+
 // availability is the generation of the offerings' availability, and when the first offering
 // marked unavailable becomes available again (zero: none is marked).
 func (p *InstanceTypes) availability() (uint64, time.Time) {

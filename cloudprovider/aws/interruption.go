@@ -24,7 +24,7 @@ type event struct {
 
 // ParseMessage reads one EventBridge message of the interruption queue, as upstream reads
 // them: a Spot interruption warning (the instance is reclaimed two minutes after the event),
-// a rebalance recommendation, an instance state change (stopping, stopped, shutting-down and
+// an interruptible capacity reservation's interruption warning, a rebalance recommendation, an instance state change (stopping, stopped, shutting-down and
 // terminated count; others are no-ops), an AWS Health scheduled change for EC2 instances.
 // Anything else is an error; the caller deletes the message.
 func ParseMessage(body string) (cloudprovider.Notice, error) {
@@ -42,6 +42,14 @@ func ParseMessage(body string) (cloudprovider.Notice, error) {
 			return n, fmt.Errorf("a Spot interruption warning without an instance-id")
 		}
 		n.Kind, n.InstanceIDs, n.Deadline = cloudprovider.NoticeSpotInterruption, []string{d.InstanceID}, e.Time.Add(2*time.Minute)
+	case e.Source == "aws.ec2" && e.DetailType == "EC2 Capacity Reservation Instance Interruption Warning":
+		var d struct {
+			InstanceID string `json:"instance-id"`
+		}
+		if err := json.Unmarshal(e.Detail, &d); err != nil || d.InstanceID == "" {
+			return n, fmt.Errorf("a capacity reservation interruption warning without an instance-id")
+		}
+		n.Kind, n.InstanceIDs = cloudprovider.NoticeCapacityReservationInterruption, []string{d.InstanceID}
 	case e.Source == "aws.ec2" && e.DetailType == "EC2 Instance Rebalance Recommendation":
 		var d struct {
 			InstanceID string `json:"instance-id"`

@@ -18,6 +18,8 @@ func TestParseMessage(t *testing.T) {
 	}{
 		"spot interruption": {body: `{"source":"aws.ec2","detail-type":"EC2 Spot Instance Interruption Warning","time":"2026-12-01T10:00:00Z","detail":{"instance-id":"i-1"}}`,
 			kind: cloudprovider.NoticeSpotInterruption, ids: "i-1", deadline: time.Date(2026, 12, 1, 10, 2, 0, 0, time.UTC)},
+		"capacity reservation interruption": {body: `{"source":"aws.ec2","detail-type":"EC2 Capacity Reservation Instance Interruption Warning","detail":{"instance-id":"i-6","instance-action":"terminate"}}`,
+			kind: cloudprovider.NoticeCapacityReservationInterruption, ids: "i-6"},
 		"rebalance": {body: `{"source":"aws.ec2","detail-type":"EC2 Instance Rebalance Recommendation","detail":{"instance-id":"i-2"}}`, kind: cloudprovider.NoticeRebalance, ids: "i-2"},
 		"terminated": {body: `{"source":"aws.ec2","detail-type":"EC2 Instance State-change Notification","detail":{"instance-id":"i-3","state":"terminated"}}`,
 			kind: cloudprovider.NoticeStateChange, ids: "i-3"},

@@ -97,7 +97,16 @@ func (p *Provider) MarkUnavailable(instanceType, zone, capacityType string) {
 	p.Types.MarkUnavailable(instanceType, zone, capacityType)
 }
 
+// MarkReservationUnavailable leaves a capacity reservation's offerings out for
+// UnavailableFor (an interruptible reservation taking its instances back).
+func (p *Provider) MarkReservationUnavailable(id string) {
+	p.Types.MarkReservationUnavailable(id)
+}
+
 func (p *Provider) room(id string) int {
+	if p.Types.unavailable(reservationKey, id, "") {
+		return 0
+	}
 	if p.ReservationRoom == nil {
 		return 0
 	}

@@ -1,14 +1,17 @@
 package aws_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
+	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/cloudprovider/aws"
@@ -113,5 +116,46 @@ func TestASelectedReservationIsFilledFirst(t *testing.T) {
 	}
 	if reserved != 2 || spot != 2 {
 		t.Fatalf("reserved %d, spot %d NodeClaims; want the reservation's room (2) filled first, then spot (2)", reserved, spot)
+	}
+}
+
+// TestAnInterruptedReservationIsLeftOut: once a capacity reservation takes its instances back
+// (an interruptible reservation interrupted), its reserved offering is not available, while
+// another reservation of the same type and zone stays available.
+func TestAnInterruptedReservationIsLeftOut(t *testing.T) {
+	e := emulator
+	ctx := context.Background()
+	r := resolver(t, e, "local")
+	nc := readyNodeClass(t, r, "reserve-03")
+	zone := nc.Status.Subnets[0].Zone
+	for _, id := range []string{"cr-0interrupted", "cr-0other"} {
+		nc.Status.CapacityReservations = append(nc.Status.CapacityReservations, awsv1.CapacityReservation{ID: id, InstanceType: "m5.large",
+			AvailabilityZone: zone, OwnerID: "012345678901", InstanceMatchCriteria: "targeted", ReservationType: awsv1.CapacityReservationTypeDefault,
+			State: awsv1.CapacityReservationStateActive})
+	}
+	kube := fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(nc).Build()
+	clients, pricing, types := providers(t, e)
+	p := aws.NewProvider(kube, aws.Settings{ClusterName: "local", Region: e.Region, KubernetesVersion: "1.37"}, clients, types, pricing)
+	p.ReservationRoom = func(string) int { return 2 }
+	np := &karpv1.NodePool{Spec: karpv1.NodePoolSpec{Template: karpv1.NodeClaimTemplate{Spec: karpv1.NodeClaimTemplateSpec{NodeClassRef: claimFor(nc.Name).Spec.NodeClassRef}}}}
+	available := func() map[string]bool {
+		its, err := p.GetInstanceTypes(ctx, np)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, o := range byName(its)["m5.large"].Offerings {
+			if o.CapacityType == karpv1.CapacityTypeReserved {
+				out[o.ReservationID] = o.Available
+			}
+		}
+		return out
+	}
+	if got := available(); !got["cr-0interrupted"] || !got["cr-0other"] {
+		t.Fatalf("reserved offerings available before the interruption: %v; want both", got)
+	}
+	p.MarkReservationUnavailable("cr-0interrupted")
+	if got := available(); got["cr-0interrupted"] || !got["cr-0other"] {
+		t.Errorf("reserved offerings available after cr-0interrupted was interrupted: %v; want cr-0other only", got)
 	}
 }

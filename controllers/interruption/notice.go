@@ -27,8 +27,10 @@ type handler struct {
 // act deletes the NodeClaims of the notice's instances (a rebalance recommendation is an
 // Event only), and says whether any instance has a NodeClaim. Each NodeClaim acted on, and its
 // Node, get upstream's Event for the notice (SpotInterrupted, SpotRebalanceRecommendation,
-// InstanceStopping, InstanceTerminating, InstanceUnhealthy) and, once deleted,
-// TerminatingOnInterruption. A Spot interruption also marks
+// InstanceStopping, InstanceTerminating, InstanceUnhealthy,
+// CapacityReservationInstanceInterrupted) and, once deleted, TerminatingOnInterruption. A
+// capacity reservation's interruption marks the reservation unavailable
+// (cloudprovider.ReservationReporter). A Spot interruption also marks
 // the offering unavailable; a notice whose instance is already broken (Notice.Forceful) sets
 // the NodeClaim's termination timestamp to now first, so that its node is not drained
 // gracefully. A NodeClaim already being deleted is left as it is.
@@ -57,6 +59,11 @@ func (h *handler) act(ctx context.Context, n cloudprovider.Notice) (found bool, 
 			if n.Kind == cloudprovider.NoticeSpotInterruption {
 				if r, ok := h.cloud.(cloudprovider.CapacityReporter); ok {
 					r.MarkUnavailable(nc.Labels[karpv1.LabelInstanceType], nc.Labels[karpv1.LabelTopologyZone], karpv1.CapacityTypeSpot)
+				}
+			}
+			if n.Kind == cloudprovider.NoticeCapacityReservationInterruption {
+				if r, ok := h.cloud.(cloudprovider.ReservationReporter); ok && nc.Labels[karpv1.LabelCapacityReservationID] != "" {
+					r.MarkReservationUnavailable(nc.Labels[karpv1.LabelCapacityReservationID])
 				}
 			}
 			if n.Forceful() {
@@ -95,6 +102,8 @@ func noticeEvent(n cloudprovider.Notice) (reason, kind string) {
 		return "SpotInterrupted", corev1.EventTypeWarning
 	case cloudprovider.NoticeRebalance:
 		return "SpotRebalanceRecommendation", corev1.EventTypeNormal
+	case cloudprovider.NoticeCapacityReservationInterruption:
+		return "CapacityReservationInstanceInterrupted", corev1.EventTypeWarning
 	case cloudprovider.NoticeStateChange:
 		if n.MessageType() == "instance_stopped" {
 			return "InstanceStopping", corev1.EventTypeWarning
@@ -128,6 +137,8 @@ func noticeReason(n cloudprovider.Notice) string {
 		return "will be reclaimed (Spot interruption) at " + n.Deadline.UTC().Format(time.RFC3339)
 	case cloudprovider.NoticeRebalance:
 		return "is at elevated risk of Spot interruption (EC2 recommends rebalancing)"
+	case cloudprovider.NoticeCapacityReservationInterruption:
+		return "is taken back by its capacity reservation (an interruptible reservation interrupted)"
 	case cloudprovider.NoticeStateChange:
 		return "is " + n.State
 	case cloudprovider.NoticeScheduledChange:

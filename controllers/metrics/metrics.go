@@ -251,7 +251,7 @@ var (
 	// type (cloudprovider.Notice.MessageType; no_op is not counted), as upstream's AWS
 	// provider: from the interruption queue, and the kwok provider's Spot notices.
 	InterruptionsReceived = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "karpenter_interruption_received_messages_total", Help: "Interruption notices received, by message type (spot_interrupted, rebalance_recommendation, scheduled_change, instance_stopped, instance_terminated).",
+		Name: "karpenter_interruption_received_messages_total", Help: "Interruption notices received, by message type (spot_interrupted, rebalance_recommendation, scheduled_change, instance_stopped, instance_terminated, capacity_reservation_interrupted).",
 	}, []string{"message_type"})
 	// InstanceStatusUnhealthy counts the instances of NodeClaims a provider's health checks
 	// found unhealthy, once per failing check category for as long as it fails, as upstream's

@@ -33,6 +33,10 @@ func (m *marks) MarkUnavailable(instanceType, zone, capacityType string) {
 	m.marked = append(m.marked, instanceType+"/"+zone+"/"+capacityType)
 }
 
+func (m *marks) MarkReservationUnavailable(id string) {
+	m.marked = append(m.marked, "reservation/"+id)
+}
+
 func TestInterruptionQueue(t *testing.T) {
 	e := awsemu.Start(t, "local")
 	ctx := context.Background()
@@ -56,8 +60,12 @@ func TestInterruptionQueue(t *testing.T) {
 		}
 		return nc
 	}
-	spot, stopped, retired, rebalanced := claim("spot", "i-0spot", "spot"), claim("stopped", "i-0stopped", "on-demand"),
-		claim("retired", "i-0retired", "on-demand"), claim("rebalanced", "i-0rebalance", "spot")
+	spot, stopped, retired, rebalanced, reclaimed := claim("spot", "i-0spot", "spot"), claim("stopped", "i-0stopped", "on-demand"),
+		claim("retired", "i-0retired", "on-demand"), claim("rebalanced", "i-0rebalance", "spot"), claim("reclaimed", "i-0reserved", "reserved")
+	reclaimed.Labels[karpv1.LabelCapacityReservationID] = "cr-0interruptible"
+	if err := testEnv.Client.Update(ctx, reclaimed); err != nil {
+		t.Fatal(err)
+	}
 	send := func(body string) {
 		if _, err := clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: awssdk.String(e.Cluster.QueueURL), MessageBody: awssdk.String(body)}); err != nil {
 			t.Fatal(err)
@@ -68,6 +76,7 @@ func TestInterruptionQueue(t *testing.T) {
 	send(fmt.Sprintf(`{"version":"0","source":"aws.ec2","detail-type":"EC2 Instance State-change Notification","time":%q,"detail":{"instance-id":"i-0stopped","state":"stopping"}}`, now))
 	send(`{"version":"0","source":"aws.health","detail-type":"AWS Health Event","detail":{"service":"EC2","eventTypeCategory":"scheduledChange","startTime":"Sat, 05 Dec 2026 10:00:00 GMT","affectedEntities":[{"entityValue":"i-0retired"}]}}`)
 	send(fmt.Sprintf(`{"version":"0","source":"aws.ec2","detail-type":"EC2 Instance Rebalance Recommendation","time":%q,"detail":{"instance-id":"i-0rebalance"}}`, now))
+	send(fmt.Sprintf(`{"version":"0","source":"aws.ec2","detail-type":"EC2 Capacity Reservation Instance Interruption Warning","time":%q,"detail":{"instance-id":"i-0reserved","instance-action":"terminate"}}`, now))
 	send(fmt.Sprintf(`{"version":"0","source":"aws.ec2","detail-type":"EC2 Instance State-change Notification","time":%q,"detail":{"instance-id":"i-0spot","state":"running"}}`, now))
 	send(`this is not an event`)
 
@@ -79,12 +88,13 @@ func TestInterruptionQueue(t *testing.T) {
 	latencyBefore, _ := metricstest.Observations(t, metrics.InterruptionMessageLatency, nil)
 	// As upstream's AWS provider counts them: by message type, no_op not counted, and each
 	// NodeClaim deleted as disrupted with the message type as reason.
-	received := map[string]float64{"spot_interrupted": 1, "instance_stopped": 1, "scheduled_change": 1, "rebalance_recommendation": 1, "no_op": 0}
+	received := map[string]float64{"spot_interrupted": 1, "instance_stopped": 1, "scheduled_change": 1, "rebalance_recommendation": 1, "capacity_reservation_interrupted": 1, "no_op": 0}
 	receivedBefore := map[string]float64{}
 	for k := range received {
 		receivedBefore[k] = testutil.ToFloat64(metrics.InterruptionsReceived.WithLabelValues(k))
 	}
-	disrupted := map[[2]string]float64{{"spot_interrupted", "spot"}: 1, {"instance_stopped", "on-demand"}: 1, {"scheduled_change", "on-demand"}: 1}
+	disrupted := map[[2]string]float64{{"spot_interrupted", "spot"}: 1, {"instance_stopped", "on-demand"}: 1, {"scheduled_change", "on-demand"}: 1,
+		{"capacity_reservation_interrupted", "reserved"}: 1}
 	disruptedBefore := map[[2]string]float64{}
 	for k := range disrupted {
 		disruptedBefore[k] = testutil.ToFloat64(metrics.NodeClaimsDisrupted.WithLabelValues(k[0], "default", k[1], "", "graceful"))
@@ -98,7 +108,7 @@ func TestInterruptionQueue(t *testing.T) {
 		err := testEnv.Client.Get(ctx, client.ObjectKeyFromObject(nc), &karpv1.NodeClaim{})
 		return client.IgnoreNotFound(err) == nil && err != nil
 	}
-	for _, nc := range []*karpv1.NodeClaim{spot, stopped, retired} {
+	for _, nc := range []*karpv1.NodeClaim{spot, stopped, retired, reclaimed} {
 		if !gone(nc) {
 			t.Errorf("NodeClaim %s was not deleted", nc.Name)
 		}
@@ -106,14 +116,14 @@ func TestInterruptionQueue(t *testing.T) {
 	if gone(rebalanced) {
 		t.Error("a rebalance recommendation deleted its NodeClaim; it is an Event only")
 	}
-	if len(provider.marked) != 1 || provider.marked[0] != "m5.large/us-west-2a/spot" {
-		t.Errorf("offerings marked unavailable: %v; want the interrupted Spot offering only", provider.marked)
+	if strings.Join(provider.marked, ",") != "m5.large/us-west-2a/spot,reservation/cr-0interruptible" {
+		t.Errorf("offerings marked unavailable: %v; want the interrupted Spot offering and the interrupted reservation", provider.marked)
 	}
 	if got := testutil.ToFloat64(metrics.InterruptionMessageErrors) - errorsBefore; got != 1 {
 		t.Errorf("%v unreadable messages counted, want 1", got)
 	}
-	if got := testutil.ToFloat64(metrics.InterruptionMessagesDeleted) - deletedBefore; got != 6 {
-		t.Errorf("karpenter_interruption_deleted_messages_total rose by %v, want 6 (every message sent)", got)
+	if got := testutil.ToFloat64(metrics.InterruptionMessagesDeleted) - deletedBefore; got != 7 {
+		t.Errorf("karpenter_interruption_deleted_messages_total rose by %v, want 7 (every message sent)", got)
 	}
 	for k, want := range received {
 		if got := testutil.ToFloat64(metrics.InterruptionsReceived.WithLabelValues(k)) - receivedBefore[k]; got != want {
@@ -125,10 +135,10 @@ func TestInterruptionQueue(t *testing.T) {
 			t.Errorf("karpenter_nodeclaims_disrupted_total{reason=%q,capacity_type=%q} rose by %v, want %v", k[0], k[1], got, want)
 		}
 	}
-	// The three events acted on that carry a time (the Health event has none; the no_op and
+	// The four events acted on that carry a time (the Health event has none; the no_op and
 	// the unreadable message are not observed).
-	if n, _ := metricstest.Observations(t, metrics.InterruptionMessageLatency, nil); n-latencyBefore != 3 {
-		t.Errorf("karpenter_interruption_message_queue_duration_seconds observed %d notices, want 3", n-latencyBefore)
+	if n, _ := metricstest.Observations(t, metrics.InterruptionMessageLatency, nil); n-latencyBefore != 4 {
+		t.Errorf("karpenter_interruption_message_queue_duration_seconds observed %d notices, want 4", n-latencyBefore)
 	}
 	close(recorder.Events)
 	var seen []string
@@ -136,13 +146,14 @@ func TestInterruptionQueue(t *testing.T) {
 		seen = append(seen, ev)
 	}
 	joined := strings.Join(seen, "\n")
-	if n := strings.Count(joined, "Warning TerminatingOnInterruption Interruption triggered termination for the NodeClaim"); n != 3 {
-		t.Errorf("%d TerminatingOnInterruption events, want one per NodeClaim deleted (3):\n%s", n, joined)
+	if n := strings.Count(joined, "Warning TerminatingOnInterruption Interruption triggered termination for the NodeClaim"); n != 4 {
+		t.Errorf("%d TerminatingOnInterruption events, want one per NodeClaim deleted (4):\n%s", n, joined)
 	}
 	// Upstream's reasons: one for the notice, and TerminatingOnInterruption for each NodeClaim
 	// deleted (these NodeClaims have no Node).
 	for _, want := range []string{"Warning SpotInterrupted Instance i-0spot will be reclaimed (Spot interruption)", "Warning InstanceStopping Instance i-0stopped is stopping",
-		"Warning InstanceUnhealthy Instance i-0retired has a scheduled change", "Normal SpotRebalanceRecommendation Instance i-0rebalance is at elevated risk"} {
+		"Warning InstanceUnhealthy Instance i-0retired has a scheduled change",
+		"Warning CapacityReservationInstanceInterrupted Instance i-0reserved is taken back by its capacity reservation", "Normal SpotRebalanceRecommendation Instance i-0rebalance is at elevated risk"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("no event %q in:\n%s", want, joined)
 		}
