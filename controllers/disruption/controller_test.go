@@ -546,14 +546,15 @@ func TestRepairBoundsTheDrain(t *testing.T) {
 		name      string
 		bound     *time.Duration
 		set, want string // the deadline before, and after
+		mode      string // the termination mode counted ("": the NodeClaim's own)
 	}{
-		{name: "forceful", bound: d(0), want: now.UTC().Format(time.RFC3339)},
-		{name: "bounded", bound: d(45 * time.Second), want: now.Add(45 * time.Second).UTC().Format(time.RFC3339)},
+		{name: "forceful", bound: d(0), want: now.UTC().Format(time.RFC3339), mode: "forceful"},
+		{name: "bounded", bound: d(45 * time.Second), want: now.Add(45 * time.Second).UTC().Format(time.RFC3339), mode: "eventual"},
 		{name: "an earlier deadline stays", bound: d(45 * time.Second), set: now.Add(10 * time.Second).UTC().Format(time.RFC3339),
-			want: now.Add(10 * time.Second).UTC().Format(time.RFC3339)},
+			want: now.Add(10 * time.Second).UTC().Format(time.RFC3339), mode: "eventual"},
 		{name: "a later one is tightened", bound: d(45 * time.Second), set: now.Add(time.Hour).UTC().Format(time.RFC3339),
-			want: now.Add(45 * time.Second).UTC().Format(time.RFC3339)},
-		{name: "unbounded", bound: nil, want: ""},
+			want: now.Add(45 * time.Second).UTC().Format(time.RFC3339), mode: "eventual"},
+		{name: "unbounded", bound: nil, want: ""}, // the NodeClaim's own mode
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFleet(t, 3, "1")
@@ -575,9 +576,20 @@ func TestRepairBoundsTheDrain(t *testing.T) {
 				t.Fatal(err)
 			}
 			cand := candidateNamed(t, mc, "node-0")
+			cand.NodeClaim.Status.ImageID = "ami-0repaired"
+			// As upstream labels it: the condition in snake case, the image, the drain's mode.
+			mode := tc.mode
+			if mode == "" {
+				mode = metrics.TerminationMode(cand.NodeClaim)
+			}
+			counted := metrics.NodeClaimsUnhealthyDisrupted.WithLabelValues("example_unhealthy", cand.NodePool.Name, cand.CapacityType, "ami-0repaired", mode)
+			before := testutil.ToFloat64(counted)
 			f.ctl.Orchestrator.Add(mc, &methods.Command{Reason: methods.ReasonUnhealthy, Decision: methods.DecisionDelete, Candidates: []*methods.Candidate{cand},
 				Forceful: true, DrainBound: tc.bound, Condition: "ExampleUnhealthy"})
 			f.reconcileAll(t)
+			if got := testutil.ToFloat64(counted) - before; got != 1 {
+				t.Errorf("karpenter_nodeclaims_unhealthy_disrupted_total{condition=\"example_unhealthy\",image_id=\"ami-0repaired\",termination_mode=%q} rose by %v, want 1", mode, got)
+			}
 			nc := &karpv1.NodeClaim{}
 			if err := f.client.Get(context.Background(), client.ObjectKey{Name: "node-0"}, nc); err != nil {
 				t.Fatal(err)

@@ -35,8 +35,9 @@ func terminationMode(nc *karpv1.NodeClaim, drainBound *time.Duration) string {
 	return metrics.TerminationMode(nc)
 }
 
-// snakeCase is a consolidation policy as upstream's metrics spell it:
-// WhenEmptyOrUnderutilized is when_empty_or_underutilized.
+// snakeCase is a consolidation policy or a node condition as upstream's metrics spell it:
+// WhenEmptyOrUnderutilized is when_empty_or_underutilized, NetworkUnavailable
+// network_unavailable.
 func snakeCase(s string) string {
 	var b strings.Builder
 	for i, r := range s {

@@ -116,12 +116,12 @@ type command struct {
 }
 
 // candidateRef names a candidate's node and NodeClaim, with what the metrics label it by: its
-// NodePool, capacity type, consolidation policy (consolidation only), termination mode, and
-// how many pods it had to move.
+// NodePool, capacity type, image, consolidation policy (consolidation only), termination
+// mode, and how many pods it had to move.
 type candidateRef struct {
-	node, nodeClaim, nodePool, capacityType string
-	consolidationPolicy, terminationMode    string
-	pods                                    int
+	node, nodeClaim, nodePool, capacityType, imageID string
+	consolidationPolicy, terminationMode             string
+	pods                                             int
 }
 
 // NewOrchestrator returns the orchestrator; Register it with the manager.
@@ -214,6 +214,9 @@ func (o *Orchestrator) Add(c *methods.Cluster, cmd *methods.Command) string {
 	for _, cand := range cmd.Candidates {
 		ref := candidateRef{node: cand.Name(), nodePool: cand.NodePool.Name, capacityType: cand.CapacityType,
 			terminationMode: terminationMode(cand.NodeClaim, cmd.DrainBound), pods: len(cand.Pods)}
+		if cand.NodeClaim != nil {
+			ref.imageID = cand.NodeClaim.Status.ImageID
+		}
 		if cmd.ConsolidationType != "" {
 			ref.consolidationPolicy = snakeCase(string(cand.NodePool.Spec.Disruption.ConsolidationPolicy))
 		}
@@ -314,7 +317,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 			}
 		}
 		if cmd.reason == methods.ReasonUnhealthy {
-			metrics.NodeClaimsUnhealthyDisrupted.WithLabelValues(cmd.condition, c.nodePool, c.capacityType).Inc()
+			metrics.NodeClaimsUnhealthyDisrupted.WithLabelValues(snakeCase(cmd.condition), c.nodePool, c.capacityType, c.imageID, c.terminationMode).Inc()
 		}
 		if err := o.remove(ctx, c); err != nil {
 			return ratelimit.Retry(err)

@@ -106,7 +106,7 @@ func (o *Orchestrator) reboot(ctx context.Context, cmd *command) error {
 		if o.reboots != nil {
 			o.reboots.Record(nc.UID, o.clock.Now())
 		}
-		metrics.NodeClaimsUnhealthyDisrupted.WithLabelValues(cmd.condition, c.nodePool, c.capacityType).Inc()
+		metrics.NodeClaimsUnhealthyDisrupted.WithLabelValues(snakeCase(cmd.condition), c.nodePool, c.capacityType, c.imageID, c.terminationMode).Inc()
 		o.event(c, corev1.EventTypeNormal, "DisruptionRebooting", fmt.Sprintf("Rebooting node in place: %s (%s)", cmd.reason, cmd.condition))
 		log.FromContext(ctx).Info("committed node reboot", "node", c.node, "NodeClaim", nc.Name, "condition", cmd.condition)
 	}

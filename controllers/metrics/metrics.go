@@ -31,11 +31,12 @@ var (
 	UnschedulablePods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_scheduler_unschedulable_pods_count", Help: "The number of unschedulable Pods.",
 	}, []string{"controller"})
-	// NodeClaimsUnhealthyDisrupted counts the NodeClaims node repair replaced, by the
-	// condition that made them unhealthy, as upstream.
+	// NodeClaimsUnhealthyDisrupted counts the NodeClaims node repair replaced or rebooted, by
+	// the condition that made them unhealthy (snake case), NodePool, capacity type, image and
+	// termination mode, as upstream.
 	NodeClaimsUnhealthyDisrupted = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "karpenter_nodeclaims_unhealthy_disrupted_total", Help: "Number of unhealthy NodeClaims disrupted by node repair, by condition, NodePool and capacity type.",
-	}, []string{"condition", "nodepool", "capacity_type"})
+		Name: "karpenter_nodeclaims_unhealthy_disrupted_total", Help: "Number of unhealthy NodeClaims disrupted by node repair, by condition, NodePool, capacity type, image ID and termination mode.",
+	}, []string{"condition", "nodepool", "capacity_type", "image_id", "termination_mode"})
 	// NodeClaimsDisrupted counts the NodeClaims disruption removed, and PodsDisruptionInitiated
 	// the pods they had to move, by reason (lower case), NodePool, capacity type,
 	// consolidation policy (snake case, consolidation only) and termination mode (graceful,
