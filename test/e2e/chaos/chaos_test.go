@@ -22,9 +22,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
-	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider/catalog"
-	"github.com/karpenter-policy/karpenter/test"
 )
 
 // only runs one of TestChaos's two runs, without the comparison: for checking that an
@@ -140,17 +138,7 @@ func scenario(t *testing.T, ns string, sz size, rng *rand.Rand) result {
 	// A second namespace wants more than its CapacityBudget allows: its pods partly stay
 	// pending, by design, and its run-rate must never pass the limit, faults or not.
 	capped := ns + "-capped"
-	if err := kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: capped}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = kube.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: capped}})
-	})
-	budget := test.CapacityBudget(func(b *policyv1.CapacityBudget) {
-		b.Namespace = capped
-		b.Spec.Limits.HourlyCost = ptr.To[policyv1.Money](cappedLimit)
-		b.Spec.Spot, b.Spec.InstanceFamilies = nil, nil
-	})
+	budget := cappedNamespace(t, ctx, capped, cappedLimit)
 	// The guarded pods spread one per node, so that consolidating the scale-down's nodes
 	// evicts them, and their PodDisruptionBudget lets one go at a time.
 	pdbMin := 9
@@ -161,20 +149,11 @@ func scenario(t *testing.T, ns string, sz size, rng *rand.Rand) result {
 	guarded.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1,
 		TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
 		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": pdbApp}}}}
-	create(t, ctx, budget, pdb, guarded)
-	// Its pods are gated from their creation on (the CapacityBudget gate), once the controller
-	// has labelled the namespace for the webhook.
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		nsObj := &corev1.Namespace{}
-		return kube.Get(ctx, client.ObjectKey{Name: capped}, nsObj) == nil &&
-			nsObj.Labels[policyv1.NamespaceGateLabel] == policyv1.NamespaceGateLabelValue, nil
-	}); err != nil {
-		t.Fatalf("namespace %s never got the CapacityBudget gate's label", capped)
-	}
+	create(t, ctx, pdb, guarded)
 	cappedLoad := deployment(capped, "capped", sz.up/4, cappedPool.Name, "1")
 	waitRunning(t, ctx, ns, pdbApp, 10, 2*time.Minute)
 
-	w := newWatcher(np.Name, ns, client.ObjectKeyFromObject(budget), pdbMin)
+	w := newWatcher(np.Name, ns, budget, pdbMin)
 	w.setPhase(phases[0])
 	// The guarded pods' nodes are sampled as launched before the load, whenever the watcher's
 	// goroutine first runs.
@@ -205,7 +184,7 @@ func scenario(t *testing.T, ns string, sz size, rng *rand.Rand) result {
 	// The capped namespace runs what its budget lets through, the rest gated, before the
 	// scale-down takes it away: its pods start after the load's, their NodeClaims launched
 	// before their gates are lifted.
-	waitCapped(t, ctx, capped, client.ObjectKeyFromObject(budget), sz.timeout)
+	waitCapped(t, ctx, capped, budget, sz.timeout)
 	stop()
 	t.Logf("%s: %d pods running after %s", ns, sz.up, time.Since(start).Round(time.Second))
 

@@ -221,3 +221,31 @@ func unused(ctx context.Context, np, ns, app string) ([]string, error) {
 }
 
 func metav1Duration(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+
+// cappedNamespace creates a namespace whose CapacityBudget limits it to limit USD an hour
+// (no Spot or family rule), deletes it when the test ends, and waits until the controller
+// has labelled it for the CapacityBudget gate: its pods are gated from their creation on.
+// It returns the budget's key.
+func cappedNamespace(t *testing.T, ctx context.Context, name, limit string) client.ObjectKey {
+	t.Helper()
+	if err := kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	})
+	budget := test.CapacityBudget(func(b *policyv1.CapacityBudget) {
+		b.Namespace = name
+		b.Spec.Limits.HourlyCost = ptr.To[policyv1.Money](policyv1.Money(limit))
+		b.Spec.Spot, b.Spec.InstanceFamilies = nil, nil
+	})
+	create(t, ctx, budget)
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		nsObj := &corev1.Namespace{}
+		return kube.Get(ctx, client.ObjectKey{Name: name}, nsObj) == nil &&
+			nsObj.Labels[policyv1.NamespaceGateLabel] == policyv1.NamespaceGateLabelValue, nil
+	}); err != nil {
+		t.Fatalf("namespace %s never got the CapacityBudget gate's label", name)
+	}
+	return client.ObjectKeyFromObject(budget)
+}

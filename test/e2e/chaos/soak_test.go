@@ -9,14 +9,17 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 )
 
 var soakDuration = flag.Duration("soak.duration", 0, "run the soak (make soak) for this long; 0 skips it")
@@ -47,10 +50,29 @@ func TestSoak(t *testing.T) {
 	np, _ := pool(t, ctx, nil, func(np *karpv1.NodePool) {
 		np.Spec.Disruption.ConsolidateAfter = karpv1.MustParseNillableDuration("10s")
 	})
-	apps := map[string]string{"soak-small": "250m", "soak-medium": "1", "soak-large": "3"}
-	for name, cpu := range apps {
-		create(t, ctx, deployment("default", name, 0, np.Name, cpu))
+	// Three Deployments in a namespace without a budget, scaled in this order (a seed replays
+	// the same scale changes), and one in a namespace whose CapacityBudget holds back part of
+	// what it asks for: the CapacityBudget gate's webhook, the held pods' gates and the
+	// budget's status run through the soak too, on a pool of their own.
+	apps := []struct{ ns, name, cpu string }{
+		{"default", "soak-small", "250m"}, {"default", "soak-medium", "1"}, {"default", "soak-large", "3"},
+		{soakCapped, "soak-capped", "1"},
 	}
+	cappedPool, _ := pool(t, ctx, nil, func(np *karpv1.NodePool) {
+		np.Spec.Disruption.ConsolidateAfter = karpv1.MustParseNillableDuration("10s")
+	})
+	budget := cappedNamespace(t, ctx, soakCapped, cappedLimit)
+	for _, a := range apps {
+		p := np.Name
+		if a.ns == soakCapped {
+			p = cappedPool.Name
+		}
+		create(t, ctx, deployment(a.ns, a.name, 0, p, a.cpu))
+	}
+	w := newWatcher(cappedPool.Name, soakCapped, budget, 0)
+	wctx, stopWatching := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	watching.Go(func() { w.run(wctx) })
 	lead := leader(t, ctx, time.Minute)
 	var series []gauges
 	start := time.Now()
@@ -58,10 +80,13 @@ func TestSoak(t *testing.T) {
 	scales := 0
 	for time.Since(start) < *soakDuration {
 		if time.Since(start) >= nextScale {
-			for name := range apps {
+			for _, a := range apps {
 				n := rng.IntN(150)
+				if a.ns == soakCapped {
+					n = 10 + rng.IntN(50) // more, at times, than its budget lets run
+				}
 				patch := client.RawPatch(client.Merge.Type(), fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n))
-				if err := kube.Patch(ctx, named(name), patch); err != nil {
+				if err := kube.Patch(ctx, named(a.ns, a.name), patch); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -80,8 +105,8 @@ func TestSoak(t *testing.T) {
 	if now := local.Leader(ctx); now != lead {
 		t.Fatalf("the Lease moved from %s to %s during the soak: its figures are not one process's", lead, now)
 	}
-	for name := range apps {
-		if err := kube.Patch(ctx, named(name), client.RawPatch(client.Merge.Type(), []byte(`{"spec":{"replicas":0}}`))); err != nil {
+	for _, a := range apps {
+		if err := kube.Patch(ctx, named(a.ns, a.name), client.RawPatch(client.Merge.Type(), []byte(`{"spec":{"replicas":0}}`))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -98,15 +123,50 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	settle(t, ctx, np.Name, "default", 0, 10*time.Minute)
-	expectNoLeaks(t, ctx, np.Name)
-	if cs, err := claims(ctx, np.Name); err != nil || len(cs) != 0 {
-		t.Errorf("%d NodeClaims left once every Deployment was at zero (%v)", len(cs), err)
+	settle(t, ctx, cappedPool.Name, soakCapped, 0, 10*time.Minute)
+	stopWatching()
+	watching.Wait()
+	for _, p := range []string{np.Name, cappedPool.Name} {
+		expectNoLeaks(t, ctx, p)
+		if cs, err := claims(ctx, p); err != nil || len(cs) != 0 {
+			t.Errorf("%d NodeClaims of %s left once every Deployment was at zero (%v)", len(cs), p, err)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t.Logf("%s: %d samples; at most $%.2f/h, $%.2f/h from its limit of $%s/h, at most %d pods held back",
+		soakCapped, w.samples, w.maxCost, w.maxOverBudget, cappedLimit, w.maxBlocked)
+	if w.maxOverBudget > 0 {
+		t.Errorf("%s: the namespace's run-rate went $%.2f/h over its CapacityBudget of $%s/h", soakCapped, w.maxOverBudget, cappedLimit)
+	}
+	if w.maxCost == 0 || w.maxBlocked == 0 {
+		t.Errorf("%s: ran at most $%.2f/h with at most %d pods held back: the budget never held pods back, so it was not tested", soakCapped, w.maxCost, w.maxBlocked)
+	}
+	expectBudgetIdle(t, ctx, budget)
+}
+
+// soakCapped is the soak's namespace under a CapacityBudget.
+const soakCapped = "soak-capped"
+
+// expectBudgetIdle waits, for a minute at most, until the budget's status says what an empty
+// namespace costs and holds back: nothing (its figures must not keep their last values).
+func expectBudgetIdle(t *testing.T, ctx context.Context, key client.ObjectKey) {
+	t.Helper()
+	var b policyv1.CapacityBudget
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if kube.Get(ctx, key, &b) != nil {
+			return false, nil
+		}
+		return usd(b.Status.HourlyCost) == 0 && usd(b.Status.InFlightHourlyCost) == 0 && b.Status.BlockedPods == 0, nil
+	}); err != nil {
+		t.Errorf("%s: with no pod left, the budget still shows $%s/h running, $%s/h in flight and %d pods blocked",
+			key, b.Status.HourlyCost, b.Status.InFlightHourlyCost, b.Status.BlockedPods)
 	}
 }
 
 // named is the soak's Deployment of that name, to patch.
-func named(name string) *appsv1.Deployment {
-	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
+func named(ns, name string) *appsv1.Deployment {
+	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 }
 
 func mean(gs []gauges) gauges {
