@@ -29,7 +29,7 @@ var statusFilters = [][]ec2types.Filter{
 }
 
 // UnhealthyInstances implements cloudprovider.HealthChecker with EC2's status checks (docs/aws.md,
-// "Interruption"): a notice per instance and failing category, the instance check
+// "Instance status checks"): a notice per instance and failing category, the instance check
 // (NoticeInstanceStatus) and the system check (NoticeSystemStatus) once failed for
 // UnhealthyThreshold, and a scheduled event not completed or canceled (NoticeEventStatus,
 // its code as State). It needs ec2:DescribeInstanceStatus.
