@@ -35,29 +35,23 @@ func ParseMessage(body string) (cloudprovider.Notice, error) {
 	n := cloudprovider.Notice{Sent: e.Time}
 	switch {
 	case e.Source == "aws.ec2" && e.DetailType == "EC2 Spot Instance Interruption Warning":
-		var d struct {
-			InstanceID string `json:"instance-id"`
+		id, err := instanceOf(e.Detail, "a Spot interruption warning")
+		if err != nil {
+			return n, err
 		}
-		if err := json.Unmarshal(e.Detail, &d); err != nil || d.InstanceID == "" {
-			return n, fmt.Errorf("a Spot interruption warning without an instance-id")
-		}
-		n.Kind, n.InstanceIDs, n.Deadline = cloudprovider.NoticeSpotInterruption, []string{d.InstanceID}, e.Time.Add(2*time.Minute)
+		n.Kind, n.InstanceIDs, n.Deadline = cloudprovider.NoticeSpotInterruption, []string{id}, e.Time.Add(2*time.Minute)
 	case e.Source == "aws.ec2" && e.DetailType == "EC2 Capacity Reservation Instance Interruption Warning":
-		var d struct {
-			InstanceID string `json:"instance-id"`
+		id, err := instanceOf(e.Detail, "a capacity reservation interruption warning")
+		if err != nil {
+			return n, err
 		}
-		if err := json.Unmarshal(e.Detail, &d); err != nil || d.InstanceID == "" {
-			return n, fmt.Errorf("a capacity reservation interruption warning without an instance-id")
-		}
-		n.Kind, n.InstanceIDs = cloudprovider.NoticeCapacityReservationInterruption, []string{d.InstanceID}
+		n.Kind, n.InstanceIDs = cloudprovider.NoticeCapacityReservationInterruption, []string{id}
 	case e.Source == "aws.ec2" && e.DetailType == "EC2 Instance Rebalance Recommendation":
-		var d struct {
-			InstanceID string `json:"instance-id"`
+		id, err := instanceOf(e.Detail, "a rebalance recommendation")
+		if err != nil {
+			return n, err
 		}
-		if err := json.Unmarshal(e.Detail, &d); err != nil || d.InstanceID == "" {
-			return n, fmt.Errorf("a rebalance recommendation without an instance-id")
-		}
-		n.Kind, n.InstanceIDs = cloudprovider.NoticeRebalance, []string{d.InstanceID}
+		n.Kind, n.InstanceIDs = cloudprovider.NoticeRebalance, []string{id}
 	case e.Source == "aws.ec2" && e.DetailType == "EC2 Instance State-change Notification":
 		var d struct {
 			InstanceID string `json:"instance-id"`
@@ -105,6 +99,18 @@ func ParseMessage(body string) (cloudprovider.Notice, error) {
 		return n, fmt.Errorf("an event this queue does not handle: source %q, detail-type %q", e.Source, e.DetailType)
 	}
 	return n, nil
+}
+
+// instanceOf reads the instance-id of an EC2 event's detail; what names the event in the
+// error.
+func instanceOf(detail json.RawMessage, what string) (string, error) {
+	var d struct {
+		InstanceID string `json:"instance-id"`
+	}
+	if err := json.Unmarshal(detail, &d); err != nil || d.InstanceID == "" {
+		return "", fmt.Errorf("%s without an instance-id", what)
+	}
+	return d.InstanceID, nil
 }
 
 // Queue reads interruption notices from an SQS queue that EventBridge rules send to.
