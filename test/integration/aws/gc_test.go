@@ -5,13 +5,11 @@ import (
 	"testing"
 	"time"
 
-	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	"github.com/karpenter-policy/karpenter/cloudprovider/aws"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclaim/garbagecollection"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/test"
@@ -24,25 +22,9 @@ import (
 func TestGarbageCollectsAnOrphanedInstance(t *testing.T) {
 	e := awsemu.Start(t, "local")
 	ctx := context.Background()
-	s := aws.Settings{ClusterName: "local", Region: e.Region, Endpoint: e.Endpoint, KubernetesVersion: "1.37"}
-	clients, err := aws.NewClients(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pricing := aws.NewPricing(clients, true)
-	p := aws.NewProvider(testEnv.Client, s, clients, aws.NewInstanceTypes(clients, pricing, time.Hour), pricing)
+	clients, p := emulatedProvider(t, e)
 	run := func(nodeClaim string) (id, providerID string) {
-		out, err := clients.EC2.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: awssdk.String(e.AMIs["amazon-eks-node-al2023-x86_64-standard-1.37-v20261101"]),
-			InstanceType: ec2types.InstanceTypeM5Large, MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1), SubnetId: awssdk.String(e.Cluster.Subnets[0]),
-			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
-				{Key: awssdk.String("kubernetes.io/cluster/local"), Value: awssdk.String("owned")},
-				{Key: awssdk.String("karpenter.sh/nodepool"), Value: awssdk.String("default")},
-				{Key: awssdk.String("karpenter.sh/nodeclaim"), Value: awssdk.String(nodeClaim)}}}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		i := out.Instances[0]
-		return *i.InstanceId, "aws:///" + *i.Placement.AvailabilityZone + "/" + *i.InstanceId
+		return runInstance(t, clients, e, map[string]string{"karpenter.sh/nodepool": "default", "karpenter.sh/nodeclaim": nodeClaim})
 	}
 	orphan, _ := run("gone")
 	kept, keptID := run("kept")

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	"github.com/karpenter-policy/karpenter/cloudprovider/aws"
 	"github.com/karpenter-policy/karpenter/controllers/interruption"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/test"
@@ -31,27 +30,8 @@ import (
 func TestInstanceStatusChecks(t *testing.T) {
 	e := awsemu.Start(t, "local")
 	ctx := context.Background()
-	s := aws.Settings{ClusterName: "local", Region: e.Region, Endpoint: e.Endpoint, KubernetesVersion: "1.37"}
-	clients, err := aws.NewClients(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pricing := aws.NewPricing(clients, true)
-	p := aws.NewProvider(testEnv.Client, s, clients, aws.NewInstanceTypes(clients, pricing, time.Hour), pricing)
-	run := func(tags map[string]string) (id, providerID string) {
-		ts := []ec2types.Tag{{Key: awssdk.String("kubernetes.io/cluster/local"), Value: awssdk.String("owned")}}
-		for k, v := range tags {
-			ts = append(ts, ec2types.Tag{Key: awssdk.String(k), Value: awssdk.String(v)})
-		}
-		out, err := clients.EC2.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: awssdk.String(e.AMIs["amazon-eks-node-al2023-x86_64-standard-1.37-v20261101"]),
-			InstanceType: ec2types.InstanceTypeM5Large, MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1), SubnetId: awssdk.String(e.Cluster.Subnets[0]),
-			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: ts}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		i := out.Instances[0]
-		return *i.InstanceId, "aws:///" + *i.Placement.AvailabilityZone + "/" + *i.InstanceId
-	}
+	clients, p := emulatedProvider(t, e)
+	run := func(tags map[string]string) (id, providerID string) { return runInstance(t, clients, e, tags) }
 	claim := func(name, providerID string) *karpv1.NodeClaim {
 		nc := test.NodeClaim(func(nc *karpv1.NodeClaim) {
 			nc.Name = name
