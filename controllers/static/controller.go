@@ -123,6 +123,17 @@ func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconc
 		}
 		logger.Info("removing static nodeclaims", "count", len(act.Delete), "why", act.Why)
 	}
+	for _, nc := range act.Blocked {
+		// Upstream's DisruptionBlocked, on the NodeClaim and its Node. The recorder folds the
+		// same event repeated at every recheck into one series.
+		c.recorder.Eventf(nc, nil, corev1.EventTypeNormal, "DisruptionBlocked", "Static", "%s", act.BlockedWhy)
+		if nc.Status.NodeName != "" {
+			node := &corev1.Node{}
+			if err := c.client.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node); err == nil {
+				c.recorder.Eventf(node, nil, corev1.EventTypeNormal, "DisruptionBlocked", "Static", "%s", act.BlockedWhy)
+			}
+		}
+	}
 	if act.Wait {
 		return reconcile.Result{RequeueAfter: Recheck}, nil
 	}
@@ -216,15 +227,21 @@ const (
 	WhyScaleUp   = "scaling up to replicas"
 	WhyScaleDown = "scaling down to replicas"
 	WhyDrifted   = "replacing a drifted node"
+	// WhyAtLimit is why a drifted node of a pool at its limits.nodes stays: its replacement
+	// would be a node over the limit (upstream's DisruptionBlocked message).
+	WhyAtLimit = "static NodePool is at its node limit and cannot stage a replacement"
 )
 
 // Action is the next step for a static pool: create some NodeClaims, or delete some, and
-// whether to look again soon (a replacement is initializing).
+// whether to look again soon (a replacement is initializing). Blocked are drifted NodeClaims
+// the budget would let go that cannot be replaced, with why.
 type Action struct {
-	Create int
-	Delete []*karpv1.NodeClaim
-	Why    string
-	Wait   bool
+	Create     int
+	Delete     []*karpv1.NodeClaim
+	Why        string
+	Wait       bool
+	Blocked    []*karpv1.NodeClaim
+	BlockedWhy string
 }
 
 // Plan is the next step, pure. Too few NodeClaims: launch the rest. Too many: remove the
@@ -264,6 +281,12 @@ func Plan(s Survey) Action {
 		}
 		return Action{Delete: stale[:1], Why: why, Wait: true}
 	case n == s.Desired && canRoll && s.Uninitialized == 0:
+		if s.Limit != nil && n >= *s.Limit {
+			// At the limit with no node going: no replacement can be staged until the
+			// limit or replicas change (upstream terminates first here only under
+			// TerminateFirstDrift, not built: docs/upstream.md).
+			return Action{Wait: true, Blocked: stale[:min(s.DriftAllowed, len(stale))], BlockedWhy: WhyAtLimit}
+		}
 		if room < 1 {
 			// The last replaced node is still going; its room comes back when it is gone.
 			return Action{Wait: true}

@@ -64,6 +64,12 @@ func TestPlan(t *testing.T) {
 			"wait"},
 		"too few, the limit counting the deleting: what it leaves": {Survey{Desired: 4, Limit: ptr.To(5), Active: five[:2], Deleting: 2}, "create 1 (scaling up to replicas)"},
 		"too few, no room left under the limit: wait":              {Survey{Desired: 4, Limit: ptr.To(5), Active: five[:2], Deleting: 3}, "wait"},
+		// replicas 3 under limits.nodes 3: a replacement would be a fourth node. Upstream
+		// reports the drifted nodes its budget would let go as blocked.
+		"drifted at the limit: blocked, as many as the budget allows": {Survey{Desired: 3, Limit: ptr.To(3), Active: five[:3], Drifted: five[:3], DriftAllowed: 2},
+			"wait, blocked nc-0,nc-1 (" + WhyAtLimit + ")"},
+		"drifted at the limit, the budget allowing none: wait": {Survey{Desired: 3, Limit: ptr.To(3), Active: five[:3], Drifted: five[:3]}, "wait"},
+		"drifted at the limit, one initializing: wait":         {Survey{Desired: 3, Limit: ptr.To(3), Active: five[:3], Drifted: five[:1], DriftAllowed: 1, Uninitialized: 1}, "wait"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			a := Plan(tc.s)
@@ -77,6 +83,9 @@ func TestPlan(t *testing.T) {
 				got = "wait"
 			default:
 				got = "idle"
+			}
+			if len(a.Blocked) > 0 {
+				got += fmt.Sprintf(", blocked %s (%s)", names(a.Blocked), a.BlockedWhy)
 			}
 			if got != tc.want {
 				t.Errorf("plan %q, want %q", got, tc.want)
