@@ -60,3 +60,26 @@ func TestReservedCapacityIsChosenFirstWhileItHasRoom(t *testing.T) {
 		})
 	}
 }
+
+// A NodePool that launches only into a reservation, with more pods than the reservation has
+// room for: as many NodeClaims as the room, each with its type and offering, and the other pods
+// unschedulable. (Placement counted the room without taking it, and the NodeClaims past it
+// came back with no instance type, which the provisioner could not launch.)
+func TestReservationRoomIsNotOverCommitted(t *testing.T) {
+	onlyReserved := func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn,
+			Values: []string{karpv1.CapacityTypeReserved}}}
+	}
+	for room := 1; room <= 3; room++ {
+		types := []*cloudprovider.InstanceType{withReservation(itype("m5.large", "amd64", 2, 8, 0.096), "cr-0123", room)}
+		r := solve(t, &Input{Pods: pods("app", 4, "1500m", "2Gi"), NodePools: []*NodePool{{NodePool: nodePool("default", onlyReserved), InstanceTypes: types}}})
+		for _, c := range r.NodeClaims {
+			if c.InstanceType == nil || len(c.InstanceTypes) == 0 || c.Offering.ReservationID != "cr-0123" {
+				t.Errorf("room %d: a NodeClaim with type %v (%d types), offering %+v", room, c.InstanceType, len(c.InstanceTypes), c.Offering)
+			}
+		}
+		if len(r.NodeClaims) != room || len(r.Unschedulable) != 4-room {
+			t.Errorf("room %d: %d NodeClaims and %d pods unschedulable, want %d and %d", room, len(r.NodeClaims), len(r.Unschedulable), room, 4-room)
+		}
+	}
+}

@@ -254,6 +254,17 @@ func Solve(in *Input) (*Result, error) {
 	}
 	for _, c := range s.claims {
 		s.finalize(c)
+		if c.InstanceType == nil {
+			// Placement counts a reservation's room without taking it; finalize hands the
+			// room out in order. A NodeClaim whose only offerings were in reservations the
+			// NodeClaims before it filled launches nothing: its pods wait for the next
+			// solve, which sees those reservations full and looks elsewhere.
+			for _, p := range c.Pods {
+				out.Unschedulable = append(out.Unschedulable, Unschedulable{Pod: p,
+					Reason: "the capacity reservations its node could launch into have no room left: the other new nodes of the batch took it"})
+			}
+			continue
+		}
 		out.NodeClaims = append(out.NodeClaims, c)
 	}
 	sort.SliceStable(out.Unschedulable, func(i, j int) bool { return PodKey(out.Unschedulable[i].Pod) < PodKey(out.Unschedulable[j].Pod) })
