@@ -29,7 +29,7 @@ func TestOneCheapestOffering(t *testing.T) {
 		return out
 	}
 	for i := range 2000 {
-		s := &solver{intern: newInterner(), reserved: reservations{}}
+		s := &solver{in: &Input{}, intern: newInterner(), reserved: reservations{}}
 		it := &cloudprovider.InstanceType{Name: "t", Labels: map[string]string{corev1.LabelArchStable: "amd64"}}
 		for _, z := range zones {
 			for _, ct := range cts {

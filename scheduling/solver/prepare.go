@@ -111,11 +111,17 @@ func (s *solver) prepareType(it *cloudprovider.InstanceType) *instanceType {
 	zones, cts := sets.New[string](), sets.New[string]()
 	for _, o := range it.Offerings {
 		if o.ReservationID != "" {
-			if o.ReservationCapacity <= 0 {
+			freed := s.in.FreedReservations[o.ReservationID]
+			room := max(o.ReservationCapacity, 0) + freed
+			if room <= 0 {
 				continue
 			}
+			if freed > 0 && o.ReservationCapacity <= 0 {
+				// Full, so not available as the provider reports it: the freed slot is room.
+				o.Available = true
+			}
 			if _, seen := s.reserved[o.ReservationID]; !seen {
-				s.reserved[o.ReservationID] = o.ReservationCapacity
+				s.reserved[o.ReservationID] = room
 			}
 		}
 		if o.Available {

@@ -61,6 +61,42 @@ func TestReservedCapacityIsChosenFirstWhileItHasRoom(t *testing.T) {
 	}
 }
 
+// A freed reservation slot is room, in a reservation the cloud provider reports full too: the
+// pod needing the reservation places only with it, and only one pod takes it.
+func TestFreedReservationsAreRoom(t *testing.T) {
+	onlyReserved := func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn,
+			Values: []string{karpv1.CapacityTypeReserved}}}
+	}
+	for name, tc := range map[string]struct {
+		room, freed, pods, wantReserved int
+	}{
+		"full, nothing freed":          {room: 0, freed: 0, pods: 1, wantReserved: 0},
+		"full, one freed":              {room: 0, freed: 1, pods: 2, wantReserved: 1},
+		"one left and one freed":       {room: 1, freed: 1, pods: 3, wantReserved: 2},
+		"freed in another reservation": {room: 0, freed: -1, pods: 1, wantReserved: 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			types := []*cloudprovider.InstanceType{withReservation(itype("m5.large", "amd64", 2, 8, 0.096), "cr-0123", tc.room)}
+			freed := map[string]int{"cr-0123": tc.freed}
+			if tc.freed < 0 {
+				freed = map[string]int{"cr-other": 1}
+			}
+			r := solve(t, &Input{Pods: pods("app", tc.pods, "1500m", "2Gi"), FreedReservations: freed,
+				NodePools: []*NodePool{{NodePool: nodePool("default", onlyReserved), InstanceTypes: types}}})
+			reserved := 0
+			for _, c := range r.NodeClaims {
+				if c.Offering.ReservationID == "cr-0123" {
+					reserved++
+				}
+			}
+			if reserved != tc.wantReserved || len(r.Unschedulable) != tc.pods-tc.wantReserved {
+				t.Fatalf("%d reserved NodeClaims, %d pods unschedulable; want %d and %d", reserved, len(r.Unschedulable), tc.wantReserved, tc.pods-tc.wantReserved)
+			}
+		})
+	}
+}
+
 // A NodePool that launches only into a reservation, with more pods than the reservation has
 // room for: as many NodeClaims as the room, each with its type and offering, and the other pods
 // unschedulable. (Placement counted the room without taking it, and the NodeClaims past it

@@ -50,6 +50,11 @@ type Input struct {
 	// result is valid whatever the seed: a seed makes the solve faster, not different in
 	// what it honours.
 	Seed []*NodeClaim
+	// FreedReservations are slots of capacity reservations the caller counts as freed, by
+	// reservation ID: a reserved node that goes first (disruption's terminate-first, upstream's
+	// credited reservation). Each is room in its reservation, offered even where the cloud
+	// provider reports the reservation full.
+	FreedReservations map[string]int
 	// Progress, when set, is told after each pod is placed (or found unschedulable) how many
 	// are left, for upstream's karpenter_scheduler_queue_depth. It must be cheap, and must
 	// not change the input.
