@@ -232,7 +232,8 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 		return fmt.Errorf("registering the interruption controller: %w", err)
 	}
 	if opts.Gates["StaticCapacity"] {
-		sc := static.NewController(mgr.GetClient(), metered(cloud, "nodepool.static"), recorder, clock.RealClock{})
+		sc := static.NewController(mgr.GetClient(), metered(cloud, "nodepool.static"), recorder, clock.RealClock{}).
+			WithTerminateFirstDrift(opts.Gates["TerminateFirstDrift"])
 		if opts.Gates["NodeOverlay"] {
 			sc.WithOverlays(cluster.LaunchOverlays)
 		}

@@ -113,6 +113,9 @@ type command struct {
 	// bound on the drain once the candidates go (nil: their terminationGracePeriod).
 	condition               string
 	rebootDrain, drainBound *time.Duration
+	// terminateFirst says why a delete command's candidates go before any replacement
+	// (methods.Command.TerminateFirst); "" otherwise.
+	terminateFirst string
 }
 
 // candidateRef names a candidate's node and NodeClaim, with what the metrics label it by: its
@@ -210,7 +213,7 @@ func (o *Orchestrator) Add(c *methods.Cluster, cmd *methods.Command) string {
 	in := &command{id: "d-" + utilrand.String(8), reason: cmd.Reason, decision: cmd.Decision, consolidationType: cmd.ConsolidationType,
 		savings: cmd.Savings(), planned: cmd.Replacements, want: len(cmd.Replacements), moves: cmd.Moves, pools: map[string]*karpv1.NodePool{},
 		started: o.clock.Now(), condition: cmd.Condition, rebootDrain: cmd.RebootDrain,
-		drainBound: cmd.DrainBound}
+		drainBound: cmd.DrainBound, terminateFirst: cmd.TerminateFirst}
 	for _, cand := range cmd.Candidates {
 		ref := candidateRef{node: cand.Name(), nodePool: cand.NodePool.Name, capacityType: cand.CapacityType,
 			terminationMode: terminationMode(cand.NodeClaim, cmd.DrainBound), pods: len(cand.Pods)}
@@ -482,12 +485,20 @@ func (o *Orchestrator) tightenDeadline(ctx context.Context, c candidateRef, at t
 // recordDecision counts a command carried out, in all and by each NodePool it disrupted.
 func recordDecision(cmd *command) {
 	reason := strings.ToLower(string(cmd.reason))
-	metrics.DisruptionDecisions.WithLabelValues(string(cmd.decision), reason, cmd.consolidationType).Inc()
+	decision := string(cmd.decision)
+	if cmd.terminateFirst != "" {
+		// Upstream's decision label for a delete-only command that terminates first.
+		decision = methods.TerminateFirstDecision
+	}
+	metrics.DisruptionDecisions.WithLabelValues(decision, reason, cmd.consolidationType).Inc()
 	seen := map[string]bool{}
 	for _, c := range cmd.candidates {
 		if c.nodePool != "" && !seen[c.nodePool] {
 			seen[c.nodePool] = true
-			metrics.DisruptionDecisionsByNodePool.WithLabelValues(c.nodePool, string(cmd.decision), reason, cmd.consolidationType).Inc()
+			metrics.DisruptionDecisionsByNodePool.WithLabelValues(c.nodePool, decision, reason, cmd.consolidationType).Inc()
+			if cmd.terminateFirst != "" {
+				metrics.DisruptionTerminateFirstDecisions.WithLabelValues(c.nodePool, reason, cmd.terminateFirst).Inc()
+			}
 		}
 	}
 }

@@ -122,6 +122,12 @@ var (
 	DisruptionDecisionsByNodePool = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_voluntary_disruption_decisions_by_nodepool_total", Help: "Disruption commands carried out, by NodePool, decision, reason and consolidation type.",
 	}, []string{"nodepool", "decision", "reason", "consolidation_type"})
+	// DisruptionTerminateFirstDecisions counts the terminate-first commands carried out, by
+	// NodePool, reason and why the replacement could not launch first, as upstream's.
+	DisruptionTerminateFirstDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_voluntary_disruption_terminate_first_decisions_total",
+		Help: "Terminate-first disruption commands carried out, by NodePool, reason, and why the replacement could not be launched first.",
+	}, []string{"nodepool", "reason", "terminate_first_reason"})
 	// DisruptionQueueFailures counts the replacements of rolled-back commands that never
 	// initialized, as upstream's.
 	DisruptionQueueFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -318,7 +324,7 @@ var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 
 // order docs/metrics.md lists them (a test keeps the two the same).
 var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, SchedulerQueueDepth, SchedulerUnfinishedWork, SchedulerIgnoredPods, SchedulerPendingPodsByZone, PodsStartupDuration, NodesAllocatable, NodePoolLimit, NodePoolUsage, NodePoolCost,
 	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
-	DisruptionDecisions, DisruptionDecisionsByNodePool, DisruptionQueueFailures, DisruptionEvaluationDuration, DisruptionFailedValidations, DisruptionEligibleNodes, NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsReceived, InterruptionMessagesDeleted, InterruptionMessageLatency, InstanceStatusUnhealthy, InterruptionMessages, InterruptionMessageErrors,
+	DisruptionDecisions, DisruptionDecisionsByNodePool, DisruptionTerminateFirstDecisions, DisruptionQueueFailures, DisruptionEvaluationDuration, DisruptionFailedValidations, DisruptionEligibleNodes, NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsReceived, InterruptionMessagesDeleted, InterruptionMessageLatency, InstanceStatusUnhealthy, InterruptionMessages, InterruptionMessageErrors,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots, NodeRebootDuration, NodeRebootRecoveryDuration,
 	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, InstanceTypeOfferingAvailable, InstanceTypeOfferingPrice, InstanceTypeCPU, InstanceTypeMemory, InstanceLaunchFailures, InstanceTerminationFailures, BatcherBatchTime, BatcherBatchSize, EC2NodeClassUserDataBytes, NodesSystemOverhead, NodesPodRequests, NodesPodLimits,
 	NodesDaemonRequests, NodesDaemonLimits, NodesCurrentLifetime, ClusterUtilization, PodsState, PodsUnstartedTime, PodsBoundDuration, PodsUnboundTime,

@@ -1,7 +1,8 @@
 // Package static keeps static NodePools (spec.replicas) at their size: it launches NodeClaims
 // until the pool has replicas of them, removes the cheapest to disrupt first when it has
 // more, and replaces drifted ones one for one, the replacement launched and initialized
-// before the old one is deleted, within the pool's Drifted budget. Expired NodeClaims are
+// before the old one is deleted, within the pool's Drifted budget (with TerminateFirstDrift,
+// the old one goes first where no replacement can launch beside it: terminatefirst.go). Expired NodeClaims are
 // deleted by controllers/nodeclaim/expiration, as any NodeClaim's; this controller then
 // launches up to replicas again. It is the only writer of a static pool's NodeClaims; provisioning never launches
 // for a static pool and disruption never picks its nodes (docs/disruption.md, "Static
@@ -52,6 +53,9 @@ type Controller struct {
 	// overlays, when set, applies NodeOverlays to the pool's instance types (the NodeOverlay
 	// feature gate), as the provisioner's snapshot and the launch do.
 	overlays cloudprovider.LaunchOverlays
+	// terminateFirst is the TerminateFirstDrift feature gate: a drifted node that cannot be
+	// replaced first goes first.
+	terminateFirst bool
 }
 
 // NewController builds the static NodePool controller.
@@ -62,6 +66,15 @@ func NewController(c client.Client, cloud cloudprovider.CloudProvider, recorder 
 // WithOverlays makes the pool's NodeClaims chosen, and marked, at overlaid prices.
 func (c *Controller) WithOverlays(o cloudprovider.LaunchOverlays) *Controller {
 	c.overlays = o
+	return c
+}
+
+// WithTerminateFirstDrift turns on upstream's terminate-first for drift (the
+// TerminateFirstDrift feature gate): a drifted node of a pool at its limits.nodes, or whose
+// capacity reservation slot is the only room a replacement could take, is deleted first and
+// the pool refilled once it is gone.
+func (c *Controller) WithTerminateFirstDrift(on bool) *Controller {
+	c.terminateFirst = on
 	return c
 }
 
@@ -104,6 +117,11 @@ func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconc
 		s.Pods = pods
 		s.protect(protected)
 	}
+	if c.terminateFirst && len(s.Drifted) > 0 && refillable(np) {
+		if err := c.surveyLaunch(ctx, np, &s); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	act := Plan(s)
 	logger := log.FromContext(ctx).WithValues("NodePool", np.Name, "replicas", s.Desired, "active", len(s.Active))
 	switch {
@@ -113,15 +131,22 @@ func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconc
 		}
 		logger.Info("launching static nodeclaims", "count", act.Create, "why", act.Why)
 	case len(act.Delete) > 0:
+		decision, reason := "delete", strings.ToLower(staticReason(act.Why))
+		if act.TerminateFirst != "" {
+			decision = disruption.TerminateFirstDecision
+		}
 		for _, nc := range act.Delete {
 			if err := c.client.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
 				return reconcile.Result{}, fmt.Errorf("deleting nodeclaim %s: %w", nc.Name, err)
 			}
 			c.recorder.Eventf(nc, nil, corev1.EventTypeNormal, "DisruptionTerminating", "Static", "Static NodePool %s: %s", np.Name, act.Why)
-			metrics.DisruptionDecisions.WithLabelValues("delete", strings.ToLower(staticReason(act.Why)), "static").Inc()
-			metrics.DisruptionDecisionsByNodePool.WithLabelValues(np.Name, "delete", strings.ToLower(staticReason(act.Why)), "static").Inc()
+			metrics.DisruptionDecisions.WithLabelValues(decision, reason, "static").Inc()
+			metrics.DisruptionDecisionsByNodePool.WithLabelValues(np.Name, decision, reason, "static").Inc()
+			if act.TerminateFirst != "" {
+				metrics.DisruptionTerminateFirstDecisions.WithLabelValues(np.Name, reason, act.TerminateFirst).Inc()
+			}
 		}
-		logger.Info("removing static nodeclaims", "count", len(act.Delete), "why", act.Why)
+		logger.Info("removing static nodeclaims", "count", len(act.Delete), "why", act.Why, "terminateFirst", act.TerminateFirst)
 	}
 	for _, nc := range act.Blocked {
 		// Upstream's DisruptionBlocked, on the NodeClaim and its Node. The recorder folds the
@@ -142,7 +167,7 @@ func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconc
 
 func staticReason(why string) string {
 	switch why {
-	case WhyDrifted:
+	case WhyDrifted, WhyTerminateFirst:
 		return string(disruption.ReasonDrifted)
 	}
 	return "ScaleDown"
@@ -169,6 +194,14 @@ type Survey struct {
 	// Protected are the NodeClaims that must not be picked: karpenter.sh/do-not-disrupt on
 	// the NodeClaim, its Node, or one of its pods, as upstream's static pools honour it.
 	Protected map[*karpv1.NodeClaim]bool
+	// TerminateFirst: the TerminateFirstDrift gate is on and the pool can refill (Ready, not
+	// being deleted): a drifted node that cannot be replaced first goes first.
+	TerminateFirst bool
+	// CannotLaunch says why the pool cannot launch a node now ("" when it can, or unknown);
+	// FreesRoom are the drifted NodeClaims whose capacity reservation slot, once free, would
+	// let it. Both are surveyed with TerminateFirst only.
+	CannotLaunch string
+	FreesRoom    map[*karpv1.NodeClaim]bool
 }
 
 // protect marks the NodeClaims whose nodes are protected (by node name), or that carry
@@ -227,6 +260,8 @@ const (
 	WhyScaleUp   = "scaling up to replicas"
 	WhyScaleDown = "scaling down to replicas"
 	WhyDrifted   = "replacing a drifted node"
+	// WhyTerminateFirst is why a drifted node goes before its replacement launches.
+	WhyTerminateFirst = "terminating a drifted node first: no replacement can launch beside it"
 	// WhyAtLimit is why a drifted node of a pool at its limits.nodes stays: its replacement
 	// would be a node over the limit (upstream's DisruptionBlocked message).
 	WhyAtLimit = "static NodePool is at its node limit and cannot stage a replacement"
@@ -242,13 +277,18 @@ type Action struct {
 	Wait       bool
 	Blocked    []*karpv1.NodeClaim
 	BlockedWhy string
+	// TerminateFirst, when Delete goes before any replacement, says why it could not launch
+	// first (disruption.TerminateFirstStaticAtLimit or TerminateFirstNoReservedCapacity).
+	TerminateFirst string
 }
 
 // Plan is the next step, pure. Too few NodeClaims: launch the rest. Too many: remove the
 // excess, stale ones first, then those whose nodes run the fewest pods, then the newest. At
 // size with a drifted node (the oldest first) and nothing initializing: surge by one, its
 // replacement, within the pool's Drifted budget; once that is initialized, the drifted one
-// goes.
+// goes. A pool that cannot surge (at its limits.nodes, or unable to launch: surveyed with
+// TerminateFirst only) terminates first under TerminateFirstDrift, else reports the drifted
+// nodes blocked.
 func Plan(s Survey) Action {
 	stale := s.Drifted
 	canRoll := len(s.Drifted) > 0 && s.DriftAllowed > 0
@@ -281,11 +321,18 @@ func Plan(s Survey) Action {
 		}
 		return Action{Delete: stale[:1], Why: why, Wait: true}
 	case n == s.Desired && canRoll && s.Uninitialized == 0:
+		k := min(s.DriftAllowed, len(stale))
+		if s.CannotLaunch != "" {
+			return terminateFirstForRoom(s, k)
+		}
 		if s.Limit != nil && n >= *s.Limit {
-			// At the limit with no node going: no replacement can be staged until the
-			// limit or replicas change (upstream terminates first here only under
-			// TerminateFirstDrift, not built: docs/upstream.md).
-			return Action{Wait: true, Blocked: stale[:min(s.DriftAllowed, len(stale))], BlockedWhy: WhyAtLimit}
+			// At the limit: no replacement can be staged beside the node. Under
+			// TerminateFirstDrift the nodes the budget allows go first and the pool refills;
+			// else they stay until the limit or replicas change.
+			if s.TerminateFirst {
+				return Action{Delete: stale[:k], Why: WhyTerminateFirst, TerminateFirst: disruption.TerminateFirstStaticAtLimit, Wait: true}
+			}
+			return Action{Wait: true, Blocked: stale[:k], BlockedWhy: WhyAtLimit}
 		}
 		if room < 1 {
 			// The last replaced node is still going; its room comes back when it is gone.
@@ -362,16 +409,25 @@ func (c *Controller) podsByNode(ctx context.Context, np *karpv1.NodePool) (map[s
 	return out, protected, nil
 }
 
+// instanceTypes are the pool's instance types, with the NodeOverlays when they apply.
+func (c *Controller) instanceTypes(ctx context.Context, np *karpv1.NodePool) ([]*cloudprovider.InstanceType, error) {
+	its, err := c.cloud.GetInstanceTypes(ctx, np)
+	if err != nil {
+		return nil, fmt.Errorf("instance types of nodepool %s: %w", np.Name, err)
+	}
+	if c.overlays != nil {
+		its = c.overlays(np.Name, its)
+	}
+	return its, nil
+}
+
 // create launches n NodeClaims from the pool's template: the cheapest instance types its
 // requirements allow, as the solver picks them for an empty node with the DaemonSets'
 // overhead.
 func (c *Controller) create(ctx context.Context, np *karpv1.NodePool, n int) error {
-	its, err := c.cloud.GetInstanceTypes(ctx, np)
+	its, err := c.instanceTypes(ctx, np)
 	if err != nil {
-		return fmt.Errorf("instance types of nodepool %s: %w", np.Name, err)
-	}
-	if c.overlays != nil {
-		its = c.overlays(np.Name, its)
+		return err
 	}
 	shape, err := Shape(np, its)
 	if err != nil {
@@ -390,6 +446,13 @@ func (c *Controller) create(ctx context.Context, np *karpv1.NodePool, n int) err
 // Shape is the NodeClaim a static pool launches: the solver's choice for one pod that
 // requests nothing, on the pool alone, treated as dynamic.
 func Shape(np *karpv1.NodePool, its []*cloudprovider.InstanceType) (*solver.NodeClaim, error) {
+	return shapeFreeing(np, its, nil)
+}
+
+// shapeFreeing is Shape with capacity reservation slots counted as free (freed, by
+// reservation ID): the node the pool could launch once a node of its own in that
+// reservation is gone.
+func shapeFreeing(np *karpv1.NodePool, its []*cloudprovider.InstanceType, freed map[string]int) (*solver.NodeClaim, error) {
 	dynamic := np.DeepCopy()
 	dynamic.Spec.Replicas = nil
 	dynamic.Spec.Limits = nil
@@ -398,7 +461,7 @@ func Shape(np *karpv1.NodePool, its []*cloudprovider.InstanceType) (*solver.Node
 	placeholder.Spec.NodeSelector = map[string]string{karpv1.NodePoolLabelKey: np.Name}
 	placeholder.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 	res, err := solver.Solve(&solver.Input{Pods: []*corev1.Pod{placeholder},
-		NodePools: []*solver.NodePool{{NodePool: dynamic, InstanceTypes: its}}, Requests: scheduling.NewPodRequestCache()})
+		NodePools: []*solver.NodePool{{NodePool: dynamic, InstanceTypes: its}}, Requests: scheduling.NewPodRequestCache(), FreedReservations: freed})
 	if err != nil {
 		return nil, err
 	}

@@ -70,6 +70,22 @@ func TestPlan(t *testing.T) {
 			"wait, blocked nc-0,nc-1 (" + WhyAtLimit + ")"},
 		"drifted at the limit, the budget allowing none: wait": {Survey{Desired: 3, Limit: ptr.To(3), Active: five[:3], Drifted: five[:3]}, "wait"},
 		"drifted at the limit, one initializing: wait":         {Survey{Desired: 3, Limit: ptr.To(3), Active: five[:3], Drifted: five[:1], DriftAllowed: 1, Uninitialized: 1}, "wait"},
+		// TerminateFirstDrift (upstream's static-at-limit): the nodes the budget allows go
+		// first; the pool refills once they are gone (the limit counts them until then).
+		"terminate first at the limit: as many as the budget allows": {Survey{Desired: 3, Limit: ptr.To(3), Active: five[:3], Drifted: five[:3], DriftAllowed: 2, TerminateFirst: true},
+			"delete nc-0,nc-1 (" + WhyTerminateFirst + ") [static-at-limit]"},
+		"terminate first, the nodes going: wait for them":  {Survey{Desired: 3, Limit: ptr.To(3), Active: five[2:3], Deleting: 2, Drifted: five[2:3], DriftAllowed: 0, TerminateFirst: true}, "wait"},
+		"terminate first, the nodes gone: refill":          {Survey{Desired: 3, Limit: ptr.To(3), Active: five[2:3], Drifted: five[2:3], DriftAllowed: 1, TerminateFirst: true}, "create 2 (scaling up to replicas)"},
+		"terminate first under the limit: replaced first":  {Survey{Desired: 3, Limit: ptr.To(4), Active: five[:3], Drifted: five[:1], DriftAllowed: 1, TerminateFirst: true}, "create 1 (replacing a drifted node)"},
+		"terminate first, the budget allowing none: wait":  {Survey{Desired: 3, Limit: ptr.To(3), Active: five[:3], Drifted: five[:3], TerminateFirst: true}, "wait"},
+		"terminate first, a protected node is not drifted": {Survey{Desired: 2, Limit: ptr.To(2), Active: five[:2], Drifted: five[1:2], DriftAllowed: 2, TerminateFirst: true}, "delete nc-1 (" + WhyTerminateFirst + ") [static-at-limit]"},
+		// Upstream's full reservations: the pool cannot launch; a node whose reservation slot
+		// lets it goes first, the others are blocked.
+		"cannot launch: the node freeing room goes first, the others blocked": {Survey{Desired: 3, Active: five[:3], Drifted: five[:3], DriftAllowed: 2, TerminateFirst: true,
+			CannotLaunch: "no room", FreesRoom: map[*karpv1.NodeClaim]bool{five[2]: true}},
+			"delete nc-2 (" + WhyTerminateFirst + ") [no-reserved-capacity], blocked nc-0 (static NodePool cannot stage a replacement: no room)"},
+		"cannot launch, no node freeing room: all blocked": {Survey{Desired: 3, Active: five[:3], Drifted: five[:2], DriftAllowed: 3, TerminateFirst: true, CannotLaunch: "no room"},
+			"wait, blocked nc-0,nc-1 (static NodePool cannot stage a replacement: no room)"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			a := Plan(tc.s)
@@ -79,6 +95,9 @@ func TestPlan(t *testing.T) {
 				got = fmt.Sprintf("create %d (%s)", a.Create, a.Why)
 			case len(a.Delete) > 0:
 				got = fmt.Sprintf("delete %s (%s)", names(a.Delete), a.Why)
+				if a.TerminateFirst != "" {
+					got += " [" + a.TerminateFirst + "]"
+				}
 			case a.Wait:
 				got = "wait"
 			default:

@@ -9,7 +9,9 @@ import (
 // NodeClaim's, the node's labels no longer meet the NodePool's requirements, or the cloud
 // provider says the instance drifted (a changed node class). Empty drifted nodes go first, all
 // the Drifted budget allows; then one node at a time, the longest drifted first, with its
-// replacements launched (and initialized, by the queue) before it drains.
+// replacements launched (and initialized, by the queue) before it drains. With
+// TerminateFirstDrift, a reserved node whose pods fit nowhere else goes first when the slot
+// it frees in its reservation takes them (terminateFirst).
 type Drift struct{}
 
 // Reason implements Method.
@@ -36,6 +38,10 @@ func (Drift) Commands(ctx context.Context, c *Cluster, candidates []*Candidate, 
 		return sorted[i].Name() < sorted[j].Name()
 	})
 	return c.firstCommand(ctx, sorted, budgets, ReasonDrifted, func(cand *Candidate) (*Command, string, error) {
-		return c.replacing(ReasonDrifted, []*Candidate{cand}, replacementRule{})
+		cmd, why, err := c.replacing(ReasonDrifted, []*Candidate{cand}, replacementRule{})
+		if cmd != nil || err != nil || !c.Options.TerminateFirstDrift {
+			return cmd, why, err
+		}
+		return c.terminateFirst(ReasonDrifted, cand, why)
 	})
 }

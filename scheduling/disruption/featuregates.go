@@ -2,11 +2,13 @@ package disruption
 
 // WithFeatureGates sets the options upstream's feature gates turn on (the gates are parsed by
 // cmd/karpenter/options, which knows every gate): SpotToSpotConsolidation, NodeRepair (repair
-// of unhealthy nodes) and TerminateFirstRepair (repair terminates a node before its
-// replacement launches). A gate not named is off.
+// of unhealthy nodes), TerminateFirstRepair (repair terminates a node before its
+// replacement launches) and TerminateFirstDrift (drift terminates a reserved node first when
+// only its reservation slot can take its pods). A gate not named is off.
 func (o Options) WithFeatureGates(gates map[string]bool) Options {
 	o.SpotToSpotConsolidation = gates["SpotToSpotConsolidation"]
 	o.NodeRepair = gates["NodeRepair"]
 	o.TerminateFirstRepair = gates["TerminateFirstRepair"]
+	o.TerminateFirstDrift = gates["TerminateFirstDrift"]
 	return o
 }

@@ -104,6 +104,8 @@ type world struct {
 	claims []*karpv1.NodeClaim
 	// buffers are CapacityBuffers' virtual pods.
 	buffers []*corev1.Pod
+	// catalog, when set, replaces types() as every NodePool's instance types.
+	catalog []*cloudprovider.InstanceType
 }
 
 // claim is an initialized NodeClaim of the named node.
@@ -123,7 +125,11 @@ func (w world) cluster() *Cluster {
 		pools = []*karpv1.NodePool{nodePool("default")}
 	}
 	objs := &snapshot.Objects{Nodes: w.nodes, Pods: w.pods, NodePools: pools, PDBs: w.pdbs, NodeClaims: w.claims, BufferPods: w.buffers}
-	env := snapshot.Env{Now: now, InstanceTypes: func(*karpv1.NodePool) ([]*cloudprovider.InstanceType, error) { return types(), nil }}
+	catalog := w.catalog
+	if catalog == nil {
+		catalog = types()
+	}
+	env := snapshot.Env{Now: now, InstanceTypes: func(*karpv1.NodePool) ([]*cloudprovider.InstanceType, error) { return catalog, nil }}
 	if w.nominated != "" {
 		// A pending pod the provisioner nominated to the node.
 		waiting := pod("nominated", "", "100m", "128Mi", func(p *corev1.Pod) {

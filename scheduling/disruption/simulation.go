@@ -33,6 +33,8 @@ type replacementRule struct {
 	// oneNode lets each NodePool launch one node at most (its nodes limit), for a
 	// consolidation whose cheapest cover took several smaller nodes.
 	oneNode bool
+	// freed are capacity reservation slots the candidates free when they go (terminate-first).
+	freed map[string]int
 }
 
 // simulate solves the candidates' pods onto every other node and in-flight NodeClaim that
@@ -50,7 +52,8 @@ func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulatio
 		pods = append(pods, cand.Pods...)
 		pods = append(pods, c.waiting[cand.Name()]...)
 	}
-	in := c.Options.Scheduling.Apply(&solver.Input{Pods: pods, Requests: c.Requests, GrowFreely: rule.oneNode, VolumeRequirements: c.volumeRequirements(), PodVolumes: c.podVolumes()})
+	in := c.Options.Scheduling.Apply(&solver.Input{Pods: pods, Requests: c.Requests, GrowFreely: rule.oneNode, VolumeRequirements: c.volumeRequirements(), PodVolumes: c.podVolumes(),
+		FreedReservations: rule.freed})
 	for _, n := range c.Nodes {
 		if gone[n.Name] {
 			continue

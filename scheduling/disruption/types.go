@@ -112,7 +112,24 @@ type Command struct {
 	// RebootDrain bounds the drain of a reboot (DecisionReboot) when its repair policy does;
 	// nil: the NodeClaim's terminationGracePeriod, else cloudprovider.DefaultRebootDrain.
 	RebootDrain *time.Duration
+	// TerminateFirst, on a delete command, says why its candidates go before anything
+	// replaces them (TerminateFirstNoReservedCapacity, TerminateFirstStaticAtLimit): upstream's
+	// terminate-first decision. "" for every other command.
+	TerminateFirst string
 }
+
+// Why a terminate-first command could not launch its replacements first (upstream's
+// terminate_first_reason label), and the decision label such a command is counted under.
+const (
+	// TerminateFirstDecision is upstream's decision label of a terminate-first command.
+	TerminateFirstDecision = "terminate-first"
+	// TerminateFirstNoReservedCapacity: the pods fit nowhere but in the capacity reservation
+	// slot the candidate holds.
+	TerminateFirstNoReservedCapacity = "no-reserved-capacity"
+	// TerminateFirstStaticAtLimit: a static NodePool at its limits.nodes cannot launch the
+	// replacement beside the node.
+	TerminateFirstStaticAtLimit = "static-at-limit"
+)
 
 // Move is where a candidate's pod goes.
 type Move struct {
@@ -238,6 +255,9 @@ type Options struct {
 	// terminate an unhealthy node before its replacement launches (feature gate
 	// TerminateFirstRepair).
 	NodeRepair, TerminateFirstRepair bool
+	// TerminateFirstDrift lets drift delete a reserved node first when its pods fit nowhere
+	// but in the reservation slot it holds (feature gate TerminateFirstDrift).
+	TerminateFirstDrift bool
 	// RepairPolicies give a NodePool's repair policies (the cloud provider's); nil: none.
 	RepairPolicies func(*karpv1.NodePool) []cloudprovider.RepairPolicy
 	// CanReboot is set when the cloud provider reboots in place (cloudprovider.Rebooter):

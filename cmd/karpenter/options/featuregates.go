@@ -31,7 +31,7 @@ var Gates = []Gate{
 	{Name: "NodeOverlay", Default: false, Upstream: false, Stage: "alpha", Built: true},
 	{Name: "StaticCapacity", Default: true, Upstream: false, Stage: "alpha", Built: true},
 	{Name: "CapacityBuffer", Default: false, Upstream: false, Stage: "alpha", Built: true},
-	{Name: "TerminateFirstDrift", Default: false, Upstream: false, Stage: "alpha", Missing: "drift always launches the replacement first here; terminating first is not built yet"},
+	{Name: "TerminateFirstDrift", Default: false, Upstream: false, Stage: "alpha", Built: true},
 	{Name: "TerminateFirstRepair", Default: false, Upstream: false, Stage: "alpha", Built: true},
 	{Name: "PodDeletionCostManagement", Default: false, Upstream: false, Stage: "alpha", Missing: "setting controller.kubernetes.io/pod-deletion-cost is not built yet"},
 }

@@ -35,7 +35,6 @@ func TestFeatureGateErrors(t *testing.T) {
 		"NodeRepairr=true":               `unknown feature gate "NodeRepairr"`,
 		"NodeRepair":                     "want NodeRepair=true or NodeRepair=false",
 		"NodeRepair=yes":                 `NodeRepair="yes": the value must be true or false`,
-		"TerminateFirstDrift=true":       "TerminateFirstDrift=true: drift always launches the replacement first",
 		"PodDeletionCostManagement=true": "PodDeletionCostManagement=true",
 	} {
 		_, err := ParseFeatureGates(s)
@@ -43,8 +42,10 @@ func TestFeatureGateErrors(t *testing.T) {
 			t.Errorf("%s: want an error with %q, got %v", s, want, err)
 		}
 	}
-	if g, err := ParseFeatureGates("CapacityBuffer=true"); err != nil || !g["CapacityBuffer"] {
-		t.Errorf("CapacityBuffer is built: %v %v", g, err)
+	for _, built := range []string{"CapacityBuffer", "TerminateFirstDrift"} {
+		if g, err := ParseFeatureGates(built + "=true"); err != nil || !g[built] {
+			t.Errorf("%s is built: %v %v", built, g, err)
+		}
 	}
 	g, err := ParseFeatureGates(" NodeRepair=true , TerminateFirstRepair=TRUE,SpotToSpotConsolidation=true,SpotToSpotConsolidation=false")
 	if err != nil {
