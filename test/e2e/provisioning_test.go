@@ -57,10 +57,11 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 	var ports cluster.ManagerPorts
-	// Node repair, NodeOverlays and CapacityBuffers are behind their feature gates; the suite
-	// tests them (TestNodeRepair, TestNodeOverlay*, TestCapacityBuffer*).
+	// Node repair, NodeOverlays, CapacityBuffers and terminate-first drift are behind their
+	// feature gates; the suite tests them (TestNodeRepair, TestNodeOverlay*,
+	// TestCapacityBuffer*, TestStaticTerminateFirstAtTheNodeLimit).
 	gates := func(string) ([]string, []string) {
-		return []string{"--feature-gates=NodeRepair=true,NodeOverlay=true,CapacityBuffer=true"}, nil
+		return []string{"--feature-gates=NodeRepair=true,NodeOverlay=true,CapacityBuffer=true,TerminateFirstDrift=true"}, nil
 	}
 	if local, ports, err = cluster.StartWithManager(ctx, cluster.ManagedOptions{Dir: dir, BinDir: bins, RepoRoot: env.RepoRoot(), Provider: gates}); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -3,12 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -207,5 +209,69 @@ func TestStaticScaleDownSparesDoNotDisrupt(t *testing.T) {
 	}
 	if left[0] != newest.Name {
 		t.Errorf("%s is left; the protected %s must be the one kept", left[0], newest.Name)
+	}
+}
+
+// Upstream's "terminates first when drifting an at-limit static NodePool" (TerminateFirstDrift,
+// on in this suite): a static pool of 2 under limits.nodes 2 cannot surge, so a template change
+// deletes its drifted nodes first, one at a time under a Drifted budget of 1, and refills. No
+// moment has more than 2 NodeClaims, and the decisions are counted as terminate-first.
+func TestStaticTerminateFirstAtTheNodeLimit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	np := isolated(t, ctx, nil, func(np *karpv1.NodePool) {
+		np.Spec.Replicas = ptr.To[int64](2)
+		np.Spec.Limits = karpv1.Limits{corev1.ResourceName("nodes"): resource.MustParse("2")}
+		np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "1"}}
+	})
+	settle := func(label string) {
+		t.Helper()
+		var state string
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+			active, ready, deleting, labelled, err := staticPool(ctx, np.Name, label)
+			state = fmt.Sprintf("%d active (%d Ready, %d of the template), %d being deleted", active, ready, labelled, deleting)
+			return err == nil && active == 2 && ready == 2 && deleting == 0 && labelled == 2, nil
+		}); err != nil {
+			t.Fatalf("the static pool never settled at 2 of revision %q: %s: %v\n%s", label, state, err, local.LogTail("karpenter", 30))
+		}
+	}
+	settle("")
+	var mu sync.Mutex
+	var over []string
+	watchCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for watchCtx.Err() == nil {
+			if up, deleting, detail, err := staticRoll(watchCtx, np.Name); err == nil && len(detail) > 2 {
+				mu.Lock()
+				over = append(over, fmt.Sprintf("%s: %d up, %d being deleted: %v", time.Now().Format(time.TimeOnly), up, deleting, detail))
+				mu.Unlock()
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}()
+	fresh := &karpv1.NodePool{}
+	if err := kube.Get(ctx, client.ObjectKeyFromObject(np), fresh); err != nil {
+		t.Fatal(err)
+	}
+	base := fresh.DeepCopy()
+	fresh.Spec.Template.Labels = map[string]string{"revision": "2"}
+	if err := kube.Patch(ctx, fresh, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	settle("2")
+	stop()
+	<-done
+	if len(over) > 0 {
+		t.Errorf("the watcher saw %d moments with more NodeClaims than limits.nodes 2, the first: %v", len(over), over[:min(5, len(over))])
+	}
+	body, err := httpGetBody(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`karpenter_voluntary_disruption_terminate_first_decisions_total{nodepool=%q,reason="drifted",terminate_first_reason="static-at-limit"} 2`, np.Name)
+	if !strings.Contains(body, want) {
+		t.Errorf("/metrics has no %s", want)
 	}
 }
