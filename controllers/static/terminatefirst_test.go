@@ -143,7 +143,8 @@ func TestTerminateFirstAtTheNodeLimit(t *testing.T) {
 }
 
 // With TerminateFirstDrift, a pool that launches only into a full capacity reservation deletes
-// first the drifted node whose slot it can launch into again; without the gate it cannot roll.
+// first the drifted node whose slot it can launch into again, and blocks one whose slot it
+// cannot.
 func TestTerminateFirstFreesAReservationSlot(t *testing.T) {
 	cloud := fakecloud.New()
 	it := instanceType("m5.large", "m5", 2, 0.096)
