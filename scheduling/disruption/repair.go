@@ -97,7 +97,8 @@ func (c *Cluster) collectUnhealthy(snap *snapshot.Snapshot) {
 // matched one of its NodePool's repair policies for the policy's toleration. As upstream it
 // is a disruption method with the reason Unhealthy: the NodePool's budgets for that reason
 // apply (nodes that are merely NotReady do not count against them), the replacement joins
-// before the node goes (TerminateFirstRepair: the other way round), karpenter.sh/do-not-disrupt
+// before the node goes (TerminateFirstRepair: a node whose capacity reservation slot is the
+// only room for its pods goes first; a static pool's node always does), karpenter.sh/do-not-disrupt
 // does not hold it but karpenter.sh/do-not-repair does, and neither PDBs nor pods'
 // do-not-disrupt keep repair from starting: the drain is bounded instead (drainBound), and a
 // node whose blocking pods nothing bounds is left alone with a DisruptionBlocked event. A
@@ -167,20 +168,29 @@ func (Repair) Commands(ctx context.Context, c *Cluster, _ []*Candidate, budgets 
 			budgets.Take(pool, 1)
 			return []*Command{cmd}, nil
 		}
-		if c.Options.TerminateFirstRepair || u.NodePool.IsStatic() {
+		if u.NodePool.IsStatic() {
 			// A static NodePool's controller keeps its size: it replaces the node once it goes.
-			// The node goes first; the provisioner launches for its pods once they are pending.
 			cmd = &Command{Reason: ReasonUnhealthy, Decision: DecisionDelete, Candidates: cands}
 		} else {
 			sim, err := c.simulate(cands, replacementRule{})
 			if err != nil {
 				return nil, err
 			}
-			if sim.unschedulable != "" {
+			if sim.unschedulable != "" && c.Options.TerminateFirstRepair {
+				// As drift's under TerminateFirstDrift: a node whose reservation slot is the
+				// only room for its pods goes first.
+				if cmd, _, err = c.terminateFirst(ReasonUnhealthy, u.Candidate, sim.unschedulable); err != nil {
+					return nil, err
+				}
+			}
+			switch {
+			case cmd != nil:
+			case sim.unschedulable != "":
 				note("DisruptionBlocked", sim.unschedulable)
 				continue
+			default:
+				cmd = c.command(ReasonUnhealthy, cands, sim)
 			}
-			cmd = c.command(ReasonUnhealthy, cands, sim)
 		}
 		cmd.Forceful = true
 		cmd.DrainBound = bound

@@ -132,11 +132,25 @@ func TestRepair(t *testing.T) {
 				np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "0", Reasons: []karpv1.DisruptionReason{karpv1.DisruptionReasonUnhealthy}}}
 			})}, nodes: []*corev1.Node{node("sick", "m5.large", karpv1.CapacityTypeOnDemand, "z-a", sick(time.Hour)), healthy("h1"), healthy("h2"), healthy("h3"), healthy("h4")}, opts: repairOpts()},
 			notes: "budget for Unhealthy"},
-		{name: "TerminateFirstRepair: the node goes first",
+		// TerminateFirstRepair, as upstream v1.15's: replaced first where a replacement can
+		// launch; a reserved node whose freed slot is the only room for its pods goes first.
+		{name: "TerminateFirstRepair, a replacement that can launch: replaced first",
 			w: world{nodes: []*corev1.Node{node("sick", "m5.large", karpv1.CapacityTypeOnDemand, "z-a", sick(time.Hour)), healthy("h1"), healthy("h2"), healthy("h3"), healthy("h4")},
 				pods: []*corev1.Pod{pod("web", "sick", "1", "1Gi"), pod("fill1", "h1", "3500m", "1Gi"), pod("fill2", "h2", "3500m", "1Gi"),
 					pod("fill3", "h3", "3500m", "1Gi"), pod("fill4", "h4", "3500m", "1Gi")}, opts: repairOpts(func(o *Options) { o.TerminateFirstRepair = true })},
+			want: "replace:sick"},
+		{name: "TerminateFirstRepair, a full reservation: the node goes first",
+			w: world{pools: []*karpv1.NodePool{reservedOnlyPool()}, catalog: reservedCatalog(0),
+				nodes: []*corev1.Node{node("sick", "m5.large", karpv1.CapacityTypeReserved, "z-a", sick(time.Hour), inReservation("cr-1")), healthy("h1"), healthy("h2"), healthy("h3"), healthy("h4")},
+				pods: []*corev1.Pod{pod("web", "sick", "1", "1Gi"), pod("fill1", "h1", "3500m", "1Gi"), pod("fill2", "h2", "3500m", "1Gi"),
+					pod("fill3", "h3", "3500m", "1Gi"), pod("fill4", "h4", "3500m", "1Gi")}, opts: repairOpts(func(o *Options) { o.TerminateFirstRepair = true })},
 			want: "delete:sick"},
+		{name: "a full reservation without TerminateFirstRepair: blocked",
+			w: world{pools: []*karpv1.NodePool{reservedOnlyPool()}, catalog: reservedCatalog(0),
+				nodes: []*corev1.Node{node("sick", "m5.large", karpv1.CapacityTypeReserved, "z-a", sick(time.Hour), inReservation("cr-1")), healthy("h1"), healthy("h2"), healthy("h3"), healthy("h4")},
+				pods: []*corev1.Pod{pod("web", "sick", "1", "1Gi"), pod("fill1", "h1", "3500m", "1Gi"), pod("fill2", "h2", "3500m", "1Gi"),
+					pod("fill3", "h3", "3500m", "1Gi"), pod("fill4", "h4", "3500m", "1Gi")}, opts: repairOpts()},
+			notes: "would not schedule"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.w.cluster()

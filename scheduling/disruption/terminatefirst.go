@@ -4,7 +4,7 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 )
 
-// terminateFirst is upstream's terminate-first (v1.15, RFC #3203) for a candidate none of
+// terminateFirst is upstream's terminate-first (v1.15, RFC #3203; drift's and repair's) for a candidate none of
 // whose replacements can launch while it runs: when it holds a slot in a capacity reservation
 // and its pods all fit once that slot is free, the command deletes it with no replacement,
 // and the provisioner launches for its pods, pending once it has drained, into the slot it

@@ -23,6 +23,14 @@ func reservedCatalog(room int) []*cloudprovider.InstanceType {
 	return out
 }
 
+// reservedOnlyPool launches only into reserved capacity.
+func reservedOnlyPool() *karpv1.NodePool {
+	return nodePool("default", func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn,
+			Values: []string{karpv1.CapacityTypeReserved}}}
+	})
+}
+
 func inReservation(id string) func(*corev1.Node) {
 	return func(n *corev1.Node) { n.Labels[karpv1.LabelCapacityReservationID] = id }
 }

@@ -251,9 +251,9 @@ type Options struct {
 	MinSavingsFraction float64
 	// MultiNodeTimeout and SingleNodeTimeout bound the consolidation searches; 0 is a minute.
 	MultiNodeTimeout, SingleNodeTimeout time.Duration
-	// NodeRepair turns node repair on (feature gate NodeRepair); TerminateFirstRepair makes it
-	// terminate an unhealthy node before its replacement launches (feature gate
-	// TerminateFirstRepair).
+	// NodeRepair turns node repair on (feature gate NodeRepair); TerminateFirstRepair lets it
+	// delete a reserved node first when its pods fit nowhere but in the reservation slot it
+	// holds (feature gate TerminateFirstRepair).
 	NodeRepair, TerminateFirstRepair bool
 	// TerminateFirstDrift lets drift delete a reserved node first when its pods fit nowhere
 	// but in the reservation slot it holds (feature gate TerminateFirstDrift).
