@@ -22,12 +22,8 @@ func (c *Cluster) terminateFirst(r Reason, cand *Candidate, blocked string) (*Co
 	if sim.unschedulable != "" {
 		return nil, blocked, nil
 	}
-	cmd := &Command{Reason: r, Decision: DecisionDelete, Candidates: []*Candidate{cand}, TerminateFirst: TerminateFirstNoReservedCapacity}
-	// The pods the remaining nodes take move there; the others wait for the provisioner.
-	for _, m := range sim.moves {
-		if _, existing := sim.result.Existing[m.To]; existing {
-			cmd.Moves = append(cmd.Moves, m)
-		}
-	}
-	return cmd, "", nil
+	// The pods the remaining nodes take move there; the others wait for the provisioner, which
+	// is expected to launch the refill for them.
+	return &Command{Reason: r, Decision: DecisionDelete, Candidates: []*Candidate{cand}, TerminateFirst: TerminateFirstNoReservedCapacity,
+		Moves: sim.moves, Refill: sim.result.NodeClaims}, "", nil
 }

@@ -116,6 +116,11 @@ type Command struct {
 	// replaces them (TerminateFirstNoReservedCapacity, TerminateFirstStaticAtLimit): upstream's
 	// terminate-first decision. "" for every other command.
 	TerminateFirst string
+	// Refill, on a terminate-first command, is what the provisioner is expected to launch for
+	// the candidates' pods once they are pending (the simulation's NodeClaims, into the freed
+	// reservation slot). Nothing launches it with the command: it prices the command, and
+	// karpenterctl simulate applies it to show the cluster after.
+	Refill []*solver.NodeClaim
 }
 
 // Why a terminate-first command could not launch its replacements first (upstream's
@@ -146,10 +151,10 @@ func (cmd *Command) PriceBefore() float64 {
 	return total
 }
 
-// PriceAfter is what the replacements cost per hour.
+// PriceAfter is what the replacements (a terminate-first command's refill) cost per hour.
 func (cmd *Command) PriceAfter() float64 {
 	total := 0.0
-	for _, r := range cmd.Replacements {
+	for _, r := range append(cmd.Replacements[:len(cmd.Replacements):len(cmd.Replacements)], cmd.Refill...) {
 		total += r.Offering.Price
 	}
 	return total

@@ -129,6 +129,13 @@ func Disrupt(ctx context.Context, in *DisruptInput) (*Report, error) {
 		}
 		for _, cmd := range cmds {
 			before := c.PricePerHour()
+			if len(cmd.Refill) > 0 {
+				// Terminate-first: the refill the provisioner launches once the node is gone
+				// is shown as the command's replacements.
+				applied := *cmd
+				applied.Replacements, applied.Refill = cmd.Refill, nil
+				cmd = &applied
+			}
 			renameReplacements(cmd, &replacements)
 			next := c.Apply(cmd)
 			d.Commands = append(d.Commands, commandReport(cmd, before, next.PricePerHour()))
@@ -201,6 +208,9 @@ func renameReplacements(cmd *disruption.Command, n *int) {
 func commandReport(cmd *disruption.Command, before, after float64) CommandReport {
 	cr := CommandReport{Reason: string(cmd.Reason), Decision: string(cmd.Decision), Nodes: []string{}, Replacements: []ReplacementReport{},
 		Moves: []MoveReport{}, PricePerHourBefore: round(before), PricePerHourAfter: round(after)}
+	if cmd.TerminateFirst != "" {
+		cr.Decision = disruption.TerminateFirstDecision
+	}
 	for _, cand := range cmd.Candidates {
 		cr.Nodes = append(cr.Nodes, cand.Name())
 	}
