@@ -14,7 +14,8 @@
 #
 #   UPSTREAM_E2E_SUITES   suites to run (default "regression disruption")
 #   UPSTREAM_E2E_FOCUS    a Ginkgo focus regexp (default: every spec)
-#   FEATURE_GATES         the manager's gates (default: every gate built here on)
+#   FEATURE_GATES         the manager's gates (default: every gate built here on but the
+#                         TerminateFirst ones, off as in upstream's own runs of these suites)
 #   UPSTREAM_E2E_INSTANCE a small number: runs of different instances use their own state
 #                         directory and ports, so that two subsets can run side by side
 #                         (default 0: .local/upstream-e2e, API server on 26443)
