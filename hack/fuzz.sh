@@ -9,6 +9,7 @@
 #
 # For duration runs, that one failure is reported as a warning when the run wrote no failing
 # input under testdata/fuzz; any other failure, or a new failing input, fails the run.
+# FUZZ_PARALLEL is the number of fuzzing workers (default 2, the reference machine's cores).
 set -uo pipefail
 budget=$1; shift
 for t in "$@"; do
@@ -19,7 +20,7 @@ for t in "$@"; do
   corpus="$pkg/testdata/fuzz/$name"
   before=$(ls "$corpus" 2>/dev/null | sort)
   log=$(mktemp)
-  go test -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" -parallel 2 "$pkg" 2>&1 | tee "$log"
+  go test -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" -parallel "${FUZZ_PARALLEL:-2}" "$pkg" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   after=$(ls "$corpus" 2>/dev/null | sort)
   if [[ $rc -ne 0 ]]; then
