@@ -29,12 +29,19 @@ type poolBalance struct {
 	disruption float64
 }
 
-// podEvictionCost is what evicting one pod costs, as upstream weighs it: 1, plus its
-// pod-deletion-cost over 2^27 and its priority over 2^25, clamped to [-10, 10].
+// podEvictionCost is what evicting one pod costs, as upstream v1.15 weighs it: 1, plus its
+// karpenter.sh/disruption-cost (or, without one, its pod-deletion-cost) over 2^27 and its
+// priority over 2^25, clamped to [-10, 10]. Both annotations are int32s, as the ReplicaSet
+// controller and upstream parse them; a value that is not one counts as unset, and a
+// karpenter.sh/disruption-cost that is not one still hides the pod-deletion-cost, as upstream's.
 func podEvictionCost(p *corev1.Pod) float64 {
 	cost := 1.0
-	if v, err := strconv.ParseFloat(p.Annotations[PodDeletionCostAnnotation], 64); err == nil {
-		cost += v / math.Exp2(27)
+	v, ok := p.Annotations[karpv1.DisruptionCostAnnotationKey]
+	if !ok {
+		v = p.Annotations[PodDeletionCostAnnotation]
+	}
+	if n, err := strconv.ParseInt(v, 10, 32); err == nil {
+		cost += float64(n) / math.Exp2(27)
 	}
 	if p.Spec.Priority != nil {
 		cost += float64(*p.Spec.Priority) / math.Exp2(25)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 )
@@ -159,31 +161,31 @@ func TestBalancedScoreAcrossPools(t *testing.T) {
 	}
 }
 
-// Balanced candidates are tried in order of their deletion's score, highest first, in the
-// places Balanced candidates hold; a WhenEmptyOrUnderutilized pool's keep theirs (cheapest to
-// disrupt first).
-func TestBalancedCandidatesOrderedByScore(t *testing.T) {
+// Consolidation candidates are tried as upstream v1.15 tries them under every policy: the
+// highest savings ratio (price over 1 plus the pods' eviction costs) first, across NodePools;
+// equal ratios go to the lower disruption cost, then the name.
+func TestCandidatesOrderedBySavingsRatio(t *testing.T) {
 	balancedPool := nodePool("default", func(np *karpv1.NodePool) { np.Spec.Disruption.ConsolidationPolicy = karpv1.ConsolidationPolicyBalanced })
 	inOther := func(n *corev1.Node) { n.Labels[karpv1.NodePoolLabelKey] = "other" }
 	w := world{pools: []*karpv1.NodePool{balancedPool, nodePool("other")},
 		nodes: []*corev1.Node{
-			// Balanced: a $0.20 with one pod (score 0.2/2), b $0.40 with one (0.4/2), c $0.20
-			// with three (0.2/4): by score b, a, c; by disruption cost a, b, c.
+			// Balanced: a m5.xlarge with one pod (ratio p/2), b m5.2xlarge with one (2p/2), c
+			// m5.xlarge with three (p/4). WhenEmptyOrUnderutilized: x m5.2xlarge with three
+			// (2p/4, a's ratio at a higher disruption cost), y m5.xlarge with one (p/2, a's
+			// ratio and cost). Cheapest to disrupt first would be a, b, y, then c, x.
 			node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.2xlarge", "on-demand", "z-a"), node("c", "m5.xlarge", "on-demand", "z-a"),
 			node("x", "m5.2xlarge", "on-demand", "z-a", inOther), node("y", "m5.xlarge", "on-demand", "z-a", inOther)},
 		pods: []*corev1.Pod{pod("a1", "a", "100m", "128Mi"), pod("b1", "b", "100m", "128Mi"),
 			pod("c1", "c", "100m", "128Mi"), pod("c2", "c", "100m", "128Mi"), pod("c3", "c", "100m", "128Mi"),
-			pod("x1", "x", "100m", "128Mi"), pod("y1", "y", "100m", "128Mi")}}
+			pod("x1", "x", "100m", "128Mi"), pod("x2", "x", "100m", "128Mi"), pod("x3", "x", "100m", "128Mi"),
+			pod("y1", "y", "100m", "128Mi")}}
 	c := w.cluster()
-	byPool := map[string][]string{}
+	var got []string
 	for _, cand := range consolidationCandidates(t.Context(), c, c.Candidates) {
-		byPool[cand.NodePoolName()] = append(byPool[cand.NodePoolName()], cand.Name())
+		got = append(got, cand.Name())
 	}
-	if got := byPool["default"]; strings.Join(got, ",") != "b,a,c" {
-		t.Errorf("Balanced candidates in order %v, want [b a c]", got)
-	}
-	if others := byPool["other"]; strings.Join(others, ",") != "x,y" {
-		t.Errorf("other candidates in order %v, want [x y] (equal disruption cost, by name)", others)
+	if strings.Join(got, ",") != "b,a,y,x,c" {
+		t.Errorf("candidates in order %v, want [b a y x c]", got)
 	}
 }
 
@@ -214,4 +216,33 @@ func scoresString(scores []MoveScore) string {
 		out = append(out, s)
 	}
 	return strings.Join(out, " | ")
+}
+
+// A pod's eviction cost reads karpenter.sh/disruption-cost first, pod-deletion-cost without
+// it, both as int32s, as upstream v1.15 does.
+func TestPodEvictionCost(t *testing.T) {
+	unit := math.Exp2(-27)
+	for name, tc := range map[string]struct {
+		annotations map[string]string
+		priority    *int32
+		want        float64
+	}{
+		"none":                               {want: 1},
+		"pod-deletion-cost":                  {annotations: map[string]string{PodDeletionCostAnnotation: "1024"}, want: 1 + 1024*unit},
+		"disruption-cost":                    {annotations: map[string]string{karpv1.DisruptionCostAnnotationKey: "-2048"}, want: 1 - 2048*unit},
+		"disruption-cost over deletion-cost": {annotations: map[string]string{karpv1.DisruptionCostAnnotationKey: "2048", PodDeletionCostAnnotation: "1024"}, want: 1 + 2048*unit},
+		"a bad disruption-cost hides deletion-cost": {annotations: map[string]string{karpv1.DisruptionCostAnnotationKey: "high", PodDeletionCostAnnotation: "1024"}, want: 1},
+		"not an int32":               {annotations: map[string]string{PodDeletionCostAnnotation: "2147483648"}, want: 1},
+		"not an integer":             {annotations: map[string]string{karpv1.DisruptionCostAnnotationKey: "1.5"}, want: 1},
+		"the int32 maximum, clamped": {annotations: map[string]string{karpv1.DisruptionCostAnnotationKey: "2147483647"}, want: 10},
+		"priority":                   {priority: ptr.To[int32](1 << 25), want: 2},
+		"clamped":                    {priority: ptr.To[int32](2000000000), want: 10},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations}, Spec: corev1.PodSpec{Priority: tc.priority}}
+			if got := podEvictionCost(p); math.Abs(got-tc.want) > 1e-12 {
+				t.Errorf("podEvictionCost = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

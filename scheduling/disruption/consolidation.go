@@ -16,7 +16,7 @@ const MinSpotToSpotTypes = 15
 // consolidationCandidates are the candidates consolidation may remove or replace: their
 // NodePool allows consolidating underutilized nodes, consolidateAfter has passed, nothing
 // blocks them, and they can be priced; those the gate prefers (running pods of a namespace
-// over its budget) first, then cheapest to disrupt first.
+// over its budget) first, then in order of savings (bySavings).
 func consolidationCandidates(ctx context.Context, c *Cluster, candidates []*Candidate) []*Candidate {
 	var out []*Candidate
 	for _, cand := range candidates {
@@ -34,40 +34,41 @@ func consolidationCandidates(ctx context.Context, c *Cluster, candidates []*Cand
 			preferred[cand] = p.Prefer(ctx, c, cand)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if preferred[out[i]] != preferred[out[j]] {
-			return preferred[out[i]]
-		}
-		if out[i].DisruptionCost != out[j].DisruptionCost {
-			return out[i].DisruptionCost < out[j].DisruptionCost
-		}
-		return out[i].Name() < out[j].Name()
-	})
-	orderBalancedByScore(c, out, preferred)
+	bySavings(out, preferred)
 	return out
 }
 
-// orderBalancedByScore puts the candidates of Balanced NodePools, in the places they hold
-// among those as preferred as they are, in order of their deletion's score (the best any move
-// on them can do), highest first: the moves most worth their disruption go first, as
-// upstream orders them. The others keep their places (cheapest to disrupt first).
-func orderBalancedByScore(c *Cluster, out []*Candidate, preferred map[*Candidate]bool) {
-	for _, pref := range []bool{true, false} {
-		var at []int
-		var balanced []*Candidate
-		score := map[*Candidate]float64{}
-		for i, cand := range out {
-			if preferred[cand] == pref && cand.NodePool.Spec.Disruption.ConsolidationPolicy == karpv1.ConsolidationPolicyBalanced {
-				at = append(at, i)
-				balanced = append(balanced, cand)
-				score[cand] = c.poolScores([]*Candidate{cand}, cand.PricePerHour)[0].Score
-			}
-		}
-		sort.SliceStable(balanced, func(i, j int) bool { return score[balanced[i]] > score[balanced[j]] })
-		for k, i := range at {
-			out[i] = balanced[k]
-		}
+// savingsRatio is what removing the candidate saves per unit of the disruption it causes: its
+// price per hour over its disruption cost for the Balanced score (1 plus its reschedulable
+// pods' eviction costs, balancedNodeCost), upstream v1.15's Candidate.SavingsRatio. The
+// denominator is at least 1, so an empty node's ratio is its price.
+func savingsRatio(cand *Candidate) float64 {
+	return cand.PricePerHour / balancedNodeCost(cand.Pods)
+}
+
+// bySavings orders candidates as upstream v1.15 tries them under every consolidation policy:
+// the highest savings ratio first, so that a budget that lets only a few nodes go spends them
+// on the moves most worth their disruption, and multi-node consolidation's prefix holds the
+// nodes most worth packing. Those preferred (true in preferred; nil prefers none) come before
+// the rest; ties go to the lower lifetime-weighted disruption cost (the node nearer its
+// expiry), then to the name, so the order does not depend on the input's.
+func bySavings(cands []*Candidate, preferred map[*Candidate]bool) {
+	ratio := make(map[*Candidate]float64, len(cands))
+	for _, cand := range cands {
+		ratio[cand] = savingsRatio(cand)
 	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		switch {
+		case preferred[a] != preferred[b]:
+			return preferred[a]
+		case ratio[a] != ratio[b]:
+			return ratio[a] > ratio[b]
+		case a.DisruptionCost != b.DisruptionCost:
+			return a.DisruptionCost < b.DisruptionCost
+		}
+		return a.Name() < b.Name()
+	})
 }
 
 // consolidate is the command that removes the candidates, their pods moved to the other nodes

@@ -27,9 +27,6 @@ func (Drift) Qualifies(_ *Cluster, cand *Candidate) bool {
 
 // Commands implements Method.
 func (Drift) Commands(ctx context.Context, c *Cluster, candidates []*Candidate, budgets *Budgets) ([]*Command, error) {
-	if empty := emptyCommands(ctx, c, candidates, budgets, ReasonDrifted, ""); len(empty) > 0 {
-		return empty, nil
-	}
 	sorted := append([]*Candidate(nil), candidates...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		if !sorted[i].DriftedSince.Equal(sorted[j].DriftedSince) {
@@ -37,6 +34,9 @@ func (Drift) Commands(ctx context.Context, c *Cluster, candidates []*Candidate, 
 		}
 		return sorted[i].Name() < sorted[j].Name()
 	})
+	if empty := emptyCommands(ctx, c, sorted, budgets, ReasonDrifted, ""); len(empty) > 0 {
+		return empty, nil
+	}
 	return c.firstCommand(ctx, sorted, budgets, ReasonDrifted, func(cand *Candidate) (*Command, string, error) {
 		cmd, why, err := c.replacing(ReasonDrifted, []*Candidate{cand}, replacementRule{})
 		if cmd != nil || err != nil || !c.Options.TerminateFirstDrift {

@@ -29,7 +29,8 @@ func (m Emptiness) Commands(ctx context.Context, c *Cluster, candidates []*Candi
 }
 
 // emptyCommands deletes, per NodePool, as many of the empty candidates as its budget for the
-// reason allows, in one command each.
+// reason allows, in one command each: for Empty the most expensive first, otherwise in the
+// candidates' order.
 func emptyCommands(ctx context.Context, c *Cluster, candidates []*Candidate, budgets *Budgets, r Reason, consolidationType string) []*Command {
 	byPool := map[string][]*Candidate{}
 	for _, cand := range candidates {
@@ -49,6 +50,12 @@ func emptyCommands(ctx context.Context, c *Cluster, candidates []*Candidate, bud
 	var out []*Command
 	for _, pool := range sortedKeys(byPool) {
 		cands := byPool[pool]
+		if r == ReasonEmpty {
+			// The most expensive first (an empty node's savings ratio is its price), as
+			// upstream: a budget that lets only some go removes the most cost. Drift keeps its
+			// own order (the longest drifted first).
+			bySavings(cands, nil)
+		}
 		n := min(len(cands), budgets.Allowed(pool, r))
 		if n == 0 {
 			for _, cand := range cands {

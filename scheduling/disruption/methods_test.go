@@ -86,6 +86,9 @@ func TestMethods(t *testing.T) {
 	noEmpty := nodePool("default", func(np *karpv1.NodePool) {
 		np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "0", Reasons: []karpv1.DisruptionReason{karpv1.DisruptionReasonEmpty}}, {Nodes: "100%"}}
 	})
+	oneEmpty := nodePool("default", func(np *karpv1.NodePool) {
+		np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "1", Reasons: []karpv1.DisruptionReason{karpv1.DisruptionReasonEmpty}}, {Nodes: "100%"}}
+	})
 	drifting := nodePool("default", func(np *karpv1.NodePool) { np.Spec.Template.Labels = map[string]string{"team": "b"} })
 	for name, tc := range map[string]struct {
 		method Method
@@ -95,8 +98,11 @@ func TestMethods(t *testing.T) {
 		"emptiness deletes the empty nodes of a pool in one command": {Emptiness{}, world{nodes: []*corev1.Node{
 			node("a", "m5.large", "on-demand", "z-a"), node("b", "m5.large", "on-demand", "z-a"), node("c", "m5.large", "on-demand", "z-a")},
 			pods: []*corev1.Pod{pod("web", "c", "1", "1Gi")}}, "delete:a,b"},
-		"emptiness acts under WhenEmpty":                   {Emptiness{}, world{pools: []*karpv1.NodePool{whenEmpty}, nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a")}}, "delete:a"},
-		"emptiness waits out consolidateAfter Never":       {Emptiness{}, world{pools: []*karpv1.NodePool{never}, nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a")}}, ""},
+		"emptiness acts under WhenEmpty":             {Emptiness{}, world{pools: []*karpv1.NodePool{whenEmpty}, nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a")}}, "delete:a"},
+		"emptiness waits out consolidateAfter Never": {Emptiness{}, world{pools: []*karpv1.NodePool{never}, nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a")}}, ""},
+		// As upstream v1.15: an empty node's savings ratio is its price; by name it would be a.
+		"emptiness deletes the most expensive empty node first within its budget": {Emptiness{}, world{pools: []*karpv1.NodePool{oneEmpty},
+			nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a"), node("b", "m5.2xlarge", "on-demand", "z-a")}}, "delete:b"},
 		"emptiness respects an Empty budget of 0":          {Emptiness{}, world{pools: []*karpv1.NodePool{noEmpty}, nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a")}}, ""},
 		"drift replaces a node whose labels left its pool": {Drift{}, world{pools: []*karpv1.NodePool{drifting}, nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a")}, pods: []*corev1.Pod{pod("web", "a", "1", "2Gi")}}, "replace:a+c5.large/spot"},
 		"drift leaves nodes that match":                    {Drift{}, world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a")}, pods: []*corev1.Pod{pod("web", "a", "1", "2Gi")}}, ""},
@@ -113,6 +119,10 @@ func TestMethods(t *testing.T) {
 		"drift deletes empty drifted nodes first": {Drift{}, world{pools: []*karpv1.NodePool{drifting}, nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a"), node("b", "m5.large", "on-demand", "z-a")}, pods: []*corev1.Pod{pod("web", "a", "1", "2Gi")}}, "delete:b"},
 		"single-node deletes a node whose pods fit elsewhere": {&SingleNode{}, world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a")},
 			pods: []*corev1.Pod{pod("web", "a", "1", "2Gi"), pod("api", "b", "2", "4Gi")}}, "delete:a"},
+		// Either node's pod fits on the other; b costs twice a for the same disruption, so its
+		// savings ratio is higher (cheapest to disrupt, then by name, would take a).
+		"single-node tries the highest savings ratio first": {&SingleNode{}, world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.2xlarge", "on-demand", "z-a")},
+			pods: []*corev1.Pod{pod("web", "a", "1", "2Gi"), pod("api", "b", "1", "2Gi")}}, "delete:b"},
 		"single-node replaces on-demand with cheaper Spot": {&SingleNode{}, world{nodes: []*corev1.Node{node("a", "m5.2xlarge", "on-demand", "z-a")},
 			pods: []*corev1.Pod{pod("web", "a", "1", "2Gi")}}, "replace:a+c5.large/spot"},
 		"single-node never replaces with the same type": {&SingleNode{}, world{pools: []*karpv1.NodePool{nodePool("default", func(np *karpv1.NodePool) {

@@ -12,8 +12,8 @@ const MaxMultiNodeCandidates = 100
 // DefaultMultiNodeTimeout bounds multi-node consolidation's search.
 const DefaultMultiNodeTimeout = time.Minute
 
-// MultiNode consolidation removes the largest prefix of the candidates (cheapest to disrupt
-// first, within budgets) whose pods fit on the remaining nodes plus at most one new node
+// MultiNode consolidation removes the largest prefix of the candidates (highest savings ratio
+// first, bySavings, within budgets) whose pods fit on the remaining nodes plus at most one new node
 // cheaper than the prefix, found by binary search over the prefix length. The search stops at
 // the timeout with the best command found so far (TimedOut counts it).
 type MultiNode struct {

@@ -10,8 +10,8 @@ import (
 // SpotToSpotConsolidation feature gate and at least MinSpotToSpotTypes cheaper types; never by
 // its own instance type; and only when the replacement saves at least MinSavingsFraction.
 // Under the Balanced policy a candidate whose deletion (the best a move on it can do) would
-// not pass the score is not simulated at all. Candidates are tried cheapest to disrupt first,
-// until one works.
+// not pass the score is not simulated at all. Candidates are tried highest savings ratio
+// first (bySavings), until one works.
 type SingleNode struct {
 	// Clock tells the time for the timeout; nil is the wall clock.
 	Clock func() time.Time

@@ -77,8 +77,9 @@ type Candidate struct {
 	// DriftedSince is when the node drifted, zero when it did not; DriftReason says why.
 	DriftedSince time.Time
 	DriftReason  string
-	// DisruptionCost orders consolidation candidates, cheapest to disrupt first: the pods'
-	// eviction costs weighted by how much of the node's lifetime remains.
+	// DisruptionCost breaks ties between consolidation candidates of equal savings ratio
+	// (bySavings), the lower first: the pods' eviction costs weighted by how much of the
+	// node's lifetime remains.
 	DisruptionCost float64
 	// Blocked says why graceful disruption must wait (do-not-disrupt, a PDB); "" when it
 	// need not. Expiration goes ahead regardless.

@@ -24,6 +24,9 @@ const (
 
 	// DoNotDisruptAnnotationKey on a pod or node blocks voluntary disruption.
 	DoNotDisruptAnnotationKey = Group + "/do-not-disrupt"
+	// DisruptionCostAnnotationKey on a pod is the int32 cost of evicting it, which
+	// consolidation weighs before (and instead of) controller.kubernetes.io/pod-deletion-cost.
+	DisruptionCostAnnotationKey = Group + "/disruption-cost"
 	// DoNotRepairAnnotationKey on a node or NodeClaim keeps node repair from replacing it.
 	DoNotRepairAnnotationKey = Group + "/do-not-repair"
 	// DoNotSyncTaintsLabelKey on a Node keeps registration from copying its NodeClaim's taints
