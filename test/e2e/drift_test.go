@@ -76,15 +76,7 @@ func TestDriftRollsNodesWithinTheBudget(t *testing.T) {
 	}
 	stop := watchDisrupting(ctx, np.Name, 1)
 	defer stop()
-	fresh := &karpv1.NodePool{}
-	if err := kube.Get(ctx, client.ObjectKeyFromObject(np), fresh); err != nil {
-		t.Fatal(err)
-	}
-	base := fresh.DeepCopy()
-	fresh.Spec.Template.Labels = map[string]string{"revision": "2"}
-	if err := kube.Patch(ctx, fresh, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
+	patchNodePool(t, ctx, np, func(np *karpv1.NodePool) { np.Spec.Template.Labels = map[string]string{"revision": "2"} })
 	// Done when the pool has three nodes, all of the new template, none of the old, and the
 	// three pods run on them.
 	var state string

@@ -34,15 +34,9 @@ func TestExpirationFollowsTheNodeClaimsOwnExpireAfter(t *testing.T) {
 		t.Fatalf("the node's NodeClaim did not take the NodePool's expireAfter: %+v", claims)
 	}
 	claim := claims[0]
-	fresh := &karpv1.NodePool{}
-	if err := kube.Get(ctx, client.ObjectKeyFromObject(np), fresh); err != nil {
-		t.Fatal(err)
-	}
-	base := fresh.DeepCopy()
-	fresh.Spec.Template.Spec.ExpireAfter = karpv1.MustParseNillableDuration("Never")
-	if err := kube.Patch(ctx, fresh, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
+	patchNodePool(t, ctx, np, func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.ExpireAfter = karpv1.MustParseNillableDuration("Never")
+	})
 	var goneAt time.Time
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		nc := &karpv1.NodeClaim{}

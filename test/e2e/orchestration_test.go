@@ -106,15 +106,7 @@ func TestDriftRollsThreeAtATimeThroughARestart(t *testing.T) {
 	}()
 	defer func() { stopWatch(); <-done }()
 
-	fresh := &karpv1.NodePool{}
-	if err := kube.Get(ctx, client.ObjectKeyFromObject(np), fresh); err != nil {
-		t.Fatal(err)
-	}
-	base := fresh.DeepCopy()
-	fresh.Spec.Template.Labels = map[string]string{"revision": "2"}
-	if err := kube.Patch(ctx, fresh, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
+	patchNodePool(t, ctx, np, func(np *karpv1.NodePool) { np.Spec.Template.Labels = map[string]string{"revision": "2"} })
 
 	// Three commands in flight: three candidates marked, their replacements launching.
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {

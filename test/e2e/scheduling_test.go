@@ -49,6 +49,21 @@ func isolated(t *testing.T, ctx context.Context, classMut func(*kwokv1alpha1.KWO
 	return np
 }
 
+// patchNodePool reads the NodePool as the API server has it, applies change and merge-patches
+// the difference, so that the controller's status writes in between are not overwritten.
+func patchNodePool(t *testing.T, ctx context.Context, np *karpv1.NodePool, change func(*karpv1.NodePool)) {
+	t.Helper()
+	fresh := &karpv1.NodePool{}
+	if err := kube.Get(ctx, client.ObjectKeyFromObject(np), fresh); err != nil {
+		t.Fatal(err)
+	}
+	base := fresh.DeepCopy()
+	change(fresh)
+	if err := kube.Patch(ctx, fresh, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func deployment(name string, replicas int32, np string, cpu string, mutate func(*corev1.PodSpec)) *appsv1.Deployment {
 	labels := map[string]string{"app": name}
 	spec := corev1.PodSpec{

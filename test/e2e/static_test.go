@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +22,7 @@ import (
 // staticPool is the static pool's NodeClaims: how many are active (not being deleted), how
 // many of those have a Ready node, how many are being deleted, and how many active ones carry
 // the template label value. The Nodes are read after the NodeClaims, so a NodeClaim listed
-// active may have lost its node by then: settle retries; the roll's watcher uses staticRoll.
+// active may have lost its node by then: settleStatic retries; the roll's watcher uses staticRoll.
 func isReady(n *corev1.Node) bool {
 	ready, _ := scheduling.NodeReady(n)
 	return ready
@@ -72,6 +71,46 @@ func staticRoll(ctx context.Context, pool string) (up, deleting int, detail []st
 	return
 }
 
+// settleStatic waits until the static pool has want NodeClaims, none being deleted, each with a
+// Ready node and the template label value label.
+func settleStatic(t *testing.T, ctx context.Context, pool string, want int, label string) {
+	t.Helper()
+	var state string
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		active, ready, deleting, labelled, err := staticPool(ctx, pool, label)
+		state = fmt.Sprintf("%d active (%d Ready, %d of the template), %d being deleted", active, ready, labelled, deleting)
+		return err == nil && active == want && ready == want && deleting == 0 && labelled == want, nil
+	}); err != nil {
+		t.Fatalf("the static pool never settled at %d of revision %q: %s: %v\n%s", want, label, state, err, local.LogTail("karpenter", 30))
+	}
+}
+
+// watchStaticRoll samples the static pool (staticRoll) every 250 ms, within the second a step
+// of a roll takes here, and keeps each moment bad reports, until the returned stop is called;
+// stop returns those moments.
+func watchStaticRoll(ctx context.Context, pool string, bad func(up, deleting, total int) bool) (stop func() []string) {
+	var moments []string
+	watchCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for watchCtx.Err() == nil {
+			if up, deleting, detail, err := staticRoll(watchCtx, pool); err == nil && bad(up, deleting, len(detail)) {
+				moments = append(moments, fmt.Sprintf("%s: %d up, %d being deleted: %v", time.Now().Format(time.TimeOnly), up, deleting, detail))
+			}
+			select {
+			case <-watchCtx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	return func() []string {
+		cancel()
+		<-done
+		return moments
+	}
+}
+
 // A static NodePool keeps replicas nodes with nothing pending; pods schedule onto them and
 // nothing else is launched; a template change rolls its nodes one at a time, each replaced
 // before it goes; scaling to 5 and then to 1 follows.
@@ -79,18 +118,7 @@ func TestStaticNodePool(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	np := isolated(t, ctx, nil, func(np *karpv1.NodePool) { np.Spec.Replicas = ptr.To[int64](3) })
-	settle := func(want int, label string) {
-		t.Helper()
-		var state string
-		if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-			active, ready, deleting, labelled, err := staticPool(ctx, np.Name, label)
-			state = fmt.Sprintf("%d active (%d Ready, %d of the template), %d being deleted", active, ready, labelled, deleting)
-			return err == nil && active == want && ready == want && deleting == 0 && labelled == want, nil
-		}); err != nil {
-			t.Fatalf("the static pool never settled at %d: %s: %v\n%s", want, state, err, local.LogTail("karpenter", 30))
-		}
-	}
-	settle(3, "")
+	settleStatic(t, ctx, np.Name, 3, "")
 	// Pods schedule onto the static nodes; nothing more is launched for them.
 	create(t, ctx, deployment("on-static", 3, np.Name, "100m", nil))
 	runningPods(t, ctx, "on-static", 3)
@@ -100,49 +128,17 @@ func TestStaticNodePool(t *testing.T) {
 	}
 
 	// A template change: each node replaced before it goes, one at a time.
-	var mu sync.Mutex
-	var violations []string
-	watchCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for watchCtx.Err() == nil {
-			if up, deleting, detail, err := staticRoll(watchCtx, np.Name); err == nil && (deleting > 1 || up < 3) {
-				mu.Lock()
-				violations = append(violations, fmt.Sprintf("%s: %d up, %d being deleted: %v", time.Now().Format(time.TimeOnly), up, deleting, detail))
-				mu.Unlock()
-			}
-			// A step of the roll takes about a second here: sample within it.
-			time.Sleep(250 * time.Millisecond)
-		}
-	}()
-	fresh := &karpv1.NodePool{}
-	if err := kube.Get(ctx, client.ObjectKeyFromObject(np), fresh); err != nil {
-		t.Fatal(err)
-	}
-	base := fresh.DeepCopy()
-	fresh.Spec.Template.Labels = map[string]string{"revision": "2"}
-	if err := kube.Patch(ctx, fresh, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
-	settle(3, "2")
-	stop()
-	<-done
-	if len(violations) > 0 {
+	stop := watchStaticRoll(ctx, np.Name, func(up, deleting, _ int) bool { return deleting > 1 || up < 3 })
+	patchNodePool(t, ctx, np, func(np *karpv1.NodePool) { np.Spec.Template.Labels = map[string]string{"revision": "2"} })
+	settleStatic(t, ctx, np.Name, 3, "2")
+	if violations := stop(); len(violations) > 0 {
 		t.Errorf("during the roll the watcher saw %d moments with more than one node going or fewer than 3 up, the first: %v", len(violations), violations[:min(5, len(violations))])
 	}
 	runningPods(t, ctx, "on-static", 3)
 
 	for _, replicas := range []int64{5, 1} {
-		if err := kube.Get(ctx, client.ObjectKeyFromObject(np), fresh); err != nil {
-			t.Fatal(err)
-		}
-		base := fresh.DeepCopy()
-		fresh.Spec.Replicas = ptr.To(replicas)
-		if err := kube.Patch(ctx, fresh, client.MergeFrom(base)); err != nil {
-			t.Fatal(err)
-		}
-		settle(int(replicas), "2")
+		patchNodePool(t, ctx, np, func(np *karpv1.NodePool) { np.Spec.Replicas = ptr.To(replicas) })
+		settleStatic(t, ctx, np.Name, int(replicas), "2")
 	}
 	// At one node the pods that do not fit stay pending: a static pool does not grow for them.
 	time.Sleep(15 * time.Second)
@@ -160,13 +156,8 @@ func TestStaticScaleDownSparesDoNotDisrupt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	np := isolated(t, ctx, nil, func(np *karpv1.NodePool) { np.Spec.Replicas = ptr.To[int64](3) })
+	settleStatic(t, ctx, np.Name, 3, "")
 	var claims karpv1.NodeClaimList
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		active, ready, deleting, _, err := staticPool(ctx, np.Name, "")
-		return err == nil && active == 3 && ready == 3 && deleting == 0, nil
-	}); err != nil {
-		t.Fatalf("the static pool never reached 3 Ready nodes\n%s", local.LogTail("karpenter", 20))
-	}
 	if err := kube.List(ctx, &claims, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}); err != nil {
 		t.Fatal(err)
 	}
@@ -184,15 +175,7 @@ func TestStaticScaleDownSparesDoNotDisrupt(t *testing.T) {
 	if err := kube.Patch(ctx, node, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"karpenter.sh/do-not-disrupt":"true"}}}`))); err != nil {
 		t.Fatal(err)
 	}
-	fresh := &karpv1.NodePool{}
-	if err := kube.Get(ctx, client.ObjectKeyFromObject(np), fresh); err != nil {
-		t.Fatal(err)
-	}
-	base := fresh.DeepCopy()
-	fresh.Spec.Replicas = ptr.To[int64](1)
-	if err := kube.Patch(ctx, fresh, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
+	patchNodePool(t, ctx, np, func(np *karpv1.NodePool) { np.Spec.Replicas = ptr.To[int64](1) })
 	var left []string
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var now karpv1.NodeClaimList
@@ -224,46 +207,11 @@ func TestStaticTerminateFirstAtTheNodeLimit(t *testing.T) {
 		np.Spec.Limits = karpv1.Limits{corev1.ResourceName("nodes"): resource.MustParse("2")}
 		np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "1"}}
 	})
-	settle := func(label string) {
-		t.Helper()
-		var state string
-		if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-			active, ready, deleting, labelled, err := staticPool(ctx, np.Name, label)
-			state = fmt.Sprintf("%d active (%d Ready, %d of the template), %d being deleted", active, ready, labelled, deleting)
-			return err == nil && active == 2 && ready == 2 && deleting == 0 && labelled == 2, nil
-		}); err != nil {
-			t.Fatalf("the static pool never settled at 2 of revision %q: %s: %v\n%s", label, state, err, local.LogTail("karpenter", 30))
-		}
-	}
-	settle("")
-	var mu sync.Mutex
-	var over []string
-	watchCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for watchCtx.Err() == nil {
-			if up, deleting, detail, err := staticRoll(watchCtx, np.Name); err == nil && len(detail) > 2 {
-				mu.Lock()
-				over = append(over, fmt.Sprintf("%s: %d up, %d being deleted: %v", time.Now().Format(time.TimeOnly), up, deleting, detail))
-				mu.Unlock()
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-	}()
-	fresh := &karpv1.NodePool{}
-	if err := kube.Get(ctx, client.ObjectKeyFromObject(np), fresh); err != nil {
-		t.Fatal(err)
-	}
-	base := fresh.DeepCopy()
-	fresh.Spec.Template.Labels = map[string]string{"revision": "2"}
-	if err := kube.Patch(ctx, fresh, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
-	settle("2")
-	stop()
-	<-done
-	if len(over) > 0 {
+	settleStatic(t, ctx, np.Name, 2, "")
+	stop := watchStaticRoll(ctx, np.Name, func(_, _, total int) bool { return total > 2 })
+	patchNodePool(t, ctx, np, func(np *karpv1.NodePool) { np.Spec.Template.Labels = map[string]string{"revision": "2"} })
+	settleStatic(t, ctx, np.Name, 2, "2")
+	if over := stop(); len(over) > 0 {
 		t.Errorf("the watcher saw %d moments with more NodeClaims than limits.nodes 2, the first: %v", len(over), over[:min(5, len(over))])
 	}
 	body, err := httpGetBody(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
