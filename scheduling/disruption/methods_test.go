@@ -3,6 +3,7 @@ package disruption
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	k8spolicyv1 "k8s.io/api/policy/v1"
@@ -90,6 +91,12 @@ func TestMethods(t *testing.T) {
 		np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "1", Reasons: []karpv1.DisruptionReason{karpv1.DisruptionReasonEmpty}}, {Nodes: "100%"}}
 	})
 	drifting := nodePool("default", func(np *karpv1.NodePool) { np.Spec.Template.Labels = map[string]string{"team": "b"} })
+	driftedFor := func(d time.Duration) func(*karpv1.NodeClaim) {
+		return func(nc *karpv1.NodeClaim) {
+			nc.Status.Conditions = append(nc.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeDrifted, Status: metav1.ConditionTrue,
+				Reason: "NodeClassDrift", LastTransitionTime: metav1.NewTime(now.Add(-d))})
+		}
+	}
 	for name, tc := range map[string]struct {
 		method Method
 		w      world
@@ -116,6 +123,11 @@ func TestMethods(t *testing.T) {
 			nodes:  []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a")},
 			claims: []*karpv1.NodeClaim{claim("a"), claim("b", func(nc *karpv1.NodeClaim) { nc.Status.Conditions = nil })},
 			pods:   []*corev1.Pod{pod("web", "a", "1", "2Gi")}}, ""},
+		// As upstream: empty drifted nodes go the longest drifted first (by name it would be a).
+		"drift deletes the longest drifted empty node first within its budget": {Drift{}, world{pools: []*karpv1.NodePool{nodePool("default", func(np *karpv1.NodePool) {
+			np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "1"}}
+		})}, nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a"), node("b", "m5.large", "on-demand", "z-a")},
+			claims: []*karpv1.NodeClaim{claim("a", driftedFor(time.Hour)), claim("b", driftedFor(2*time.Hour))}}, "delete:b"},
 		"drift deletes empty drifted nodes first": {Drift{}, world{pools: []*karpv1.NodePool{drifting}, nodes: []*corev1.Node{node("a", "m5.large", "on-demand", "z-a"), node("b", "m5.large", "on-demand", "z-a")}, pods: []*corev1.Pod{pod("web", "a", "1", "2Gi")}}, "delete:b"},
 		"single-node deletes a node whose pods fit elsewhere": {&SingleNode{}, world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a")},
 			pods: []*corev1.Pod{pod("web", "a", "1", "2Gi"), pod("api", "b", "2", "4Gi")}}, "delete:a"},
