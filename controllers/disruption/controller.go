@@ -201,6 +201,7 @@ func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
 	c.noteUnconsolidatable(snap)
 	c.noteRepair(snap)
 	c.noteScores(snap)
+	c.noteInvalidEvictionCosts(ctx, snap)
 	if err != nil {
 		return false, err
 	}

@@ -2,11 +2,13 @@ package disruption
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
@@ -63,4 +65,36 @@ func (c *Controller) tellBlockedPool(pool, reason string) {
 	c.mu.Unlock()
 	c.recorder.Eventf(nodePoolObject(c.Orchestrator.client, pool), nil, corev1.EventTypeNormal, "DisruptionBlocked", "Disruption",
 		"No allowed disruptions for disruption reason %s due to blocking budget", reason)
+}
+
+// noteInvalidEvictionCosts tells, for each candidate's pod whose karpenter.sh/disruption-cost
+// (or, without one, pod-deletion-cost) is not an int32, that the value is counted as unset:
+// an error in the log with upstream's words, and an InvalidDisruptionCost warning on the pod,
+// so its owner sees it in kubectl describe. At most once per UnconsolidatableEvery for the
+// same pod and value.
+func (c *Controller) noteInvalidEvictionCosts(ctx context.Context, snap *methods.Cluster) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	for _, cand := range snap.Candidates {
+		for _, p := range cand.Pods {
+			key, value, why := methods.InvalidEvictionCost(p)
+			if key == "" {
+				continue
+			}
+			seen := "pod\x00" + string(p.UID) + "\x00" + p.Namespace + "/" + p.Name + "\x00" + key + "\x00" + value
+			if _, ok := c.noted[seen]; ok {
+				continue
+			}
+			c.noted[seen] = now
+			what := "disruption cost"
+			if key != karpv1.DisruptionCostAnnotationKey {
+				what = "pod deletion cost"
+			}
+			log.FromContext(ctx).Error(fmt.Errorf("%s", why), "failed parsing "+what,
+				"annotation", key, "value", value, "pod", client.ObjectKeyFromObject(p))
+			c.recorder.Eventf(p, nil, corev1.EventTypeWarning, "InvalidDisruptionCost", "Disruption",
+				"%s %q is %s (an int32 is wanted): this pod's eviction cost counts it as unset", key, value, why)
+		}
+	}
 }

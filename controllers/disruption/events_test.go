@@ -1,6 +1,7 @@
 package disruption
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
@@ -34,6 +36,8 @@ func (r *objectRecorder) Eventf(regarding, _ runtime.Object, eventtype, reason, 
 		kind = "NodeClaim"
 	case *karpv1.NodePool:
 		kind = "NodePool"
+	case *corev1.Pod:
+		kind = "Pod"
 	}
 	name := ""
 	if m, err := meta.Accessor(regarding); err == nil {
@@ -85,5 +89,44 @@ func TestRepairBlockedIsToldOnNodeClaimNodeAndOnceOnThePool(t *testing.T) {
 		"NodeClaim/a Warning NodeRepairBlocked " + msg, "NodeClaim/b Warning NodeRepairBlocked " + msg, "NodePool/general Warning NodeRepairBlocked " + msg}
 	if !slices.Equal(got, want) {
 		t.Errorf("events\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A candidate's pod whose eviction-cost annotation is not an int32 gets an InvalidDisruptionCost
+// warning naming the annotation and the value, once per UnconsolidatableEvery; a good value,
+// or a good disruption-cost over a bad pod-deletion-cost, gets none.
+func TestInvalidEvictionCostIsToldOnThePod(t *testing.T) {
+	rec := &objectRecorder{}
+	clk := clocktesting.NewFakeClock(now)
+	ctl := NewController(nil, nil, nil, rec, clk, nil, methods.Options{})
+	pod := func(name string, annotations map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team", UID: types.UID(name), Annotations: annotations}}
+	}
+	snap := &methods.Cluster{Candidates: []*methods.Candidate{{Node: &scheduling.Node{Name: "a"}, Pods: []*corev1.Pod{
+		pod("bad", map[string]string{karpv1.DisruptionCostAnnotationKey: "high"}),
+		pod("good", map[string]string{karpv1.DisruptionCostAnnotationKey: "10"}),
+		pod("hidden", map[string]string{karpv1.DisruptionCostAnnotationKey: "10", corev1.PodDeletionCost: "x"}),
+		pod("range", map[string]string{corev1.PodDeletionCost: "4294967296"}),
+	}}}}
+	want := []string{
+		`Pod/bad Warning InvalidDisruptionCost karpenter.sh/disruption-cost "high" is not an integer (an int32 is wanted): this pod's eviction cost counts it as unset`,
+		`Pod/range Warning InvalidDisruptionCost controller.kubernetes.io/pod-deletion-cost "4294967296" is out of the int32 range (an int32 is wanted): this pod's eviction cost counts it as unset`,
+	}
+	ctx := context.Background()
+	ctl.noteInvalidEvictionCosts(ctx, snap)
+	if got := rec.take(); !slices.Equal(got, want) {
+		t.Errorf("events\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	clk.Step(UnconsolidatableEvery / 2)
+	ctl.noteUnconsolidatable(&methods.Cluster{})
+	ctl.noteInvalidEvictionCosts(ctx, snap)
+	if got := rec.take(); len(got) != 0 {
+		t.Errorf("told again within %v: %v", UnconsolidatableEvery, got)
+	}
+	clk.Step(UnconsolidatableEvery)
+	ctl.noteUnconsolidatable(&methods.Cluster{})
+	ctl.noteInvalidEvictionCosts(ctx, snap)
+	if got := rec.take(); !slices.Equal(got, want) {
+		t.Errorf("after %v: events\n%s\nwant\n%s", UnconsolidatableEvery, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -1,6 +1,7 @@
 package disruption
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -32,21 +33,48 @@ type poolBalance struct {
 // podEvictionCost is what evicting one pod costs, as upstream v1.15 weighs it: 1, plus its
 // karpenter.sh/disruption-cost (or, without one, its pod-deletion-cost) over 2^27 and its
 // priority over 2^25, clamped to [-10, 10]. Both annotations are int32s, as the ReplicaSet
-// controller and upstream parse them; a value that is not one counts as unset, and a
-// karpenter.sh/disruption-cost that is not one still hides the pod-deletion-cost, as upstream's.
+// controller and upstream parse them; a value that is not one counts as unset (InvalidEvictionCost
+// names it, for the controller to tell), and a karpenter.sh/disruption-cost that is not one
+// still hides the pod-deletion-cost, as upstream's.
 func podEvictionCost(p *corev1.Pod) float64 {
 	cost := 1.0
-	v, ok := p.Annotations[karpv1.DisruptionCostAnnotationKey]
-	if !ok {
-		v = p.Annotations[PodDeletionCostAnnotation]
-	}
-	if n, err := strconv.ParseInt(v, 10, 32); err == nil {
-		cost += float64(n) / math.Exp2(27)
+	if _, v, ok := evictionCostAnnotation(p); ok {
+		if n, err := strconv.ParseInt(v, 10, 32); err == nil {
+			cost += float64(n) / math.Exp2(27)
+		}
 	}
 	if p.Spec.Priority != nil {
 		cost += float64(*p.Spec.Priority) / math.Exp2(25)
 	}
 	return min(10, max(-10, cost))
+}
+
+// evictionCostAnnotation is the annotation podEvictionCost reads for a pod, and its value:
+// karpenter.sh/disruption-cost when the pod has it, else pod-deletion-cost.
+func evictionCostAnnotation(p *corev1.Pod) (key, value string, ok bool) {
+	if v, ok := p.Annotations[karpv1.DisruptionCostAnnotationKey]; ok {
+		return karpv1.DisruptionCostAnnotationKey, v, true
+	}
+	if v, ok := p.Annotations[PodDeletionCostAnnotation]; ok {
+		return PodDeletionCostAnnotation, v, true
+	}
+	return "", "", false
+}
+
+// InvalidEvictionCost names the annotation podEvictionCost reads for the pod when its value is
+// not an int32, and why; "" when it is one, or the pod has neither annotation.
+func InvalidEvictionCost(p *corev1.Pod) (key, value, why string) {
+	key, value, ok := evictionCostAnnotation(p)
+	if !ok {
+		return "", "", ""
+	}
+	if _, err := strconv.ParseInt(value, 10, 32); err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			return key, value, "out of the int32 range"
+		}
+		return key, value, "not an integer"
+	}
+	return "", "", ""
 }
 
 // balancedNodeCost is a node's disruption cost for the Balanced score: the baseline plus its

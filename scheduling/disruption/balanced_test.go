@@ -246,3 +246,31 @@ func TestPodEvictionCost(t *testing.T) {
 		})
 	}
 }
+
+// InvalidEvictionCost names the annotation podEvictionCost reads only when that one does not
+// parse: a good disruption-cost hides a bad pod-deletion-cost, a bad one is named.
+func TestInvalidEvictionCost(t *testing.T) {
+	dc, pdc := karpv1.DisruptionCostAnnotationKey, PodDeletionCostAnnotation
+	for name, tc := range map[string]struct {
+		annotations     map[string]string
+		key, value, why string
+	}{
+		"none":                       {},
+		"good disruption-cost":       {annotations: map[string]string{dc: "-5"}},
+		"good deletion-cost":         {annotations: map[string]string{pdc: "100"}},
+		"bad disruption-cost":        {annotations: map[string]string{dc: "high"}, key: dc, value: "high", why: "not an integer"},
+		"bad deletion-cost":          {annotations: map[string]string{pdc: "1e3"}, key: pdc, value: "1e3", why: "not an integer"},
+		"empty":                      {annotations: map[string]string{dc: ""}, key: dc, why: "not an integer"},
+		"over int32":                 {annotations: map[string]string{pdc: "2147483648"}, key: pdc, value: "2147483648", why: "out of the int32 range"},
+		"good one hides the bad one": {annotations: map[string]string{dc: "7", pdc: "x"}},
+		"bad one read, good ignored": {annotations: map[string]string{dc: "x", pdc: "7"}, key: dc, value: "x", why: "not an integer"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations}}
+			key, value, why := InvalidEvictionCost(p)
+			if key != tc.key || value != tc.value || why != tc.why {
+				t.Errorf("InvalidEvictionCost = %q, %q, %q; want %q, %q, %q", key, value, why, tc.key, tc.value, tc.why)
+			}
+		})
+	}
+}
