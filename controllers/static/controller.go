@@ -11,6 +11,7 @@ package static
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -40,6 +41,12 @@ import (
 // Recheck is how often a static pool is looked at while a replacement initializes or an
 // expiry is ahead.
 const Recheck = 5 * time.Second
+
+// CapacityRecheck is how soon a static pool that cannot launch a node looks again. What it
+// waits for (a capacity reservation slot freed, an offering available again) is outside the
+// cluster and no watch event brings it: a fixed recheck, not the error backoff, which grows
+// to five minutes and would leave a freed slot unused that long.
+const CapacityRecheck = 30 * time.Second
 
 // Controller reconciles static NodePools.
 type Controller struct {
@@ -127,7 +134,16 @@ func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconc
 	switch {
 	case act.Create > 0:
 		if err := c.create(ctx, np, act.Create); err != nil {
-			return reconcile.Result{}, err
+			var none *cannotLaunch
+			if !errors.As(err, &none) {
+				return reconcile.Result{}, err
+			}
+			// Upstream's warning for a NodePool no instance type can launch for; the recorder
+			// folds the one repeated at every recheck into a series.
+			c.recorder.Eventf(np, nil, corev1.EventTypeWarning, "NoCompatibleInstanceTypes", "Static",
+				"NodePool requirements filtered out all compatible available instance types: %s", none.why)
+			logger.Info("static nodepool cannot launch a node now", "want", act.Create, "why", none.why, "recheck", CapacityRecheck.String())
+			return reconcile.Result{RequeueAfter: CapacityRecheck}, nil
 		}
 		logger.Info("launching static nodeclaims", "count", act.Create, "why", act.Why)
 	case len(act.Delete) > 0:
@@ -431,7 +447,7 @@ func (c *Controller) create(ctx context.Context, np *karpv1.NodePool, n int) err
 	}
 	shape, err := Shape(np, its)
 	if err != nil {
-		return err
+		return &cannotLaunch{why: err.Error()}
 	}
 	for range n {
 		nc := solver.NodeClaimFor(np, shape)
@@ -442,6 +458,12 @@ func (c *Controller) create(ctx context.Context, np *karpv1.NodePool, n int) err
 	}
 	return nil
 }
+
+// cannotLaunch is create's error when no instance type and offering of the pool's can launch
+// a node now (the solver's reason in why).
+type cannotLaunch struct{ why string }
+
+func (e *cannotLaunch) Error() string { return "static nodepool cannot launch a node: " + e.why }
 
 // Shape is the NodeClaim a static pool launches: the solver's choice for one pod that
 // requests nothing, on the pool alone, treated as dynamic.
