@@ -2,7 +2,7 @@ package disruption
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -82,7 +82,7 @@ func (c *Controller) noteInvalidEvictionCosts(ctx context.Context, snap *methods
 			if key == "" {
 				continue
 			}
-			seen := "pod\x00" + string(p.UID) + "\x00" + p.Namespace + "/" + p.Name + "\x00" + key + "\x00" + value
+			seen := "pod\x00" + string(p.UID) + "\x00" + key + "\x00" + value
 			if _, ok := c.noted[seen]; ok {
 				continue
 			}
@@ -91,7 +91,7 @@ func (c *Controller) noteInvalidEvictionCosts(ctx context.Context, snap *methods
 			if key != karpv1.DisruptionCostAnnotationKey {
 				what = "pod deletion cost"
 			}
-			log.FromContext(ctx).Error(fmt.Errorf("%s", why), "failed parsing "+what,
+			log.FromContext(ctx).Error(errors.New(why), "failed parsing "+what,
 				"annotation", key, "value", value, "pod", client.ObjectKeyFromObject(p))
 			c.recorder.Eventf(p, nil, corev1.EventTypeWarning, "InvalidDisruptionCost", "Disruption",
 				"%s %q is %s (an int32 is wanted): this pod's eviction cost counts it as unset", key, value, why)

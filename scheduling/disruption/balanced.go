@@ -38,10 +38,8 @@ type poolBalance struct {
 // still hides the pod-deletion-cost, as upstream's.
 func podEvictionCost(p *corev1.Pod) float64 {
 	cost := 1.0
-	if _, v, ok := evictionCostAnnotation(p); ok {
-		if n, err := strconv.ParseInt(v, 10, 32); err == nil {
-			cost += float64(n) / math.Exp2(27)
-		}
+	if _, _, n, err := evictionCostAnnotation(p); err == nil {
+		cost += float64(n) / math.Exp2(27)
 	}
 	if p.Spec.Priority != nil {
 		cost += float64(*p.Spec.Priority) / math.Exp2(25)
@@ -49,32 +47,36 @@ func podEvictionCost(p *corev1.Pod) float64 {
 	return min(10, max(-10, cost))
 }
 
-// evictionCostAnnotation is the annotation podEvictionCost reads for a pod, and its value:
-// karpenter.sh/disruption-cost when the pod has it, else pod-deletion-cost.
-func evictionCostAnnotation(p *corev1.Pod) (key, value string, ok bool) {
-	if v, ok := p.Annotations[karpv1.DisruptionCostAnnotationKey]; ok {
-		return karpv1.DisruptionCostAnnotationKey, v, true
+// errNoEvictionCost: the pod has neither eviction-cost annotation.
+var errNoEvictionCost = errors.New("no eviction cost annotation")
+
+// evictionCostAnnotation is the annotation podEvictionCost reads for a pod
+// (karpenter.sh/disruption-cost when the pod has it, else pod-deletion-cost), its value, and
+// the value parsed as an int32; errNoEvictionCost when the pod has neither.
+func evictionCostAnnotation(p *corev1.Pod) (key, value string, n int64, err error) {
+	key = karpv1.DisruptionCostAnnotationKey
+	value, ok := p.Annotations[key]
+	if !ok {
+		key = PodDeletionCostAnnotation
+		if value, ok = p.Annotations[key]; !ok {
+			return "", "", 0, errNoEvictionCost
+		}
 	}
-	if v, ok := p.Annotations[PodDeletionCostAnnotation]; ok {
-		return PodDeletionCostAnnotation, v, true
-	}
-	return "", "", false
+	n, err = strconv.ParseInt(value, 10, 32)
+	return key, value, n, err
 }
 
 // InvalidEvictionCost names the annotation podEvictionCost reads for the pod when its value is
 // not an int32, and why; "" when it is one, or the pod has neither annotation.
 func InvalidEvictionCost(p *corev1.Pod) (key, value, why string) {
-	key, value, ok := evictionCostAnnotation(p)
-	if !ok {
+	key, value, _, err := evictionCostAnnotation(p)
+	switch {
+	case err == nil || errors.Is(err, errNoEvictionCost):
 		return "", "", ""
+	case errors.Is(err, strconv.ErrRange):
+		return key, value, "out of the int32 range"
 	}
-	if _, err := strconv.ParseInt(value, 10, 32); err != nil {
-		if errors.Is(err, strconv.ErrRange) {
-			return key, value, "out of the int32 range"
-		}
-		return key, value, "not an integer"
-	}
-	return "", "", ""
+	return key, value, "not an integer"
 }
 
 // balancedNodeCost is a node's disruption cost for the Balanced score: the baseline plus its
