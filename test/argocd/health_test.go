@@ -131,6 +131,25 @@ status:
   - {type: Ready, status: "True"}`, "Healthy", "4 evaluations failed")
 }
 
+func TestCapacityExceptionHealth(t *testing.T) {
+	const s = "health-capacityexception.lua"
+	check(t, s, "metadata: {generation: 1}", "Progressing", "evaluated")
+	check(t, s, `metadata: {generation: 2}
+status: {observedGeneration: 1, conditions: [{type: Active, status: "True"}]}`, "Progressing", "evaluated")
+	check(t, s, `metadata: {generation: 1}
+status:
+  observedGeneration: 1
+  conditions:
+  - {type: Active, status: "True", message: "applies to 2 namespaces until 2026-12-08T00:00:00Z"}
+  - {type: Expired, status: "False"}`, "Healthy", "applies to 2 namespaces")
+	check(t, s, `metadata: {generation: 1}
+status:
+  observedGeneration: 1
+  conditions:
+  - {type: Active, status: "False"}
+  - {type: Expired, status: "True", message: "expired at 2026-12-08T00:00:00Z"}`, "Degraded", "Expired: expired at 2026-12-08")
+}
+
 func TestNodeClassHealth(t *testing.T) {
 	const s = "health-nodeclass.lua"
 	check(t, s, "metadata: {generation: 1}", "Progressing", "Waiting")
@@ -163,6 +182,7 @@ func TestKustomizationNamesEveryScript(t *testing.T) {
 	for _, want := range []string{
 		"resource.customizations.health.policy.karpenter.sh_CapacityBudget=health-capacitybudget.lua",
 		"resource.customizations.health.policy.karpenter.sh_CapacityPolicy=health-capacitypolicy.lua",
+		"resource.customizations.health.policy.karpenter.sh_CapacityException=health-capacityexception.lua",
 		"resource.customizations.health.karpenter.sh_NodeOverlay=health-nodeoverlay.lua",
 		"resource.customizations.health.karpenter.kwok.sh_KWOKNodeClass=health-nodeclass.lua",
 		"resource.customizations.health.karpenter.k8s.aws_EC2NodeClass=health-nodeclass.lua",

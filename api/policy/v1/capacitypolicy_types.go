@@ -12,6 +12,14 @@ type CapacityPolicySpec struct {
 	// +kubebuilder:default:=Deny
 	// +optional
 	Enforcement EnforcementAction `json:"enforcement,omitempty"`
+	// ScopedEnforcement sets the action at some enforcement points (admission, provisioning,
+	// disruption, audit, ci); a point no entry names takes enforcement. Each point may be
+	// named once.
+	// +kubebuilder:validation:MaxItems:=5
+	// +kubebuilder:validation:XValidation:message="each enforcement point may be named in one entry only",rule="self.all(a, a.points.all(p, self.filter(b, p in b.points).size() == 1))"
+	// +listType=atomic
+	// +optional
+	ScopedEnforcement []ScopedEnforcement `json:"scopedEnforcement,omitempty"`
 	// FailurePolicy is what happens when the policy cannot be evaluated.
 	// +kubebuilder:default:=Ignore
 	// +optional

@@ -14,6 +14,69 @@ const (
 	EnforcementDryRun EnforcementAction = "DryRun"
 )
 
+// EnforcementPoint is a place where a policy is enforced (docs/policies.md, "Enforcement per
+// point").
+// +kubebuilder:validation:Enum:={admission,provisioning,disruption,audit,ci}
+type EnforcementPoint string
+
+// Enforcement points.
+const (
+	// PointAdmission is the validating webhook: the karpenter.admission decision point.
+	PointAdmission EnforcementPoint = "admission"
+	// PointProvisioning is the provisioner: the karpenter.provisioning and karpenter.launch
+	// decision points, the CapacityBudget gate.
+	PointProvisioning EnforcementPoint = "provisioning"
+	// PointDisruption is the disruption controller's gate: the karpenter.disruption decision point.
+	PointDisruption EnforcementPoint = "disruption"
+	// PointAudit is the audit of what runs.
+	PointAudit EnforcementPoint = "audit"
+	// PointCI is karpenterctl (validate, plan): the karpenter.admission decision point offline.
+	PointCI EnforcementPoint = "ci"
+)
+
+// EnforcementPoints lists every enforcement point.
+var EnforcementPoints = []EnforcementPoint{PointAdmission, PointProvisioning, PointDisruption, PointAudit, PointCI}
+
+// ScopedEnforcement sets the action at some enforcement points, in place of spec.enforcement.
+type ScopedEnforcement struct {
+	// Points are the enforcement points the action applies at: admission, provisioning,
+	// disruption, audit, ci.
+	// +kubebuilder:validation:MinItems:=1
+	// +kubebuilder:validation:MaxItems:=5
+	// +listType=set
+	// +required
+	Points []EnforcementPoint `json:"points"`
+	// Action is what a violation does at those points.
+	// +required
+	Action EnforcementAction `json:"action"`
+}
+
+// EnforcementAt is the action at an enforcement point: the scopedEnforcement entry that names
+// the point, else enforcement, else Deny. The one rule every enforcement point reads.
+func EnforcementAt(enforcement EnforcementAction, scoped []ScopedEnforcement, point EnforcementPoint) EnforcementAction {
+	for _, s := range scoped {
+		for _, p := range s.Points {
+			if p == point && s.Action != "" {
+				return s.Action
+			}
+		}
+	}
+	if enforcement == "" {
+		return EnforcementDeny
+	}
+	return enforcement
+}
+
+// EnforcementAt is the policy's action at an enforcement point.
+func (p *CapacityPolicy) EnforcementAt(point EnforcementPoint) EnforcementAction {
+	return EnforcementAt(p.Spec.Enforcement, p.Spec.ScopedEnforcement, point)
+}
+
+// EnforcementAt is the budget's action at an enforcement point.
+func (b *CapacityBudget) EnforcementAt(point EnforcementPoint) EnforcementAction {
+	return EnforcementAt(b.Spec.Enforcement, b.Spec.ScopedEnforcement, point)
+}
+
 // FailurePolicy says what happens when a policy cannot be evaluated.
 // +kubebuilder:validation:Enum:={Fail,Ignore}
 type FailurePolicy string
@@ -70,10 +133,12 @@ const (
 	NamespaceGateLabelValue = "enabled"
 )
 
-// HoldsPods reports whether the budget can keep pods pending: it denies, and it has a dollar
-// limit, always or in one of its schedules.
+// HoldsPods reports whether the budget can keep pods pending: it denies at the provisioning
+// point, and it has a dollar limit, always or in one of its schedules. CapacityExceptions do
+// not change it: a namespace stays gated while an exception lifts its limit, so that the
+// pods created meanwhile are held again the moment the exception expires.
 func (b *CapacityBudget) HoldsPods() bool {
-	if b.DeletionTimestamp != nil || (b.Spec.Enforcement != "" && b.Spec.Enforcement != EnforcementDeny) {
+	if b.DeletionTimestamp != nil || b.EnforcementAt(PointProvisioning) != EnforcementDeny {
 		return false
 	}
 	if b.Spec.Limits != nil {
