@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -106,15 +107,17 @@ func (e *Engine) InstanceTypes(infos []InstanceTypeInfo) (*InstanceTypes, error)
 const maxCached = 4096
 
 // typeDenial is one deny_instance_types result.
-type typeDenial struct{ name, msg string }
+type typeDenial struct{ name, msg, rule string }
 
 // toValue converts an input document for Rego. Generic maps, slices and ast.Values (parts
 // converted once and shared) convert directly; anything else through its JSON form, as the
 // API server would hold it.
 func toValue(v any) (ast.Value, error) { return ast.InterfaceToValue(v) }
 
-// budgetDoc is a CapacityBudget as the built-in library reads it (see rego/budget.rego).
-func (e *Engine) budgetDoc(b *policyv1.CapacityBudget, now time.Time) (map[string]any, error) {
+// budgetDoc is a CapacityBudget as the built-in library reads it (see rego/budget.rego): the
+// budget as the exceptions in force leave it (effectiveBudget), with the raise of its hourly
+// limit they grant.
+func (e *Engine) budgetDoc(b *policyv1.CapacityBudget, x budgetExemption, now time.Time) (map[string]any, error) {
 	spec, err := e.specValue(b)
 	if err != nil {
 		return nil, err
@@ -124,7 +127,19 @@ func (e *Engine) budgetDoc(b *policyv1.CapacityBudget, now time.Time) (map[strin
 	if i, ok := ActiveSchedule(b, now); ok {
 		doc["activeSchedule"] = i
 	}
+	if x.extra > 0 {
+		doc["extraHourlyCost"] = x.extra
+		doc["exceptions"] = strings.Join(x.by, ", ")
+	}
 	return doc, nil
+}
+
+// EffectiveBudget is a namespace's budget as the CapacityExceptions in force at now leave it:
+// the rules they lift taken out (the raise of the hourly limit is the Rego library's, not in
+// the copy). The budget itself when no exception applies.
+func (e *Engine) EffectiveBudget(b *policyv1.CapacityBudget, ns Namespace, now time.Time) *policyv1.CapacityBudget {
+	eff, _ := e.effectiveBudget(b, ns, now)
+	return eff
 }
 
 // specValue is a budget's spec converted for Rego, kept while the object is the same.
@@ -158,11 +173,8 @@ func budgetSource(b *policyv1.CapacityBudget) Source {
 	return Source{Kind: "CapacityBudget", Namespace: b.Namespace, Name: b.Name}
 }
 
-func budgetEnforcement(b *policyv1.CapacityBudget) policyv1.EnforcementAction {
-	if b.Spec.Enforcement == "" {
-		return policyv1.EnforcementDeny
-	}
-	return b.Spec.Enforcement
+func budgetEnforcement(b *policyv1.CapacityBudget, at policyv1.EnforcementPoint) policyv1.EnforcementAction {
+	return b.EnforcementAt(at)
 }
 
 func usageDoc(u Usage) map[string]any {
@@ -206,7 +218,8 @@ type Constraints struct {
 
 // BudgetInForce is a CapacityBudget as it applies now.
 type BudgetInForce struct {
-	Source      Source
+	Source Source
+	// Enforcement is the budget's action at the provisioning point.
 	Enforcement policyv1.EnforcementAction
 	// HasLimit is false when the budget limits no cost (Spot or families only).
 	HasLimit    bool
@@ -216,6 +229,8 @@ type BudgetInForce struct {
 	Remaining   float64
 	LimitReason string
 	Spot        SpotBounds
+	// Exemptions are what CapacityExceptions in force change of the budget.
+	Exemptions []Exemption
 }
 
 // SpotBounds are a budget's Spot share bounds over the vCPU above the on-demand base.
@@ -229,50 +244,112 @@ type SpotBounds struct {
 // the built-in budget policies when the namespace has a CapacityBudget, and each
 // CapacityPolicy that selects the namespace.
 func (e *Engine) Provisioning(ctx context.Context, in ProvisioningInput) *Constraints {
+	const at = policyv1.PointProvisioning
 	c := &Constraints{DeniedInstanceTypes: map[string]Violation{}, DeniedCapacityTypes: map[string]Violation{}}
 	doc := map[string]any{"namespace": namespaceDoc(in.Namespace), "nodePool": map[string]any{"name": in.NodePool},
 		"usage": usageDoc(in.Usage), "now": in.Now.UTC().Format(time.RFC3339)}
-	run := func(u *unit, enforcement policyv1.EnforcementAction, src Source) {
+	run := func(u *unit, enforcement policyv1.EnforcementAction, src Source, exempt exemptFunc) {
 		input, err := toValue(doc)
 		var r result
 		var denials []typeDenial
 		if err == nil {
-			r, err = e.eval(ctx, u, policyv1.DecisionPointProvisioning, input)
+			r, err = e.eval(ctx, u, policyv1.DecisionPointProvisioning, at, input, exempt)
 		}
 		if err == nil && enforcement == policyv1.EnforcementDeny && in.InstanceTypes != nil {
-			denials, err = e.typeDenials(ctx, u, in, doc)
+			denials, err = e.typeDenials(ctx, u, in, doc, at)
 		}
-		c.collect(u, policyv1.DecisionPointProvisioning, r, err, func(string) (Source, policyv1.EnforcementAction) { return src, enforcement })
+		c.collect(u, policyv1.DecisionPointProvisioning, r, err, func(string) (Source, policyv1.EnforcementAction) { return src, enforcement }, exempt)
 		if err != nil {
 			return
 		}
-		c.constrain(r, denials, src, enforcement)
+		c.constrain(r, denials, src, enforcement, exempt)
 		if u == e.builtin {
 			c.Budget = budgetInForce(r, src, enforcement)
 		}
 	}
 	if in.Budget != nil {
-		bd, err := e.budgetDoc(in.Budget, in.Now)
+		raw := in.Budget
+		eff, x := e.effectiveBudget(raw, in.Namespace, in.Now)
+		c.Exemptions = append(c.Exemptions, budgetExemptionRecord(raw, x)...)
+		bd, err := e.budgetDoc(eff, x, in.Now)
 		if err != nil {
-			c.Errors = append(c.Errors, EvalError{Source: budgetSource(in.Budget), DecisionPoint: policyv1.DecisionPointProvisioning, Err: err})
+			c.Errors = append(c.Errors, EvalError{Source: budgetSource(raw), DecisionPoint: policyv1.DecisionPointProvisioning, Err: err})
 		} else {
 			doc["budget"] = bd
-			run(e.builtin, budgetEnforcement(in.Budget), budgetSource(in.Budget))
+			in.Budget = eff
+			run(e.builtin, budgetEnforcement(raw, at), budgetSource(raw), nil)
+			if c.Budget != nil {
+				c.Budget.Exemptions = budgetExemptionRecord(raw, x)
+			}
 		}
 	}
 	for _, u := range *e.policies.Load() {
 		if u.selects(in.Namespace) {
-			run(u, u.enforcementOr(policyv1.EnforcementDeny), u.source)
+			run(u, u.enforcementAt(at), u.source, e.namespaceExempt(in.Namespace, u.source.Name, in.Now))
 		}
 	}
+	e.observeExemptions(policyv1.DecisionPointProvisioning, c.Exemptions)
 	return c
+}
+
+// namespaceExempt is the exemption test of a CapacityPolicy's results at a decision point
+// about one namespace: every result concerns it. Nil when no exception applies.
+func (e *Engine) namespaceExempt(ns Namespace, policy string, now time.Time) exemptFunc {
+	px := e.policyExemptions(ns, policy, now)
+	if px.none() {
+		return nil
+	}
+	return func(_, rule string) (string, string) {
+		if by := px.by(rule); by != "" {
+			return by, ns.Name
+		}
+		return "", ""
+	}
+}
+
+// namespacesExempt is the exemption test of a CapacityPolicy's results at a decision point
+// about several namespaces: a result naming a namespace is exempt when that namespace is; a
+// result naming none, only when every namespace in the input is. Nil when no exception
+// applies to any of them.
+func (e *Engine) namespacesExempt(parts []namespacePart, policy string, now time.Time) exemptFunc {
+	byNS := map[string]policyExemptions{}
+	some := false
+	for _, p := range parts {
+		px := e.policyExemptions(p.ns, policy, now)
+		byNS[p.ns.Name] = px
+		some = some || !px.none()
+	}
+	if !some {
+		return nil
+	}
+	return func(ns, rule string) (string, string) {
+		if ns != "" {
+			if by := byNS[ns].by(rule); by != "" {
+				return by, ns
+			}
+			return "", ""
+		}
+		first, names := "", make([]string, 0, len(parts))
+		for _, p := range parts {
+			by := byNS[p.ns.Name].by(rule)
+			if by == "" {
+				return "", ""
+			}
+			if first == "" {
+				first = by
+			}
+			names = append(names, p.ns.Name)
+		}
+		return first, strings.Join(names, ",")
+	}
 }
 
 // BudgetInForce evaluates the built-in budget policies alone for one namespace's
 // CapacityBudget: the limit and Spot bounds in force now and what remains, for the budget's
 // status. CapacityPolicies are not evaluated: an error of theirs is not the budget's.
 func (e *Engine) BudgetInForce(ctx context.Context, ns Namespace, b *policyv1.CapacityBudget, usage Usage, now time.Time) (*BudgetInForce, error) {
-	bd, err := e.budgetDoc(b, now)
+	eff, x := e.effectiveBudget(b, ns, now)
+	bd, err := e.budgetDoc(eff, x, now)
 	if err != nil {
 		return nil, err
 	}
@@ -281,14 +358,15 @@ func (e *Engine) BudgetInForce(ctx context.Context, ns Namespace, b *policyv1.Ca
 	if err != nil {
 		return nil, err
 	}
-	r, err := e.eval(ctx, e.builtin, policyv1.DecisionPointProvisioning, input)
+	r, err := e.eval(ctx, e.builtin, policyv1.DecisionPointProvisioning, policyv1.PointProvisioning, input, nil)
 	if err != nil {
 		return nil, err
 	}
-	bif := budgetInForce(r, budgetSource(b), budgetEnforcement(b))
+	bif := budgetInForce(r, budgetSource(b), budgetEnforcement(b, policyv1.PointProvisioning))
 	if bif == nil {
 		return nil, fmt.Errorf("%s: the built-in policies gave no capacity_budget", budgetSource(b))
 	}
+	bif.Exemptions = budgetExemptionRecord(b, x)
 	return bif, nil
 }
 
@@ -296,7 +374,7 @@ func (e *Engine) BudgetInForce(ctx context.Context, ns Namespace, b *policyv1.Ca
 // usage, so that the result holds until the policy, the budget, the namespace's labels or the
 // instance types change, and is cached until then. Evaluating it over hundreds of types is
 // most of a provisioning evaluation's cost.
-func (e *Engine) typeDenials(ctx context.Context, u *unit, in ProvisioningInput, doc map[string]any) ([]typeDenial, error) {
+func (e *Engine) typeDenials(ctx context.Context, u *unit, in ProvisioningInput, doc map[string]any, at policyv1.EnforcementPoint) ([]typeDenial, error) {
 	key := typeDenialKey(u, in)
 	e.cacheMu.Lock()
 	cached, ok := e.denials[key]
@@ -315,7 +393,7 @@ func (e *Engine) typeDenials(ctx context.Context, u *unit, in ProvisioningInput,
 	if err != nil {
 		return nil, err
 	}
-	r, err := e.eval(ctx, u, policyv1.DecisionPointProvisioning, input)
+	r, err := e.eval(ctx, u, policyv1.DecisionPointProvisioning, at, input, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -324,8 +402,9 @@ func (e *Engine) typeDenials(ctx context.Context, u *unit, in ProvisioningInput,
 		m, _ := v.(map[string]any)
 		name, _ := m["name"].(string)
 		msg, _ := m["msg"].(string)
+		rule, _ := m["rule"].(string)
 		if name != "" {
-			out = append(out, typeDenial{name, msg})
+			out = append(out, typeDenial{name, msg, rule})
 		}
 	}
 	e.cacheMu.Lock()
@@ -357,29 +436,42 @@ func typeDenialKey(u *unit, in ProvisioningInput) string {
 	return b.String()
 }
 
-// constrain takes up a unit's constraint outputs, when its source enforces them.
-func (c *Constraints) constrain(r result, denials []typeDenial, src Source, enforcement policyv1.EnforcementAction) {
+// constrain takes up a unit's constraint outputs, when its source enforces them; an output
+// whose rule an exception exempts from is dropped (and recorded).
+func (c *Constraints) constrain(r result, denials []typeDenial, src Source, enforcement policyv1.EnforcementAction, exempt exemptFunc) {
 	if enforcement != policyv1.EnforcementDeny {
 		return
 	}
+	exempted := func(rule, msg string) bool {
+		if exempt == nil {
+			return false
+		}
+		by, ns := exempt("", rule)
+		if by != "" {
+			c.Exemptions = append(c.Exemptions, Exemption{Exception: by, Source: src, Namespace: ns, Rule: rule, Message: msg})
+		}
+		return by != ""
+	}
 	for _, d := range denials {
-		if _, seen := c.DeniedInstanceTypes[d.name]; !seen {
-			c.DeniedInstanceTypes[d.name] = Violation{Source: src, Enforcement: enforcement, Message: d.msg}
+		if _, seen := c.DeniedInstanceTypes[d.name]; !seen && !exempted(d.rule, d.msg) {
+			c.DeniedInstanceTypes[d.name] = Violation{Source: src, Enforcement: enforcement, Rule: d.rule, Message: d.msg}
 		}
 	}
 	for _, v := range setOf(r, "deny_capacity_types") {
 		m, _ := v.(map[string]any)
 		ct, _ := m["capacityType"].(string)
 		msg, _ := m["msg"].(string)
-		if _, seen := c.DeniedCapacityTypes[ct]; ct != "" && !seen {
-			c.DeniedCapacityTypes[ct] = Violation{Source: src, Enforcement: enforcement, Message: msg}
+		rule, _ := m["rule"].(string)
+		if _, seen := c.DeniedCapacityTypes[ct]; ct != "" && !seen && !exempted(rule, msg) {
+			c.DeniedCapacityTypes[ct] = Violation{Source: src, Enforcement: enforcement, Rule: rule, Message: msg}
 		}
 	}
 	for _, v := range setOf(r, "price_ceiling") {
 		m, _ := v.(map[string]any)
 		price, ok := number(m["pricePerHour"])
 		msg, _ := m["msg"].(string)
-		if ok && price > 0 && (c.PriceCeiling == 0 || price < c.PriceCeiling) {
+		rule, _ := m["rule"].(string)
+		if ok && price > 0 && (c.PriceCeiling == 0 || price < c.PriceCeiling) && !exempted(rule, msg) {
 			c.PriceCeiling = price
 			c.PriceCeilingBy = Violation{Source: src, Enforcement: enforcement, Message: msg}
 		}
@@ -455,6 +547,7 @@ func (e *Engine) LaunchPolicies(ctx context.Context, in LaunchInput) *Decision {
 	parts := launchParts(in)
 	e.addBudgets(d, policyv1.DecisionPointLaunch, parts, in.Now)
 	e.evalPolicies(ctx, d, policyv1.DecisionPointLaunch, launchClaim(in), parts, in.Now, false)
+	e.observeExemptions(policyv1.DecisionPointLaunch, d.Exemptions)
 	return d
 }
 
@@ -529,18 +622,22 @@ func (e *Engine) evalNamespaces(ctx context.Context, point string, base map[stri
 	budgets := e.addBudgets(d, point, parts, now)
 	e.evalBuiltin(ctx, d, point, base, parts, now, budgets)
 	e.evalPolicies(ctx, d, point, base, parts, now, evenWithout)
+	e.observeExemptions(point, d.Exemptions)
 	return d
 }
 
-// addBudgets puts each namespace's budget into its entry and returns the budgets by
-// namespace; a budget that cannot be read is an error in the decision.
+// addBudgets puts each namespace's budget, as the exceptions in force leave it, into its entry
+// and returns the budgets by namespace; a budget that cannot be read is an error in the
+// decision.
 func (e *Engine) addBudgets(d *Decision, point string, parts []namespacePart, now time.Time) map[string]*policyv1.CapacityBudget {
 	budgets := map[string]*policyv1.CapacityBudget{}
 	for _, p := range parts {
 		if p.budget == nil {
 			continue
 		}
-		bd, err := e.budgetDoc(p.budget, now)
+		eff, x := e.effectiveBudget(p.budget, p.ns, now)
+		d.Exemptions = append(d.Exemptions, budgetExemptionRecord(p.budget, x)...)
+		bd, err := e.budgetDoc(eff, x, now)
 		if err != nil {
 			d.Errors = append(d.Errors, EvalError{Source: budgetSource(p.budget), DecisionPoint: point, Err: err})
 			continue
@@ -569,12 +666,13 @@ func (e *Engine) evalBuiltin(ctx context.Context, d *Decision, point string, bas
 	for i, p := range parts {
 		all[i] = p.doc
 	}
-	e.evalInto(ctx, d, e.builtin, point, namespacesInput(base, all, now), func(ns string) (Source, policyv1.EnforcementAction) {
+	at := PointOf(point)
+	e.evalInto(ctx, d, e.builtin, point, at, namespacesInput(base, all, now), func(ns string) (Source, policyv1.EnforcementAction) {
 		if b, ok := budgets[ns]; ok {
-			return budgetSource(b), budgetEnforcement(b)
+			return budgetSource(b), budgetEnforcement(b, at)
 		}
 		return Source{Kind: "CapacityBudget", Namespace: ns}, policyv1.EnforcementDeny
-	})
+	}, nil)
 }
 
 // evalPolicies evaluates each CapacityPolicy that joins the decision point with the
@@ -585,24 +683,28 @@ func (e *Engine) evalPolicies(ctx context.Context, d *Decision, point string, ba
 			continue
 		}
 		selected := []any{}
+		var selParts []namespacePart
 		for _, p := range parts {
 			if u.selects(p.ns) {
 				selected = append(selected, p.doc)
+				selParts = append(selParts, p)
 			}
 		}
 		if len(selected) > 0 || (evenWithout && len(parts) == 0) {
-			e.evalInto(ctx, d, u, point, namespacesInput(base, selected, now), unitEnforcement(u))
+			at := PointOf(point)
+			e.evalInto(ctx, d, u, point, at, namespacesInput(base, selected, now), unitEnforcement(u, at), e.namespacesExempt(selParts, u.source.Name, now))
 		}
 	}
 }
 
-func (e *Engine) evalInto(ctx context.Context, d *Decision, u *unit, point string, doc map[string]any, enforcement func(string) (Source, policyv1.EnforcementAction)) {
+func (e *Engine) evalInto(ctx context.Context, d *Decision, u *unit, point string, at policyv1.EnforcementPoint, doc map[string]any,
+	enforcement func(string) (Source, policyv1.EnforcementAction), exempt exemptFunc) {
 	input, err := toValue(doc)
 	var r result
 	if err == nil {
-		r, err = e.eval(ctx, u, point, input)
+		r, err = e.eval(ctx, u, point, at, input, exempt)
 	}
-	d.collect(u, point, r, err, enforcement)
+	d.collect(u, point, r, err, enforcement, exempt)
 }
 
 // DisruptionNode is a node a disruption command removes or launches.
@@ -661,11 +763,20 @@ type AdmissionInput struct {
 	// Usage is the namespace's run-rate, for CapacityBudgets.
 	Usage Usage
 	Now   time.Time
+	// Point is the enforcement point: admission (the webhook, the default) or ci (karpenterctl).
+	Point policyv1.EnforcementPoint
+	// Unknown are the inputs not known (UnknownUsage, ...): karpenterctl's, when its inputs do
+	// not give them. A rule that reads one is undecided (Decision.Undecided), never passed.
+	Unknown []string
 }
 
 // Admission evaluates the admission decision point for one object.
 func (e *Engine) Admission(ctx context.Context, in AdmissionInput) *Decision {
 	d := &Decision{}
+	at := in.Point
+	if at == "" {
+		at = policyv1.PointAdmission
+	}
 	doc := map[string]any{"operation": in.Operation, "kind": in.Kind, "object": in.Object, "usage": usageDoc(in.Usage),
 		"now": in.Now.UTC().Format(time.RFC3339)}
 	if in.OldObject != nil {
@@ -675,23 +786,51 @@ func (e *Engine) Admission(ctx context.Context, in AdmissionInput) *Decision {
 		doc["namespace"] = namespaceDoc(*in.Namespace)
 	}
 	if in.Budget != nil {
-		bd, err := e.budgetDoc(in.Budget, in.Now)
+		ns := Namespace{Name: in.Budget.Namespace}
+		if in.Namespace != nil {
+			ns = *in.Namespace
+		}
+		eff, x := e.effectiveBudget(in.Budget, ns, in.Now)
+		d.Exemptions = append(d.Exemptions, budgetExemptionRecord(in.Budget, x)...)
+		bd, err := e.budgetDoc(eff, x, in.Now)
 		if err != nil {
 			d.Errors = append(d.Errors, EvalError{Source: budgetSource(in.Budget), DecisionPoint: policyv1.DecisionPointAdmission, Err: err})
 		} else {
 			doc["budget"] = bd
-			src, enf := budgetSource(in.Budget), budgetEnforcement(in.Budget)
-			e.evalInto(ctx, d, e.builtin, policyv1.DecisionPointAdmission, doc, func(string) (Source, policyv1.EnforcementAction) { return src, enf })
+			src, enf := budgetSource(in.Budget), budgetEnforcement(in.Budget, at)
+			e.evalAdmissionUnit(ctx, d, e.builtin, at, doc, in.Unknown, func(string) (Source, policyv1.EnforcementAction) { return src, enf }, nil)
 		}
 	}
-	for _, u := range *e.policies.Load() {
-		if in.Namespace != nil && !u.selects(*in.Namespace) {
+	labelsUnknown := slices.Contains(in.Unknown, UnknownNamespaceLabels)
+	for _, u := range e.admissionUnits(in.Namespace, labelsUnknown) {
+		if in.Namespace != nil && labelsUnknown && !u.selector.Empty() {
+			// Whether it applies at all depends on the labels.
+			d.Undecided = append(d.Undecided, Undecided{Source: u.source, Rules: "namespaceSelector", Reads: []string{UnknownNamespaceLabels}})
 			continue
 		}
-		if in.Namespace == nil && !u.selector.Empty() {
-			continue
+		var exempt exemptFunc
+		if in.Namespace != nil {
+			exempt = e.namespaceExempt(*in.Namespace, u.source.Name, in.Now)
 		}
-		e.evalInto(ctx, d, u, policyv1.DecisionPointAdmission, doc, unitEnforcement(u))
+		e.evalAdmissionUnit(ctx, d, u, at, doc, in.Unknown, unitEnforcement(u, at), exempt)
 	}
+	e.observeExemptions(policyv1.DecisionPointAdmission, d.Exemptions)
 	return d
+}
+
+// admissionUnits are the CapacityPolicies that review an object at admission: those that
+// select its namespace (all with a selector, when its labels are unknown), or for a
+// cluster-scoped object (ns nil), those without a selector.
+func (e *Engine) admissionUnits(ns *Namespace, labelsUnknown bool) []*unit {
+	var out []*unit
+	for _, u := range *e.policies.Load() {
+		if ns != nil && !u.selects(*ns) && (!labelsUnknown || u.selector.Empty()) {
+			continue
+		}
+		if ns == nil && !u.selector.Empty() {
+			continue
+		}
+		out = append(out, u)
+	}
+	return out
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -37,11 +38,15 @@ func (s Source) String() string {
 
 // Violation is one deny or warn result.
 type Violation struct {
-	Source      Source
+	Source Source
+	// Enforcement is the source's action at the enforcement point that evaluated it.
 	Enforcement policyv1.EnforcementAction
 	// Namespace is the namespace the result concerns, when the rule said so.
 	Namespace string
-	Message   string
+	// Rule is the rule the result names ({"msg": ..., "rule": ...}), which a CapacityException
+	// may exempt from; "" when it names none.
+	Rule    string
+	Message string
 }
 
 // EvalError is a policy that could not be evaluated; under failurePolicy Fail it also
@@ -95,14 +100,21 @@ func (u Usage) Add(o Usage) Usage {
 // unit is one compiled set of modules with what governs it: the built-in CapacityBudget
 // policies, or one CapacityPolicy.
 type unit struct {
-	source        Source
+	source Source
+	// enforcement and scoped are the policy's actions (policyv1.EnforcementAt); the built-in
+	// unit takes each budget's instead.
 	enforcement   policyv1.EnforcementAction
+	scoped        []policyv1.ScopedEnforcement
 	failurePolicy policyv1.FailurePolicy
 	// selector picks the namespaces a CapacityPolicy applies to; nil for the built-in.
 	selector labels.Selector
 	queries  map[string]*rego.PreparedEvalQuery
 	// key identifies the spec compiled, to reuse the unit while the policy is unchanged.
 	key string
+	// compiler and store are what the queries were prepared from, for partial evaluation
+	// (Undecided).
+	compiler *ast.Compiler
+	store    storage.Store
 }
 
 func (u *unit) selects(ns Namespace) bool {
@@ -132,7 +144,17 @@ type Engine struct {
 	cacheMu  sync.Mutex
 	typeSets map[string]*InstanceTypes
 	denials  map[string][]typeDenial
-	Observer Observer
+	// effective caches budgets as exceptions leave them (effectiveBudget); guarded by cacheMu.
+	effective map[string]*policyv1.CapacityBudget
+	// exceptions are the CapacityExceptions, parsed (SetExceptions).
+	exceptions atomic.Pointer[[]*exception]
+	Observer   Observer
+}
+
+// ExemptionObserver, when the Observer implements it, hears of every exemption a
+// CapacityException makes, for metrics.
+type ExemptionObserver interface {
+	ObserveExemption(decisionPoint string, x Exemption)
 }
 
 // DefaultEvalTimeout is how long one evaluation of a CapacityPolicy may take, unless the
@@ -149,7 +171,7 @@ func NewEngine() (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{builtin: u, typeSets: map[string]*InstanceTypes{}, denials: map[string][]typeDenial{}}
+	e := &Engine{builtin: u, typeSets: map[string]*InstanceTypes{}, denials: map[string][]typeDenial{}, effective: map[string]*policyv1.CapacityBudget{}}
 	e.policies.Store(&[]*unit{})
 	return e, nil
 }
@@ -160,7 +182,7 @@ func prepare(c *Compiled, params map[string]any, src Source) (*unit, error) {
 		data["parameters"] = params
 	}
 	store := inmem.NewFromObject(data)
-	u := &unit{source: src, queries: map[string]*rego.PreparedEvalQuery{}}
+	u := &unit{source: src, queries: map[string]*rego.PreparedEvalQuery{}, compiler: c.Compiler, store: store}
 	for _, point := range policyv1.DecisionPoints {
 		if !c.joins(point) {
 			continue
@@ -248,6 +270,7 @@ func compilePolicy(p *policyv1.CapacityPolicy) (*unit, []Problem) {
 	if u.enforcement == "" {
 		u.enforcement = policyv1.EnforcementDeny
 	}
+	u.scoped = append([]policyv1.ScopedEnforcement(nil), p.Spec.ScopedEnforcement...)
 	u.failurePolicy = p.Spec.FailurePolicy
 	if u.failurePolicy == "" {
 		u.failurePolicy = policyv1.FailurePolicyIgnore
@@ -305,9 +328,12 @@ func (e *Engine) Policies() []string {
 // result is one unit's evaluation at a decision point: its package document.
 type result map[string]any
 
-// eval runs a unit's query for a decision point; a missing query (the unit does not join the
-// point) gives an empty result.
-func (e *Engine) eval(ctx context.Context, u *unit, point string, input ast.Value) (result, error) {
+// eval runs a unit's query for a decision point, at an enforcement point; a missing query (the
+// unit does not join the point) gives an empty result.
+//
+// Results a CapacityException exempts from (exempt) are not counted as violations: they
+// blocked nothing.
+func (e *Engine) eval(ctx context.Context, u *unit, point string, at policyv1.EnforcementPoint, input ast.Value, exempt exemptFunc) (result, error) {
 	q, ok := u.queries[point]
 	if !ok {
 		return nil, nil
@@ -338,9 +364,9 @@ func (e *Engine) eval(ctx context.Context, u *unit, point string, input ast.Valu
 	if err == nil && len(rs) > 0 && len(rs[0].Expressions) > 0 {
 		out, _ = rs[0].Expressions[0].Value.(map[string]any)
 	}
+	denied, warned := kept(out, "deny", exempt), kept(out, "warn", exempt)
 	if err == nil && u.selector != nil {
-		denied, warned := len(setOf(out, "deny")), len(setOf(out, "warn"))
-		switch u.enforcementOr(policyv1.EnforcementDeny) {
+		switch u.enforcementAt(at) {
 		case policyv1.EnforcementDeny:
 			e.countViolation(u.source.String(), "deny", denied)
 		case policyv1.EnforcementWarn:
@@ -353,9 +379,9 @@ func (e *Engine) eval(ctx context.Context, u *unit, point string, input ast.Valu
 	switch {
 	case err != nil:
 		outcome = "error"
-	case len(setOf(out, "deny")) > 0:
-		outcome = strings.ToLower(string(u.enforcementOr(policyv1.EnforcementDeny)))
-	case len(setOf(out, "warn")) > 0:
+	case denied > 0:
+		outcome = strings.ToLower(string(u.enforcementAt(at)))
+	case warned > 0:
 		outcome = "warn"
 	}
 	if e.Observer != nil {
@@ -364,11 +390,38 @@ func (e *Engine) eval(ctx context.Context, u *unit, point string, input ast.Valu
 	return out, err
 }
 
-func (u *unit) enforcementOr(def policyv1.EnforcementAction) policyv1.EnforcementAction {
-	if u.enforcement == "" {
-		return def
+// enforcementAt is a CapacityPolicy's action at an enforcement point; the built-in unit's
+// results take their budget's (Deny here, for counting only).
+func (u *unit) enforcementAt(at policyv1.EnforcementPoint) policyv1.EnforcementAction {
+	return policyv1.EnforcementAt(u.enforcement, u.scoped, at)
+}
+
+// PointOf is the enforcement point a decision point is evaluated at by the controllers:
+// provisioning for karpenter.provisioning and karpenter.launch, disruption for
+// karpenter.disruption, admission for karpenter.admission (karpenterctl evaluates that one at
+// ci).
+func PointOf(decisionPoint string) policyv1.EnforcementPoint {
+	switch decisionPoint {
+	case policyv1.DecisionPointDisruption:
+		return policyv1.PointDisruption
+	case policyv1.DecisionPointAdmission:
+		return policyv1.PointAdmission
 	}
-	return u.enforcement
+	return policyv1.PointProvisioning
+}
+
+// kept counts a result's deny or warn entries that no exception exempts from.
+func kept(r result, key string, exempt exemptFunc) int {
+	if exempt == nil {
+		return len(setOf(r, key))
+	}
+	n := 0
+	for _, m := range messages(r, key) {
+		if by, _ := exempt(m.ns, m.rule); by == "" {
+			n++
+		}
+	}
+	return n
 }
 
 func setOf(r result, key string) []any {
@@ -376,25 +429,29 @@ func setOf(r result, key string) []any {
 	return v
 }
 
+// entry is one deny or warn result.
+type entry struct{ ns, rule, msg string }
+
 // messages reads deny or warn entries: strings, or objects with "msg" and optionally
-// "namespace".
-func messages(r result, key string) []struct{ ns, msg string } {
-	var out []struct{ ns, msg string }
+// "namespace" and "rule".
+func messages(r result, key string) []entry {
+	var out []entry
 	for _, v := range setOf(r, key) {
 		switch m := v.(type) {
 		case string:
-			out = append(out, struct{ ns, msg string }{"", m})
+			out = append(out, entry{msg: m})
 		case map[string]any:
 			msg, _ := m["msg"].(string)
 			ns, _ := m["namespace"].(string)
+			rule, _ := m["rule"].(string)
 			if msg == "" {
 				b, _ := json.Marshal(m)
 				msg = string(b)
 			}
-			out = append(out, struct{ ns, msg string }{ns, msg})
+			out = append(out, entry{ns, rule, msg})
 		default:
 			b, _ := json.Marshal(v)
-			out = append(out, struct{ ns, msg string }{"", string(b)})
+			out = append(out, entry{msg: string(b)})
 		}
 	}
 	return out
@@ -410,6 +467,11 @@ type Decision struct {
 	// Errors are evaluations that failed; under failurePolicy Fail each is also a Deny
 	// violation.
 	Errors []EvalError
+	// Exemptions are what CapacityExceptions let through: results dropped, budgets changed.
+	Exemptions []Exemption
+	// Undecided are the policies whose results read inputs not known (offline admission):
+	// those results are left out.
+	Undecided []Undecided
 }
 
 // Denied are the violations that block.
@@ -434,8 +496,13 @@ func filter(vs []Violation, e policyv1.EnforcementAction) []Violation {
 	return out
 }
 
-// collect adds a unit's deny and warn results (or its error) to the decision.
-func (d *Decision) collect(u *unit, point string, r result, err error, enforcement func(ns string) (Source, policyv1.EnforcementAction)) {
+// exemptFunc names the CapacityException that exempts a result (by the namespace it names and
+// its rule) from its source, and the namespace exempted; "" when none does.
+type exemptFunc func(ns, rule string) (exception, namespace string)
+
+// collect adds a unit's deny and warn results (or its error) to the decision; results an
+// exception exempts from become Exemptions instead.
+func (d *Decision) collect(u *unit, point string, r result, err error, enforcement func(ns string) (Source, policyv1.EnforcementAction), exempt exemptFunc) {
 	if err != nil {
 		d.Errors = append(d.Errors, EvalError{Source: u.source, DecisionPoint: point, Err: err})
 		if u.failurePolicy == policyv1.FailurePolicyFail {
@@ -444,20 +511,42 @@ func (d *Decision) collect(u *unit, point string, r result, err error, enforceme
 		}
 		return
 	}
-	for _, m := range messages(r, "deny") {
-		src, enf := enforcement(m.ns)
-		d.Violations = append(d.Violations, Violation{Source: src, Enforcement: enf, Namespace: m.ns, Message: m.msg})
-	}
-	for _, m := range messages(r, "warn") {
-		src, _ := enforcement(m.ns)
-		d.Warnings = append(d.Warnings, Violation{Source: src, Enforcement: policyv1.EnforcementWarn, Namespace: m.ns, Message: m.msg})
+	for _, key := range []string{"deny", "warn"} {
+		for _, m := range messages(r, key) {
+			src, enf := enforcement(m.ns)
+			if exempt != nil {
+				if by, ns := exempt(m.ns, m.rule); by != "" {
+					d.Exemptions = append(d.Exemptions, Exemption{Exception: by, Source: src, Namespace: ns, Rule: m.rule, Message: m.msg})
+					continue
+				}
+			}
+			v := Violation{Source: src, Enforcement: enf, Namespace: m.ns, Rule: m.rule, Message: m.msg}
+			if key == "deny" {
+				d.Violations = append(d.Violations, v)
+			} else {
+				v.Enforcement = policyv1.EnforcementWarn
+				d.Warnings = append(d.Warnings, v)
+			}
+		}
 	}
 }
 
-// unitEnforcement is a CapacityPolicy's own enforcement, whatever namespace a result names.
-func unitEnforcement(u *unit) func(string) (Source, policyv1.EnforcementAction) {
+// unitEnforcement is a CapacityPolicy's own action at the enforcement point, whatever
+// namespace a result names.
+func unitEnforcement(u *unit, at policyv1.EnforcementPoint) func(string) (Source, policyv1.EnforcementAction) {
 	return func(string) (Source, policyv1.EnforcementAction) {
-		return u.source, u.enforcementOr(policyv1.EnforcementDeny)
+		return u.source, u.enforcementAt(at)
+	}
+}
+
+// observeExemptions reports a decision's exemptions to the observer.
+func (e *Engine) observeExemptions(point string, xs []Exemption) {
+	o, ok := e.Observer.(ExemptionObserver)
+	if !ok {
+		return
+	}
+	for _, x := range xs {
+		o.ObserveExemption(point, x)
 	}
 }
 

@@ -37,6 +37,7 @@ import (
 // +kubebuilder:webhook:path=/validate-karpenter-kwok-sh-v1alpha1-kwoknodeclass,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.kwok.sh,resources=kwoknodeclasses,verbs=create;update,versions=v1alpha1,name=validation.kwoknodeclasses.karpenter.kwok.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:webhook:path=/validate-policy-karpenter-sh-v1-capacitybudget,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.karpenter.sh,resources=capacitybudgets,verbs=create;update,versions=v1,name=validation.capacitybudgets.policy.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:webhook:path=/validate-policy-karpenter-sh-v1-capacitypolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.karpenter.sh,resources=capacitypolicies,verbs=create;update,versions=v1,name=validation.capacitypolicies.policy.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
+// +kubebuilder:webhook:path=/validate-policy-karpenter-sh-v1-capacityexception,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.karpenter.sh,resources=capacityexceptions,verbs=create;update,versions=v1,name=validation.capacityexceptions.policy.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
 
 // Register adds the conversion webhook (/convert), the validating webhooks and the
 // CapacityBudget gate to mgr.
@@ -75,9 +76,20 @@ func Validating(scheme *runtime.Scheme, v *validation.Validator, rev Reviewer) m
 	kwok := kwokv1alpha1.SchemeGroupVersion.WithKind("KWOKNodeClass")
 	add(kwok, admission.WithValidator(scheme, typed(kwok.GroupKind(), func(_ context.Context, o *kwokv1alpha1.KWOKNodeClass) field.ErrorList { return v.KWOKNodeClass(o) })))
 	budget := policyv1.SchemeGroupVersion.WithKind("CapacityBudget")
-	add(budget, admission.WithValidator(scheme, reviewed(typed(budget.GroupKind(), func(_ context.Context, o *policyv1.CapacityBudget) field.ErrorList { return v.CapacityBudget(o) }), rev)))
+	add(budget, admission.WithValidator(scheme, reviewed(warned(typed(budget.GroupKind(), func(_ context.Context, o *policyv1.CapacityBudget) field.ErrorList { return v.CapacityBudget(o) }),
+		(*policyv1.CapacityBudget).FieldsNotActedOn), rev)))
 	policy := policyv1.SchemeGroupVersion.WithKind("CapacityPolicy")
-	add(policy, admission.WithValidator(scheme, reviewed(typed(policy.GroupKind(), v.CapacityPolicy), rev)))
+	add(policy, admission.WithValidator(scheme, reviewed(warned(typed(policy.GroupKind(), v.CapacityPolicy), (*policyv1.CapacityPolicy).FieldsNotActedOn), rev)))
+	// A CapacityException's expiresAt is checked against the clock when it is written: on
+	// create, and on an update that changes it.
+	exception := policyv1.SchemeGroupVersion.WithKind("CapacityException")
+	exv := typed(exception.GroupKind(), func(_ context.Context, o *policyv1.CapacityException) field.ErrorList {
+		return v.CapacityException(o, nil)
+	})
+	exv.(*typedValidator[*policyv1.CapacityException]).validateUpdate = func(_ context.Context, old, o *policyv1.CapacityException) field.ErrorList {
+		return v.CapacityException(o, old)
+	}
+	add(exception, admission.WithValidator(scheme, reviewed(warned(exv, (*policyv1.CapacityException).FieldsNotActedOn), rev)))
 	return out
 }
 
@@ -86,7 +98,9 @@ func Validating(scheme *runtime.Scheme, v *validation.Validator, rev Reviewer) m
 type typedValidator[T client.Object] struct {
 	kind     schema.GroupKind
 	validate func(context.Context, T) field.ErrorList
-	rev      Reviewer
+	// validateUpdate, when set, validates an update with the old object instead of validate.
+	validateUpdate func(ctx context.Context, old, obj T) field.ErrorList
+	rev            Reviewer
 	// warn, when set, names fields accepted but not acted on: admission warnings.
 	warn func(T) field.ErrorList
 }
@@ -116,27 +130,34 @@ func typed[T client.Object](kind schema.GroupKind, validate func(context.Context
 	return &typedValidator[T]{kind: kind, validate: validate}
 }
 
-func (t *typedValidator[T]) check(ctx context.Context, obj T) error {
+func (t *typedValidator[T]) check(ctx context.Context, old, obj T, update bool) error {
 	// An object on its way out is not held to rules it may predate: removing finalizers
 	// must always succeed.
 	if obj.GetDeletionTimestamp() != nil {
 		return nil
 	}
-	if errs := t.validate(ctx, obj); len(errs) > 0 {
+	var errs field.ErrorList
+	if update && t.validateUpdate != nil {
+		errs = t.validateUpdate(ctx, old, obj)
+	} else {
+		errs = t.validate(ctx, obj)
+	}
+	if len(errs) > 0 {
 		return apierrors.NewInvalid(t.kind, obj.GetName(), errs)
 	}
 	return nil
 }
 
 func (t *typedValidator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
-	if err := t.check(ctx, obj); err != nil {
+	var none T
+	if err := t.check(ctx, none, obj, false); err != nil {
 		return nil, err
 	}
 	return t.review(ctx, "CREATE", obj, nil)
 }
 
 func (t *typedValidator[T]) ValidateUpdate(ctx context.Context, old, obj T) (admission.Warnings, error) {
-	if err := t.check(ctx, obj); err != nil {
+	if err := t.check(ctx, old, obj, true); err != nil {
 		return nil, err
 	}
 	return t.review(ctx, "UPDATE", obj, old)

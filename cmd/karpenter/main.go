@@ -333,10 +333,13 @@ func run() error {
 		if opts.CloudProvider == "aws" {
 			conv.DefaultNodeClass = conversion.EC2NodeClass
 		}
-		review := admission.NewPolicyReview(mgr.GetClient(), d.engine, d.cloud, d.usage, clock.RealClock{}).
+		facts := &webhooks.ClusterFacts{Client: mgr.GetClient(), Cloud: d.cloud, Attribution: d.usage}
+		review := webhooks.NewClusterReview(admission.New(d.engine, facts, clock.RealClock{}.Now).
 			WithNodeRepair(opts.Disruption && opts.Gates["NodeRepair"]).WithStaticCapacity(opts.Gates["StaticCapacity"]).
-			WithNodeOverlay(opts.Gates["NodeOverlay"]).WithCapacityBuffer(opts.Gates["CapacityBuffer"])
-		if err := webhooks.Register(mgr, conv, validation.New(), review); err != nil {
+			WithNodeOverlay(opts.Gates["NodeOverlay"]).WithCapacityBuffer(opts.Gates["CapacityBuffer"]))
+		v := validation.New()
+		v.MaxExceptionDuration = opts.MaxExceptionDuration
+		if err := webhooks.Register(mgr, conv, v, review); err != nil {
 			return fmt.Errorf("registering webhooks: %w", err)
 		}
 	}

@@ -63,17 +63,30 @@ monthly_candidate(b, now) := {{"limit": monthly_rate(b, now), "why": why}} if {
 	why := sprintf("monthlyCost %s with %s spent and %dh left", [m, format2(month_to_date(b)), round(hours_left(now))])
 } else := set()
 
-# hourly_limit is the lowest hourly limit in force; undefined when the budget has no limits.
-# It leaves the reasons out: the decision points ask for it for every namespace of every
-# NodeClaim, and for the reason only when they refuse.
-hourly_limit(b, now) := min({money(h) | h := limits(b).hourlyCost} | {monthly_rate(b, now) | limits(b).monthlyCost})
+# base_hourly_limit is the lowest of the budget's own hourly limits in force; undefined when
+# the budget has no limits.
+base_hourly_limit(b, now) := min({money(h) | h := limits(b).hourlyCost} | {monthly_rate(b, now) | limits(b).monthlyCost})
+
+# extra_hourly_cost is what CapacityExceptions in force add to the hourly limit (their
+# extraHourlyCost, summed by the engine); 0 when none applies.
+extra_hourly_cost(b) := object.get(b, "extraHourlyCost", 0)
+
+# hourly_limit is the hourly limit in force: the lowest of the budget's, raised by its
+# exceptions; undefined when the budget has no limits. It leaves the reasons out: the
+# decision points ask for it for every namespace of every NodeClaim, and for the reason only
+# when they refuse.
+hourly_limit(b, now) := base_hourly_limit(b, now) + extra_hourly_cost(b)
 
 # limit_reason says where the hourly limit in force comes from.
-limit_reason(b, now) := r if {
+limit_reason(b, now) := concat("", [c.why, exception_note(b)]) if {
 	some c in hourly_limits(b, now)
-	c.limit == hourly_limit(b, now)
-	r := c.why
+	c.limit == base_hourly_limit(b, now)
 }
+
+# exception_note names the raise of the limit, when exceptions grant one.
+exception_note(b) := sprintf(" + %s by CapacityException %s", [format2(extra_hourly_cost(b)), b.exceptions]) if {
+	extra_hourly_cost(b) > 0
+} else := ""
 
 # committed is the namespace's run-rate on running nodes, its in-flight reservation, and the
 # idle room of its nodes that its pending pods may take.

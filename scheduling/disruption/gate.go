@@ -71,7 +71,12 @@ func (g *PolicyGate) Check(ctx context.Context, c *Cluster, cmd *Command) string
 		before := g.Usage[ns]
 		b := g.Planner.Budgets[ns]
 		if b != nil {
-			if reason := spotLeavesRange(b, before, d); reason != "" {
+			// The Spot bounds as the CapacityExceptions in force leave them.
+			eff := b
+			if g.Planner.Engine != nil {
+				eff = g.Planner.Engine.EffectiveBudget(b, n, c.Now)
+			}
+			if reason := spotLeavesRange(eff, before, d); reason != "" {
 				return reason
 			}
 		}
@@ -197,9 +202,10 @@ func cpuOf(l corev1.ResourceList) float64 { return float64(l.Cpu().MilliValue())
 func memOf(l corev1.ResourceList) float64 { return float64(l.Memory().Value()) }
 
 // spotLeavesRange refuses a command that takes a namespace's Spot share, in range before,
-// out of its budget's range (with the spec's bounds: schedule windows are the engine's).
+// out of its budget's range (with the spec's bounds: schedule windows are the engine's), when
+// the budget denies at the disruption point.
 func spotLeavesRange(b *policyv1.CapacityBudget, before policies.Usage, d delta) string {
-	if b.Spec.Spot == nil || (b.Spec.Enforcement != "" && b.Spec.Enforcement != policyv1.EnforcementDeny) {
+	if b.Spec.Spot == nil || b.EnforcementAt(policyv1.PointDisruption) != policyv1.EnforcementDeny {
 		return ""
 	}
 	bounds := policies.SpecSpotBounds(b)

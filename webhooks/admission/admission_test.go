@@ -18,15 +18,15 @@ func TestUnhealthyBudgetWarning(t *testing.T) {
 	np := &karpv1.NodePool{}
 	np.Name = "general"
 	np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "1", Reasons: []karpv1.DisruptionReason{karpv1.DisruptionReasonUnhealthy}}}
-	off := (&PolicyReview{}).unhealthyBudgets(np)
+	off := (&Reviewer{}).unhealthyBudgets(np)
 	if len(off) != 1 || !strings.Contains(off[0], "node repair is off") {
 		t.Fatalf("warnings %v", off)
 	}
-	if on := (&PolicyReview{}).WithNodeRepair(true).unhealthyBudgets(np); len(on) != 0 {
+	if on := (&Reviewer{}).WithNodeRepair(true).unhealthyBudgets(np); len(on) != 0 {
 		t.Fatalf("with repair on: %v", on)
 	}
 	np.Spec.Disruption.Budgets[0].Reasons = []karpv1.DisruptionReason{karpv1.DisruptionReasonDrifted}
-	if w := (&PolicyReview{}).unhealthyBudgets(np); len(w) != 0 {
+	if w := (&Reviewer{}).unhealthyBudgets(np); len(w) != 0 {
 		t.Fatalf("a Drifted budget: %v", w)
 	}
 }
@@ -36,15 +36,15 @@ func TestStaticReplicasWarning(t *testing.T) {
 	np := &karpv1.NodePool{}
 	np.Name = "fixed"
 	np.Spec.Replicas = ptr.To[int64](3)
-	off := (&PolicyReview{}).WithStaticCapacity(false).staticReplicas(np)
+	off := (&Reviewer{}).WithStaticCapacity(false).staticReplicas(np)
 	if len(off) != 1 || !strings.Contains(off[0], "StaticCapacity=false") {
 		t.Fatalf("warnings %v", off)
 	}
-	if on := (&PolicyReview{}).WithStaticCapacity(true).staticReplicas(np); len(on) != 0 {
+	if on := (&Reviewer{}).WithStaticCapacity(true).staticReplicas(np); len(on) != 0 {
 		t.Fatalf("with static NodePools on: %v", on)
 	}
 	np.Spec.Replicas = nil
-	if w := (&PolicyReview{}).WithStaticCapacity(false).staticReplicas(np); len(w) != 0 {
+	if w := (&Reviewer{}).WithStaticCapacity(false).staticReplicas(np); len(w) != 0 {
 		t.Fatalf("a dynamic NodePool: %v", w)
 	}
 }
@@ -52,22 +52,22 @@ func TestStaticReplicasWarning(t *testing.T) {
 // A NodeOverlay is warned about while the NodeOverlay gate is off, and not once it is on.
 func TestNodeOverlayGateWarning(t *testing.T) {
 	o := &karpv1alpha1.NodeOverlay{ObjectMeta: metav1.ObjectMeta{Name: "savings"}}
-	off, denied := (&PolicyReview{}).WithNodeOverlay(false).Review(context.Background(), "CREATE", o, nil)
-	if len(off) != 1 || !strings.Contains(off[0], "NodeOverlay savings: NodeOverlays are off") || len(denied) != 0 {
-		t.Errorf("gate off: warnings %v, denials %v", off, denied)
+	off := (&Reviewer{}).WithNodeOverlay(false).Review(context.Background(), "CREATE", o, nil)
+	if len(off.Warnings) != 1 || !strings.Contains(off.Warnings[0].Text(), "NodeOverlay savings: NodeOverlays are off") || len(off.Denials) != 0 {
+		t.Errorf("gate off: %+v", off)
 	}
-	if on, _ := (&PolicyReview{}).WithNodeOverlay(true).Review(context.Background(), "CREATE", o, nil); len(on) != 0 {
-		t.Errorf("gate on: warnings %v", on)
+	if on := (&Reviewer{}).WithNodeOverlay(true).Review(context.Background(), "CREATE", o, nil); len(on.Warnings) != 0 {
+		t.Errorf("gate on: warnings %v", on.Warnings)
 	}
 }
 
 func TestCapacityBufferGateWarning(t *testing.T) {
 	cb := &autoscalingv1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "headroom"}}
-	off, denied := (&PolicyReview{}).WithCapacityBuffer(false).Review(context.Background(), "CREATE", cb, nil)
-	if len(off) != 1 || !strings.Contains(off[0], "CapacityBuffer headroom: CapacityBuffers are off") || len(denied) != 0 {
-		t.Errorf("gate off: warnings %v, denials %v", off, denied)
+	off := (&Reviewer{}).WithCapacityBuffer(false).Review(context.Background(), "CREATE", cb, nil)
+	if len(off.Warnings) != 1 || !strings.Contains(off.Warnings[0].Text(), "CapacityBuffer headroom: CapacityBuffers are off") || len(off.Denials) != 0 {
+		t.Errorf("gate off: %+v", off)
 	}
-	if on, _ := (&PolicyReview{}).WithCapacityBuffer(true).Review(context.Background(), "CREATE", cb, nil); len(on) != 0 {
-		t.Errorf("gate on: warnings %v", on)
+	if on := (&Reviewer{}).WithCapacityBuffer(true).Review(context.Background(), "CREATE", cb, nil); len(on.Warnings) != 0 {
+		t.Errorf("gate on: warnings %v", on.Warnings)
 	}
 }

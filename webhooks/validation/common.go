@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,9 +24,30 @@ import (
 	"github.com/karpenter-policy/karpenter/policies"
 )
 
-// Validator validates this project's objects. It holds no state; it is a type so that the
-// webhooks and the CLI share one value and its methods.
-type Validator struct{}
+// Validator validates this project's objects. It holds settings only, no state; it is a type
+// so that the webhooks and the CLI share one value and its methods.
+type Validator struct {
+	// MaxExceptionDuration is how far out a CapacityException may expire when it is written
+	// (0: DefaultMaxExceptionDuration; the manager's --max-exception-duration).
+	MaxExceptionDuration time.Duration
+	// Now is the clock a CapacityException's expiresAt is checked against (nil: the system
+	// clock; karpenterctl's --now).
+	Now func() time.Time
+}
+
+func (v *Validator) now() time.Time {
+	if v.Now != nil {
+		return v.Now()
+	}
+	return time.Now()
+}
+
+func (v *Validator) maxExceptionDuration() time.Duration {
+	if v.MaxExceptionDuration > 0 {
+		return v.MaxExceptionDuration
+	}
+	return DefaultMaxExceptionDuration
+}
 
 // New returns a Validator.
 func New() *Validator { return &Validator{} }

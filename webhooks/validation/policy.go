@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
@@ -124,6 +126,60 @@ func (v *Validator) CapacityPolicy(ctx context.Context, p *policyv1.CapacityPoli
 			mp = mp.Index(i).Child("rego")
 		}
 		errs = append(errs, field.Invalid(mp, r.Name, fmt.Sprintf("%s:%d: test %s failed: %s", r.Module, r.Line, r.Name, r.Message)))
+	}
+	return errs
+}
+
+// DefaultMaxExceptionDuration is how far out a CapacityException's expiresAt may be when it
+// is written, unless the manager's --max-exception-duration says otherwise.
+const DefaultMaxExceptionDuration = 720 * time.Hour
+
+// CapacityException checks an exception: its amount, its selector, and, when it is created
+// (old nil) or its expiresAt changes, that it expires after now and no further out than
+// MaxExceptionDuration. An update that leaves expiresAt alone is not refused for the time
+// passed since it was written.
+func (v *Validator) CapacityException(ex, old *policyv1.CapacityException) field.ErrorList {
+	now, maxDuration := v.now(), v.maxExceptionDuration()
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	if ex.Spec.NamespaceSelector != nil {
+		if _, err := metav1.LabelSelectorAsSelector(ex.Spec.NamespaceSelector); err != nil {
+			errs = append(errs, field.Invalid(spec.Child("namespaceSelector"), "", err.Error()))
+		}
+	}
+	if ex.Spec.NamespaceSelector == nil && len(ex.Spec.Namespaces) == 0 {
+		errs = append(errs, field.Required(spec.Child("namespaces"), "set one of namespaceSelector or namespaces"))
+	}
+	if ex.Spec.ExtraHourlyCost != nil {
+		p := spec.Child("extraHourlyCost")
+		errs = append(errs, validateMoney(p, string(*ex.Spec.ExtraHourlyCost))...)
+		budget := false
+		for _, x := range ex.Spec.Exempt {
+			budget = budget || x.Kind == policyv1.ExemptCapacityBudget || x.Kind == policyv1.ExemptClusterCapacityBudget
+		}
+		if !budget {
+			errs = append(errs, field.Invalid(p, string(*ex.Spec.ExtraHourlyCost), "raises a budget's hourly limit: exempt a CapacityBudget or ClusterCapacityBudget"))
+		}
+	}
+	for i, x := range ex.Spec.Exempt {
+		if x.Kind == policyv1.ExemptCapacityPolicy {
+			continue
+		}
+		for j, r := range x.Rules {
+			if !slices.Contains(policyv1.BudgetRules, r) {
+				errs = append(errs, field.NotSupported(spec.Child("exempt").Index(i).Child("rules").Index(j), r, policyv1.BudgetRules))
+			}
+		}
+	}
+	if old == nil || !old.Spec.ExpiresAt.Equal(&ex.Spec.ExpiresAt) {
+		p, at := spec.Child("expiresAt"), ex.Spec.ExpiresAt.UTC()
+		switch {
+		case !now.Before(at):
+			errs = append(errs, field.Invalid(p, at.Format(time.RFC3339), fmt.Sprintf("has already passed (it is %s): an exception must expire in the future", now.UTC().Format(time.RFC3339))))
+		case at.Sub(now) > maxDuration:
+			errs = append(errs, field.Invalid(p, at.Format(time.RFC3339), fmt.Sprintf("is %s from now, further out than the %s an exception may last (--max-exception-duration)",
+				at.Sub(now).Round(time.Minute), maxDuration)))
+		}
 	}
 	return errs
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/test"
 	"github.com/karpenter-policy/karpenter/test/env"
+	"github.com/karpenter-policy/karpenter/webhooks"
 	"github.com/karpenter-policy/karpenter/webhooks/admission"
 )
 
@@ -218,7 +219,8 @@ warn contains msg if {
 	}
 	cloud := kwok.New(testEnv.Client, clk, 1)
 	cluster := state.NewCluster(testEnv.Client, clk)
-	review := admission.NewPolicyReview(testEnv.Client, engine, cloud, policycontrollers.NewUsage(cluster, cloud, clk), clk)
+	review := webhooks.NewClusterReview(admission.New(engine, &webhooks.ClusterFacts{Client: testEnv.Client, Cloud: cloud,
+		Attribution: policycontrollers.NewUsage(cluster, cloud, clk)}, clk.Now))
 	class := test.KWOKNodeClass()
 	if err := testEnv.Client.Create(ctx, class); err != nil {
 		t.Fatal(err)
