@@ -353,3 +353,20 @@ func budgetExemptionRecord(b *policyv1.CapacityBudget, x budgetExemption) []Exem
 	}
 	return out
 }
+
+// ExceptionNamespaces are the namespaces among nss that an exception names or selects, by
+// name, whether or not it is active: its status lists them.
+func ExceptionNamespaces(ex *policyv1.CapacityException, nss []Namespace) ([]string, error) {
+	c, err := compileException(ex)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ns := range nss {
+		if c.selects(ns) {
+			out = append(out, ns.Name)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

@@ -186,6 +186,9 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := policycontrollers.NewPolicyStatus(mgr.GetClient(), d.engine).Register(mgr); err != nil {
 		return fmt.Errorf("registering the capacitypolicy status controller: %w", err)
 	}
+	if err := policycontrollers.NewExceptionStatus(mgr.GetClient(), recorder, clock.RealClock{}).Register(mgr); err != nil {
+		return fmt.Errorf("registering the capacityexception status controller: %w", err)
+	}
 	if err := policycontrollers.NewNamespaceGate(mgr.GetClient()).Register(mgr); err != nil {
 		return fmt.Errorf("registering the capacitybudget gate controller: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/policies"
 )
 
 var (
@@ -94,6 +95,16 @@ var (
 		Name: "karpenter_policy_evaluation_duration_seconds", Help: "Latency of one policy evaluation, by decision point.",
 		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
 	}, []string{"decision_point"})
+	// PolicyExceptions counts CapacityExceptions by state (active, expired) and the policy
+	// objects they exempt from (kind, name; "*" for every object of the kind).
+	PolicyExceptions = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_policy_exceptions", Help: "CapacityExceptions, by state (active, expired) and the policy they exempt from (kind, name).",
+	}, []string{"state", "policy_kind", "policy"})
+	// PolicyExemptions counts what CapacityExceptions let through: results dropped and budgets
+	// changed, by exception and decision point.
+	PolicyExemptions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "karpenter_policy_exemptions_total", Help: "Decisions a CapacityException changed, by exception and decision point.",
+	}, []string{"exception", "decision_point"})
 	// BudgetHourlyCost is a namespace's attributed run-rate, running and in flight.
 	BudgetHourlyCost = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_budget_hourly_cost_dollars", Help: "A namespace's attributed run-rate, USD per hour, by namespace and state (running, inflight).",
@@ -323,7 +334,7 @@ var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 
 // Collectors are every metric the manager exports beyond controller-runtime's own, in the
 // order docs/metrics.md lists them (a test keeps the two the same).
 var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, SchedulerQueueDepth, SchedulerUnfinishedWork, SchedulerIgnoredPods, SchedulerPendingPodsByZone, PodsStartupDuration, NodesAllocatable, NodePoolLimit, NodePoolUsage, NodePoolCost,
-	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
+	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, PolicyExceptions, PolicyExemptions, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
 	DisruptionDecisions, DisruptionDecisionsByNodePool, DisruptionTerminateFirstDecisions, DisruptionQueueFailures, DisruptionEvaluationDuration, DisruptionFailedValidations, DisruptionEligibleNodes, NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsReceived, InterruptionMessagesDeleted, InterruptionMessageLatency, InstanceStatusUnhealthy, InterruptionMessages, InterruptionMessageErrors,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots, NodeRebootDuration, NodeRebootRecoveryDuration,
 	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, InstanceTypeOfferingAvailable, InstanceTypeOfferingPrice, InstanceTypeCPU, InstanceTypeMemory, InstanceLaunchFailures, InstanceTerminationFailures, BatcherBatchTime, BatcherBatchSize, EC2NodeClassUserDataBytes, NodesSystemOverhead, NodesPodRequests, NodesPodLimits,
@@ -342,4 +353,9 @@ type PolicyObserver struct{}
 func (PolicyObserver) ObserveEvaluation(decisionPoint, result string, d time.Duration) {
 	PolicyEvaluations.WithLabelValues(decisionPoint, result).Inc()
 	PolicyEvaluationDuration.WithLabelValues(decisionPoint).Observe(d.Seconds())
+}
+
+// ObserveExemption implements policies.ExemptionObserver.
+func (PolicyObserver) ObserveExemption(decisionPoint string, x policies.Exemption) {
+	PolicyExemptions.WithLabelValues(x.Exception, decisionPoint).Inc()
 }

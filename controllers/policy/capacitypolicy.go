@@ -1,7 +1,9 @@
-// Package policy keeps the policy objects' status and the policy engine's set current:
-// CapacityPolicy status (compile errors by module, line and column; tests; evaluation errors)
-// and CapacityBudget status (run-rate, in-flight reservation, spend this month, Spot share,
-// the limit in force and what remains). It never writes spec, labels or annotations.
+// Package policy keeps the policy objects' status and the policy engine's sets current:
+// CapacityPolicy status (compile errors by module, line and column; tests; evaluation errors),
+// CapacityBudget status (run-rate, in-flight reservation, spend this month, Spot share, the
+// limit in force and what remains) and CapacityException status (active or expired, the
+// namespaces it applies to). It never writes spec, labels or annotations, but for the
+// CapacityBudget gate's namespace label.
 package policy
 
 import (
@@ -17,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -25,8 +28,10 @@ import (
 	"github.com/karpenter-policy/karpenter/policies"
 )
 
-// EngineSync loads the cluster's CapacityPolicies into the engine whenever one changes. It
-// runs on every replica, leader or not: the admission webhook evaluates policies too.
+// EngineSync loads the cluster's CapacityPolicies and CapacityExceptions into the engine
+// whenever one changes. It runs on every replica, leader or not: the admission webhook
+// evaluates policies too, and every replica decides an exception the same way
+// (policies.Applies, with its own clock's now).
 type EngineSync struct {
 	client client.Client
 	engine *policies.Engine
@@ -37,18 +42,30 @@ func NewEngineSync(c client.Client, e *policies.Engine) *EngineSync {
 	return &EngineSync{client: c, engine: e}
 }
 
-// Register watches CapacityPolicies.
+// Register watches CapacityPolicies and CapacityExceptions.
 func (s *EngineSync) Register(mgr ctrl.Manager) error {
 	// Every replica's engine follows the policies: admission runs on all of them.
 	opts := ratelimit.Options(1)
 	opts.NeedLeaderElection = ptr.To(false)
-	return ctrl.NewControllerManagedBy(mgr).Named("policy.engine").For(&policyv1.CapacityPolicy{}).
+	// One key: every change loads the whole set again.
+	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: "engine"}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("policy.engine").
+		Watches(&policyv1.CapacityPolicy{}, one).Watches(&policyv1.CapacityException{}, one).
 		WithOptions(opts).
 		Complete(s)
 }
 
-// Reconcile recompiles what changed and swaps the engine's set in one step.
+// Reconcile recompiles what changed and swaps the engine's sets in one step each.
 func (s *EngineSync) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	var exceptions policyv1.CapacityExceptionList
+	if err := s.client.List(ctx, &exceptions); err != nil {
+		return reconcile.Result{}, err
+	}
+	for _, err := range s.engine.SetExceptions(exceptions.Items) {
+		log.FromContext(ctx).Info("CapacityException left out of the engine", "error", err.Error())
+	}
 	var list policyv1.CapacityPolicyList
 	if err := s.client.List(ctx, &list); err != nil {
 		return reconcile.Result{}, err
