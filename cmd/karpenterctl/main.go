@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/offline"
 	"github.com/karpenter-policy/karpenter/webhooks/conversion"
@@ -114,6 +115,11 @@ func newValidator(provider string) (*offline.Validator, error) {
 func validate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs, files, provider := newFlags("validate", stderr)
 	output := fs.String("o", "text", "output format: text, json or github (workflow commands)")
+	var cluster clusterInputs
+	cluster.register(fs)
+	fs.Var(&cluster.nodes, "nodes", "the cluster's Nodes with the Pods bound to them, for each namespace's usage (what a budget's admission rules read); repeatable")
+	instanceTypes := fs.String("instance-types", "", "instance-type catalog (JSON) that prices --nodes and NodePool limits; default: the kwok provider's embedded catalog")
+	nowFlag := fs.String("now", "", "the time admission is evaluated at (RFC 3339): CapacityExceptions' expiry, budgets' windows; default: now")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -127,15 +133,36 @@ func validate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "karpenterctl validate: -o must be text, json or github, got %q\n", *output)
 		return exitUsage
 	}
-	v, err := newValidator(*provider)
-	if err != nil {
+	fail := func(err error) int {
 		fmt.Fprintln(stderr, "karpenterctl validate:", err)
 		return exitUsage
 	}
+	conv, cat, now, err := simulationSettings(*provider, *instanceTypes, *nowFlag)
+	if err != nil {
+		return fail(err)
+	}
+	v, err := newValidator(*provider)
+	if err != nil {
+		return fail(err)
+	}
+	v.Webhooks.Now, v.Webhooks.MaxExceptionDuration = func() time.Time { return now }, cluster.maxException
 	docs, err := offline.ReadPaths(*files, stdin)
 	if err != nil {
-		fmt.Fprintln(stderr, "karpenterctl validate:", err)
-		return exitUsage
+		return fail(err)
+	}
+	clusterDocs, err := cluster.readPolicies(stdin)
+	if err != nil {
+		return fail(err)
+	}
+	var nodes []offline.Document
+	if len(cluster.nodes) > 0 {
+		if nodes, err = offline.ReadPaths(cluster.nodes, stdin); err != nil {
+			return fail(fmt.Errorf("--nodes: %w", err))
+		}
+		nodes = append([]offline.Document{}, nodes...)
+	}
+	if v.Admission, err = cluster.admission(admissionInputs{inputs: docs, clusterDocs: clusterDocs, nodes: nodes, cat: cat, conv: conv, now: now}, stdin); err != nil {
+		return fail(err)
 	}
 	report := v.Validate(context.Background(), docs)
 	switch *output {
@@ -146,7 +173,13 @@ func validate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "github":
 		writeProblemsGitHub(stdout, report.Problems)
 		for _, p := range report.Warnings {
-			fmt.Fprintf(stdout, "::warning file=%s,line=%d::%s\n", p.File, p.Line, escapeWorkflow(fmt.Sprintf("%s/%s: %s: %s", p.Kind, p.Name, p.Field, p.Message)))
+			fmt.Fprintf(stdout, "::warning file=%s,line=%d::%s\n", p.File, p.Line, escapeWorkflow(located(p)))
+		}
+		for _, p := range report.Undecided {
+			fmt.Fprintf(stdout, "::warning file=%s,line=%d,title=undecided offline::%s\n", p.File, p.Line, escapeWorkflow(located(p)))
+		}
+		for _, p := range report.Notes {
+			fmt.Fprintf(stdout, "::notice file=%s,line=%d::%s\n", p.File, p.Line, escapeWorkflow(located(p)))
 		}
 		fmt.Fprintln(stdout, summary(report))
 	default:
@@ -155,6 +188,15 @@ func validate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		for _, p := range report.Warnings {
 			fmt.Fprintln(stdout, "warning: "+p.String())
+		}
+		for _, p := range report.Undecided {
+			fmt.Fprintln(stdout, "undecided: "+p.String())
+		}
+		for _, p := range report.Notes {
+			fmt.Fprintln(stdout, "note: "+p.String())
+		}
+		if len(report.UnknownInputs) > 0 {
+			fmt.Fprintln(stdout, "not known offline: "+strings.Join(report.UnknownInputs, "; "))
 		}
 		fmt.Fprintln(stdout, summary(report))
 	}
@@ -170,13 +212,24 @@ func summary(r offline.Report) string {
 	if len(r.Warnings) > 0 {
 		out += fmt.Sprintf("; %d warnings", len(r.Warnings))
 	}
+	if len(r.Undecided) > 0 {
+		out += fmt.Sprintf("; %d policy rules undecided offline", len(r.Undecided))
+	}
 	return out
+}
+
+// located is a problem without its file and line, for a workflow command that carries them.
+func located(p offline.Problem) string {
+	if p.Field == "" {
+		return fmt.Sprintf("%s/%s: %s", p.Kind, p.Name, p.Message)
+	}
+	return fmt.Sprintf("%s/%s: %s: %s", p.Kind, p.Name, p.Field, p.Message)
 }
 
 // writeProblemsGitHub writes each problem as a GitHub Actions error annotation on its line.
 func writeProblemsGitHub(w io.Writer, problems []offline.Problem) {
 	for _, p := range problems {
-		fmt.Fprintf(w, "::error file=%s,line=%d::%s\n", p.File, p.Line, escapeWorkflow(fmt.Sprintf("%s/%s: %s: %s", p.Kind, p.Name, p.Field, p.Message)))
+		fmt.Fprintf(w, "::error file=%s,line=%d::%s\n", p.File, p.Line, escapeWorkflow(located(p)))
 	}
 }
 

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os/exec"
-	"path"
-	"path/filepath"
-	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/offline"
 	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/simulate"
@@ -30,6 +28,14 @@ type planReport struct {
 	Head    *simulate.Report  `json:"head"`
 	Delta   *planDelta        `json:"delta"`
 	Invalid []offline.Problem `json:"invalid"`
+	// Warnings are what admission would warn about on the head at the ci enforcement point
+	// (policies' warn and dry-run results, evaluation errors, fields not acted on); Notes what
+	// it says of cost; Undecided the policy rules the inputs cannot decide.
+	Warnings  []offline.Problem `json:"warnings"`
+	Notes     []offline.Problem `json:"notes"`
+	Undecided []offline.Problem `json:"undecided"`
+	// Gates are the CI gates asked for (--max-increase, --fail-on-blocked, --fail-on-warn).
+	Gates []gateResult `json:"gates"`
 }
 
 type planDelta struct {
@@ -55,8 +61,14 @@ func planCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&workloadPaths, "workload", "Pods, Deployments, ReplicaSets, StatefulSets, Jobs and DaemonSets (and CapacityBuffers with their PodTemplates) both sides run; repeatable")
 	fs.Var(&nodePaths, "nodes", "existing Nodes, with the Pods bound to them; repeatable")
 	instanceTypes := fs.String("instance-types", "", "instance-type catalog (JSON); default: the kwok provider's embedded catalog")
-	nowFlag := fs.String("now", "", "the time budgets are evaluated at (RFC 3339, UTC); default: now")
-	output := fs.String("o", "text", "output format: text, markdown (a pull-request comment), json or github (workflow commands)")
+	nowFlag := fs.String("now", "", "the time budgets and CapacityExceptions are evaluated at (RFC 3339, UTC); default: now")
+	output := fs.String("o", "text", "output format: text, markdown (a pull-request comment), json, github (workflow commands) or junit (JUnit XML)")
+	var cluster clusterInputs
+	cluster.register(fs)
+	var gates planGates
+	fs.Var(&gates.maxIncrease, "max-increase", "gate: exit 3 when the head raises $/hour by more than AMOUNT (0.50, dollars per hour) or a share of the base's (10%)")
+	fs.BoolVar(&gates.failOnBlocked, "fail-on-blocked", false, "gate: exit 3 when the head blocks a pod the base places")
+	fs.BoolVar(&gates.failOnWarn, "fail-on-warn", false, "gate: exit 3 when admission warns about the head (a policy's warn or dry-run result, an evaluation error, a rule undecided offline, a field not acted on)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -65,9 +77,9 @@ func planCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch *output {
-	case "text", "markdown", "json", "github":
+	case "text", "markdown", "json", "github", "junit":
 	default:
-		fmt.Fprintf(stderr, "karpenterctl plan: -o must be text, markdown, json or github, got %q\n", *output)
+		fmt.Fprintf(stderr, "karpenterctl plan: -o must be text, markdown, json, github or junit, got %q\n", *output)
 		return exitUsage
 	}
 	fail := func(err error) int {
@@ -97,24 +109,40 @@ func planCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 
-	// The head is validated as `validate` validates it; an invalid head is not simulated.
+	clusterDocs, err := cluster.readPolicies(stdin)
+	if err != nil {
+		return fail(err)
+	}
+
+	// The head is validated as `validate` validates it, with the webhook's policy review at
+	// the ci point: an object the base has is an update of it. An invalid head is not
+	// simulated.
 	v, err := newValidator(*provider)
 	if err != nil {
 		return fail(err)
 	}
-	report := &planReport{Invalid: v.Validate(context.Background(), headDocs).Problems}
-	if report.Invalid == nil {
-		report.Invalid = []offline.Problem{}
+	v.Webhooks.Now, v.Webhooks.MaxExceptionDuration = func() time.Time { return now }, cluster.maxException
+	existing := v.Objects(context.Background(), baseDocs)
+	if existing == nil {
+		existing = []runtime.Object{}
 	}
+	if v.Admission, err = cluster.admission(admissionInputs{inputs: headDocs, clusterDocs: clusterDocs, nodes: nodes, cat: cat, conv: conv, now: now,
+		existing: existing}, stdin); err != nil {
+		return fail(err)
+	}
+	validated := v.Validate(context.Background(), headDocs)
+	report := &planReport{Invalid: validated.Problems, Warnings: validated.Warnings, Notes: validated.Notes, Undecided: validated.Undecided, Gates: []gateResult{}}
 	if len(report.Invalid) > 0 {
-		writeInvalid(stdout, *output, report)
+		writeInvalid(stdout, *output, report, &gates)
 		return exitInvalid
 	}
 
 	side := func(name string, docs []offline.Document) (*simulate.Report, error) {
 		var buffers []offline.Document
 		src := simSources{nodes: nodes}
-		src.nodePools, src.policies, buffers = splitSide(docs)
+		// The cluster's policies (--policies) apply on both sides, each side's own replacing
+		// those of the same name.
+		src.nodePools, src.policies, buffers = splitSide(append(append([]offline.Document(nil), clusterDocs...), docs...))
 		src.workload = append(append([]offline.Document(nil), workload...), buffers...)
 		in := &simulate.Input{InstanceTypes: cat.ForProvider()}
 		if err := loadSimulation(src, in, &simulate.DisruptInput{Now: now}, false, conv, now); err != nil {
@@ -133,6 +161,7 @@ func planCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	report.Delta = delta(report.Base, report.Head)
+	report.Gates = append(report.Gates, gates.check(report)...)
 	switch *output {
 	case "json":
 		enc := json.NewEncoder(stdout)
@@ -142,72 +171,21 @@ func planCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		writePlanMarkdown(stdout, report)
 	case "github":
 		writePlanGitHub(stdout, report)
+	case "junit":
+		writePlanJUnit(stdout, report, &gates)
 	default:
 		writePlanText(stdout, report)
+	}
+	if len(failed(report.Gates)) > 0 {
+		return exitGate
 	}
 	return exitOK
 }
 
-// readSide reads one side of a plan: a file or directory of manifests, or git:REF[:DIR], the
-// manifests under DIR (a path from the working directory; all of them without it) at REF of
-// the working directory's Git repository.
+// readSide reads one side of a plan: a file or directory of manifests, or git:REF[:DIR]
+// (offline.ReadSource).
 func readSide(spec string, stdin io.Reader) ([]offline.Document, error) {
-	rest, ok := strings.CutPrefix(spec, "git:")
-	if !ok {
-		return offline.ReadPaths([]string{spec}, stdin)
-	}
-	ref, dir, _ := strings.Cut(rest, ":")
-	if ref == "" {
-		return nil, fmt.Errorf("%s: no Git ref (want git:REF[:DIR])", spec)
-	}
-	git := func(args ...string) ([]byte, error) {
-		var out, errOut bytes.Buffer
-		cmd := exec.Command("git", args...)
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("%s: git %s: %v: %s", spec, strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
-		}
-		return out.Bytes(), nil
-	}
-	if _, err := git("rev-parse", "--verify", "--quiet", ref+"^{commit}"); err != nil {
-		return nil, fmt.Errorf("%s: %q is not a commit of this repository", spec, ref)
-	}
-	args := []string{"ls-tree", "-r", "-z", "--full-name", "--name-only", ref}
-	if dir != "" {
-		args = append(args, "--", dir)
-	}
-	list, err := git(args...)
-	if err != nil {
-		return nil, err
-	}
-	var docs []offline.Document
-	names := strings.Split(strings.TrimRight(string(list), "\x00"), "\x00")
-	// Git lists full paths; DIR is relative to the working directory.
-	prefix, err := git("rev-parse", "--show-prefix")
-	if err != nil {
-		return nil, err
-	}
-	skipped := offline.Skipped(path.Join(strings.TrimSpace(string(prefix)), dir), names)
-	for _, name := range names {
-		if skipped[name] {
-			continue // as a directory walk skips it (offline.ReadPaths)
-		}
-		switch strings.ToLower(filepath.Ext(name)) {
-		case ".yaml", ".yml", ".json":
-		default:
-			continue
-		}
-		blob, err := git("cat-file", "blob", ref+":"+name)
-		if err != nil {
-			return nil, err
-		}
-		d, err := offline.Parse(ref+":"+name, blob)
-		if err != nil {
-			return nil, err
-		}
-		docs = append(docs, d...)
-	}
-	return docs, nil
+	return offline.ReadSource(spec, stdin)
 }
 
 // splitSide sorts a side's documents into what the simulation reads: NodePools and

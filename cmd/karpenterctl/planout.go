@@ -36,6 +36,9 @@ func sortNatural(s []string) {
 }
 
 // headline is the plan in one line: "$/hour 12.30 -> 14.10 (+1.80, +14.6%); $/month +1314".
+// When the head blocks pods the base places, a lower $/hour is not a saving: the headline
+// leads with the pods that would stay pending, and gives the prices as what the pods placed
+// cost.
 func headline(r *planReport) string {
 	b, h := r.Base.Totals.PricePerHour, r.Head.Totals.PricePerHour
 	pct := "new"
@@ -45,7 +48,29 @@ func headline(r *planReport) string {
 	case h == 0:
 		pct = "+0.0%"
 	}
+	if n := len(r.Delta.NewlyBlocked); n > 0 {
+		return fmt.Sprintf("%d pods would stay pending that the base places; $/hour %.2f -> %.2f (%+.2f, %s) for the pods placed, not a saving; $/month %+.0f",
+			n, b, h, r.Delta.PricePerHour, pct, r.Delta.PricePerMonth)
+	}
 	return fmt.Sprintf("$/hour %.2f -> %.2f (%+.2f, %s); $/month %+.0f", b, h, r.Delta.PricePerHour, pct, r.Delta.PricePerMonth)
+}
+
+// gateLine is a gate's result in one line: "gate max-increase failed: ...".
+func gateLine(g gateResult) string {
+	if g.Passed {
+		return fmt.Sprintf("gate %s passed: %s", g.Name, g.Message)
+	}
+	return fmt.Sprintf("gate %s failed: %s", g.Name, g.Message)
+}
+
+// writeAdmission writes the head's admission warnings and undecided rules as lines.
+func writeAdmission(w io.Writer, r *planReport) {
+	for _, p := range r.Warnings {
+		fmt.Fprintln(w, "warning: "+p.String())
+	}
+	for _, p := range r.Undecided {
+		fmt.Fprintln(w, "undecided: "+p.String())
+	}
 }
 
 // poolCost is a NodePool's new nodes on one side: their $/hour and the share of it on Spot.
@@ -80,6 +105,9 @@ func reasons(r *planReport) map[string]string { return blocked(r.Head) }
 
 func writePlanText(w io.Writer, r *planReport) {
 	fmt.Fprintln(w, headline(r))
+	for _, g := range r.Gates {
+		fmt.Fprintln(w, gateLine(g))
+	}
 	fmt.Fprintf(w, "nodes %d -> %d (%+d)\n", r.Base.Totals.Nodes, r.Head.Totals.Nodes, r.Delta.Nodes)
 	bp, hp := pools(r.Base), pools(r.Head)
 	for _, name := range slices.Sorted(maps.Keys(joinKeys(bp, hp))) {
@@ -111,6 +139,7 @@ func writePlanText(w io.Writer, r *planReport) {
 		}
 		fmt.Fprintf(w, "unblocked %s\n", g.summary())
 	}
+	writeAdmission(w, r)
 }
 
 // listAtMost is how many pods of one workload with one reason a plan names one by one;
@@ -171,6 +200,28 @@ func cell(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|"
 func writePlanMarkdown(w io.Writer, r *planReport) {
 	fmt.Fprintln(w, PlanMarker)
 	fmt.Fprintf(w, "**karpenterctl plan: %s**\n\n", headline(r))
+	if len(r.Gates) > 0 {
+		fmt.Fprintln(w, "| gate | result | |")
+		fmt.Fprintln(w, "|---|---|---|")
+		for _, g := range r.Gates {
+			result := "passed"
+			if !g.Passed {
+				result = "**failed**"
+			}
+			fmt.Fprintf(w, "| `%s` | %s | %s |\n", g.Name, result, cell(g.Message))
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.Warnings)+len(r.Undecided) > 0 {
+		fmt.Fprintf(w, "Admission would warn (%d):\n\n", len(r.Warnings)+len(r.Undecided))
+		for _, p := range r.Warnings {
+			fmt.Fprintf(w, "- `%s`\n", cell(p.String()))
+		}
+		for _, p := range r.Undecided {
+			fmt.Fprintf(w, "- undecided offline: `%s`\n", cell(p.String()))
+		}
+		fmt.Fprintln(w)
+	}
 	bp, hp := pools(r.Base), pools(r.Head)
 	if names := slices.Sorted(maps.Keys(joinKeys(bp, hp))); len(names) > 0 {
 		fmt.Fprintln(w, "| NodePool | before $/hour | after $/hour | delta | nodes | Spot share |")
@@ -249,6 +300,19 @@ const detailsAtMost = 40000
 // newly blocked.
 func writePlanGitHub(w io.Writer, r *planReport) {
 	fmt.Fprintf(w, "::notice title=karpenterctl plan::%s\n", escapeWorkflow(headline(r)))
+	for _, g := range r.Gates {
+		level := "notice"
+		if !g.Passed {
+			level = "error"
+		}
+		fmt.Fprintf(w, "::%s title=gate %s::%s\n", level, g.Name, escapeWorkflow(gateLine(g)))
+	}
+	for _, p := range r.Warnings {
+		fmt.Fprintf(w, "::warning file=%s,line=%d::%s\n", p.File, p.Line, escapeWorkflow(located(p)))
+	}
+	for _, p := range r.Undecided {
+		fmt.Fprintf(w, "::warning file=%s,line=%d,title=undecided offline::%s\n", p.File, p.Line, escapeWorkflow(located(p)))
+	}
 	why := reasons(r)
 	for _, g := range podGroups(r.Delta.NewlyBlocked, func(pod string) string { return why[pod] }) {
 		if g.listed() {
@@ -261,13 +325,16 @@ func writePlanGitHub(w io.Writer, r *planReport) {
 	}
 }
 
-// writeInvalid reports an invalid head: the problems as `validate` prints them.
-func writeInvalid(w io.Writer, output string, r *planReport) {
+// writeInvalid reports an invalid head: the problems as `validate` prints them; the gates
+// are not checked.
+func writeInvalid(w io.Writer, output string, r *planReport, g *planGates) {
 	switch output {
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(r)
+	case "junit":
+		writePlanJUnit(w, r, g)
 	case "github":
 		writeProblemsGitHub(w, r.Invalid)
 	case "markdown":

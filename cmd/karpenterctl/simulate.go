@@ -207,9 +207,13 @@ type policyDoc struct {
 
 // newPlanner builds the policy planner of a simulation; a CapacityPolicy that does not compile
 // is an error naming its file and line.
-func newPlanner(pols []policyDoc, budgets []*policyv1.CapacityBudget, namespaces []*corev1.Namespace, now time.Time) (*planner.Planner, error) {
+func newPlanner(pols []policyDoc, budgets []*policyv1.CapacityBudget, exceptions []policyv1.CapacityException, namespaces []*corev1.Namespace, now time.Time) (*planner.Planner, error) {
 	engine, err := policies.NewEngine()
 	if err != nil {
+		return nil, err
+	}
+	// CapacityExceptions apply as in the cluster, decided at --now.
+	for _, err := range engine.SetExceptions(exceptions) {
 		return nil, err
 	}
 	objs := make([]policyv1.CapacityPolicy, len(pols))
@@ -383,8 +387,9 @@ func loadSimulation(src simSources, in *simulate.Input, din *simulate.DisruptInp
 	}
 	var pols []policyDoc
 	var budgets []*policyv1.CapacityBudget
+	var exceptions []policyv1.CapacityException
 	if err == nil && len(src.policies) > 0 {
-		err = load(src.policies, func(o runtime.Object, d offline.Document) error {
+		err = load(dedupePolicies(src.policies), func(o runtime.Object, d offline.Document) error {
 			switch v := o.(type) {
 			case *policyv1.CapacityBudget:
 				if v.Namespace == "" {
@@ -393,18 +398,48 @@ func loadSimulation(src simSources, in *simulate.Input, din *simulate.DisruptInp
 				budgets = append(budgets, v)
 			case *policyv1.CapacityPolicy:
 				pols = append(pols, policyDoc{v, d})
+			case *policyv1.CapacityException:
+				exceptions = append(exceptions, *v)
 			case *corev1.Namespace:
 				namespaces = append(namespaces, v)
 			default:
-				return fmt.Errorf("%s:%d: %s is not a CapacityBudget, CapacityPolicy or Namespace", d.File, d.Line, d.GVK().Kind)
+				return fmt.Errorf("%s:%d: %s is not a CapacityBudget, CapacityPolicy, CapacityException or Namespace", d.File, d.Line, d.GVK().Kind)
 			}
 			return nil
 		})
 		if err == nil {
-			in.Planner, err = newPlanner(pols, budgets, namespaces, now)
+			in.Planner, err = newPlanner(pols, budgets, exceptions, namespaces, now)
 		}
 	}
 	return err
+}
+
+// dedupePolicies keeps the last document of each kind, namespace and name: a pull request's
+// object replaces the cluster's (--policies) of the same name, as an apply would.
+func dedupePolicies(docs []offline.Document) []offline.Document {
+	last := map[string]int{}
+	key := func(d offline.Document) string {
+		return d.GVK().Kind + "/" + namespaceOf(d.Object) + "/" + d.Name()
+	}
+	for i, d := range docs {
+		if d.Object != nil {
+			last[key(d)] = i
+		}
+	}
+	out := make([]offline.Document, 0, len(last))
+	for i, d := range docs {
+		if d.Object != nil && last[key(d)] == i {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// namespaceOf is a manifest's metadata.namespace, "" when it has none.
+func namespaceOf(o map[string]any) string {
+	m, _ := o["metadata"].(map[string]any)
+	ns, _ := m["namespace"].(string)
+	return ns
 }
 
 // readyUnlessStated gives a node written without a Ready condition (a manifest describing a

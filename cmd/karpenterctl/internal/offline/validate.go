@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,21 +23,30 @@ import (
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	crds "github.com/karpenter-policy/karpenter/config/crd"
+	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/webhooks/admission"
 	"github.com/karpenter-policy/karpenter/webhooks/conversion"
 	"github.com/karpenter-policy/karpenter/webhooks/validation"
 )
 
 // Problem is one reason an object is invalid, located in its file.
 type Problem struct {
-	File    string `json:"file"`
-	Line    int    `json:"line"`
-	Kind    string `json:"kind"`
-	Name    string `json:"name"`
-	Field   string `json:"field"`
+	File  string `json:"file"`
+	Line  int    `json:"line"`
+	Kind  string `json:"kind"`
+	Name  string `json:"name"`
+	Field string `json:"field"`
+	// Policy names the policy whose admission rule said it ("policy NAME" is its Field);
+	// Rule is the rule its result names.
+	Policy  string `json:"policy,omitempty"`
+	Rule    string `json:"rule,omitempty"`
 	Message string `json:"message"`
 }
 
 func (p Problem) String() string {
+	if p.Field == "" {
+		return fmt.Sprintf("%s:%d: %s/%s: %s", p.File, p.Line, p.Kind, p.Name, p.Message)
+	}
 	return fmt.Sprintf("%s:%d: %s/%s: %s: %s", p.File, p.Line, p.Kind, p.Name, p.Field, p.Message)
 }
 
@@ -50,8 +60,17 @@ type Report struct {
 	Skipped  int       `json:"skipped"`
 	Problems []Problem `json:"problems"`
 	// Warnings are what admission would warn about on valid objects: fields accepted but
-	// not acted on yet. They do not make an object invalid.
+	// not acted on yet, policies' warn and dry-run results, the cost impact. They do not make
+	// an object invalid.
 	Warnings []Problem `json:"warnings"`
+	// Notes are what admission says of a valid object's cost and scope (its cpu limit in
+	// dollars, what a budget allows, the namespaces a policy governs): information, not warnings.
+	Notes []Problem `json:"notes"`
+	// Undecided are policies' admission rules that read what the inputs do not say (namespace
+	// labels, usage, whether the object exists): neither passed nor failed.
+	Undecided []Problem `json:"undecided"`
+	// UnknownInputs say what the undecided rules read that the inputs did not give.
+	UnknownInputs []string `json:"unknownInputs"`
 }
 
 // Validator checks documents as the cluster would: schema, defaults and CEL, then the
@@ -60,6 +79,9 @@ type Validator struct {
 	Schemas   *Schemas
 	Converter *conversion.Converter
 	Webhooks  *validation.Validator
+	// Admission, when set, runs the webhook's policy review on every valid object, at the ci
+	// enforcement point: a deny makes the object invalid.
+	Admission *Admission
 	scheme    *runtime.Scheme
 }
 
@@ -80,7 +102,8 @@ func NewValidator(conv *conversion.Converter) (*Validator, error) {
 
 // Validate checks every document and returns the problems in file and line order.
 func (v *Validator) Validate(ctx context.Context, docs []Document) Report {
-	r := Report{Problems: []Problem{}, Warnings: []Problem{}}
+	r := Report{Problems: []Problem{}, Warnings: []Problem{}, Notes: []Problem{}, Undecided: []Problem{}, UnknownInputs: []string{}}
+	unknown := map[string]bool{}
 	for i := range docs {
 		d := &docs[i]
 		if d.Object == nil {
@@ -92,11 +115,15 @@ func (v *Validator) Validate(ctx context.Context, docs []Document) Report {
 			continue
 		}
 		r.Objects++
-		errs, warns := v.validate(ctx, d)
+		errs, warns, hub := v.validate(ctx, d)
 		for _, w := range warns {
 			r.Warnings = append(r.Warnings, Problem{File: d.File, Line: lineOf(d, w), Kind: gvk.Kind, Name: d.Name(), Field: w.Field, Message: w.Detail})
 		}
-		if len(errs) == 0 {
+		var denials []Problem
+		if len(errs) == 0 && v.Admission != nil && hub != nil {
+			denials = v.review(ctx, d, hub, &r, unknown)
+		}
+		if len(errs) == 0 && len(denials) == 0 {
 			r.Valid++
 			continue
 		}
@@ -104,8 +131,14 @@ func (v *Validator) Validate(ctx context.Context, docs []Document) Report {
 		for _, e := range errs {
 			r.Problems = append(r.Problems, Problem{File: d.File, Line: lineOf(d, e), Kind: gvk.Kind, Name: d.Name(), Field: e.Field, Message: e.ErrorBody()})
 		}
+		r.Problems = append(r.Problems, denials...)
 	}
-	for _, ps := range [][]Problem{r.Problems, r.Warnings} {
+	for _, ref := range []string{policies.UnknownNamespaceLabels, policies.UnknownUsage, policies.UnknownOperation} {
+		if unknown[ref] || (ref == policies.UnknownOperation && unknown[policies.UnknownOldObject]) {
+			r.UnknownInputs = append(r.UnknownInputs, UnknownInput(ref))
+		}
+	}
+	for _, ps := range [][]Problem{r.Problems, r.Warnings, r.Notes, r.Undecided} {
 		sort.SliceStable(ps, func(i, j int) bool {
 			a, b := ps[i], ps[j]
 			if a.File != b.File {
@@ -117,22 +150,76 @@ func (v *Validator) Validate(ctx context.Context, docs []Document) Report {
 	return r
 }
 
-// validate returns the document's problems, and the warnings admission would give it.
-func (v *Validator) validate(ctx context.Context, d *Document) (errs, warnings field.ErrorList) {
+// review runs the policy review on a valid object: its denials are returned as problems, its
+// warnings and undecided rules go into the report.
+func (v *Validator) review(ctx context.Context, d *Document, hub runtime.Object, r *Report, unknown map[string]bool) []Problem {
+	gvk := d.GVK()
+	verdict := v.Admission.Review(ctx, hub)
+	at := func(x admission.Result) Problem {
+		p := Problem{File: d.File, Line: d.Line, Kind: gvk.Kind, Name: d.Name(), Policy: x.Policy(), Rule: x.Rule, Message: x.Message}
+		if p.Policy != "" {
+			p.Field = "policy " + p.Policy
+		}
+		return p
+	}
+	var denials []Problem
+	for _, x := range verdict.Denials {
+		denials = append(denials, at(x))
+	}
+	for _, x := range verdict.Warnings {
+		p := at(x)
+		switch x.Kind {
+		case admission.Undecided:
+			r.Undecided = append(r.Undecided, p)
+			for _, u := range verdict.Undecided {
+				if u.Source == x.Source && u.Says() == x.Message {
+					var why []string
+					for _, ref := range u.Reads {
+						if w := UnknownInput(ref); !slices.Contains(why, w) {
+							why = append(why, w)
+						}
+					}
+					r.Undecided[len(r.Undecided)-1].Message += ": " + strings.Join(why, "; ")
+				}
+			}
+		case admission.Info:
+			r.Notes = append(r.Notes, p)
+		case admission.DryRun, admission.Error:
+			p.Message = x.Text()
+			r.Warnings = append(r.Warnings, p)
+		default:
+			r.Warnings = append(r.Warnings, p)
+		}
+	}
+	for _, u := range verdict.Undecided {
+		for _, ref := range u.Reads {
+			unknown[ref] = true
+		}
+	}
+	return denials
+}
+
+// validate returns the document's problems, the warnings admission would give it, and the
+// object as the webhooks see it (v1beta1 converted to v1), nil when it is invalid.
+func (v *Validator) validate(ctx context.Context, d *Document) (errs, warnings field.ErrorList, hub runtime.Object) {
 	gvk := d.GVK()
 	obj := runtime.DeepCopyJSON(d.Object)
 	if errs := v.Schemas.Validate(ctx, gvk, obj); len(errs) > 0 {
 		// The API server stops here too: webhooks only see objects that pass the schema.
-		return errs, nil
+		return errs, nil, nil
 	}
 	typed, err := v.scheme.New(gvk)
 	if err != nil {
-		return field.ErrorList{field.InternalError(nil, err)}, nil
+		return field.ErrorList{field.InternalError(nil, err)}, nil, nil
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, typed); err != nil {
-		return field.ErrorList{field.InternalError(nil, fmt.Errorf("decoding: %w", err))}, nil
+		return field.ErrorList{field.InternalError(nil, fmt.Errorf("decoding: %w", err))}, nil, nil
 	}
-	return v.webhook(ctx, typed), v.notActedOn(ctx, typed)
+	errs, hub = v.webhook(ctx, typed)
+	if len(errs) > 0 {
+		hub = nil
+	}
+	return errs, v.notActedOn(ctx, typed), hub
 }
 
 // notActedOn are the fields admission warns about as accepted but not acted on yet.
@@ -148,47 +235,59 @@ func (v *Validator) notActedOn(ctx context.Context, obj runtime.Object) field.Er
 		return hub.FieldsNotActedOn()
 	case *autoscalingv1beta1.CapacityBuffer:
 		return o.FieldsNotActedOn()
+	case *policyv1.CapacityPolicy:
+		return o.FieldsNotActedOn()
+	case *policyv1.CapacityBudget:
+		return o.FieldsNotActedOn()
+	case *policyv1.CapacityException:
+		return o.FieldsNotActedOn()
 	}
 	return nil
 }
 
-// webhook runs the validating webhook of an object's kind, converting v1beta1 to v1 first.
-func (v *Validator) webhook(ctx context.Context, obj runtime.Object) field.ErrorList {
+// webhook runs the validating webhook of an object's kind, converting v1beta1 to v1 first;
+// it returns the object the webhook saw.
+func (v *Validator) webhook(ctx context.Context, obj runtime.Object) (field.ErrorList, runtime.Object) {
+	internal := func(err error) (field.ErrorList, runtime.Object) {
+		return field.ErrorList{field.InternalError(nil, err)}, nil
+	}
 	switch o := obj.(type) {
 	case *karpv1.NodePool:
-		return v.Webhooks.NodePool(o)
+		return v.Webhooks.NodePool(o), o
 	case *karpv1beta1.NodePool:
 		hub := &karpv1.NodePool{}
 		if err := v.Converter.NodePoolToV1(ctx, o, hub); err != nil {
-			return field.ErrorList{field.InternalError(nil, err)}
+			return internal(err)
 		}
-		return v.Webhooks.NodePool(hub)
+		return v.Webhooks.NodePool(hub), hub
 	case *karpv1.NodeClaim:
-		return v.Webhooks.NodeClaim(o)
+		return v.Webhooks.NodeClaim(o), o
 	case *karpv1beta1.NodeClaim:
 		hub := &karpv1.NodeClaim{}
 		if err := v.Converter.NodeClaimToV1(ctx, o, hub); err != nil {
-			return field.ErrorList{field.InternalError(nil, err)}
+			return internal(err)
 		}
-		return v.Webhooks.NodeClaim(hub)
+		return v.Webhooks.NodeClaim(hub), hub
 	case *awsv1.EC2NodeClass:
-		return v.Webhooks.EC2NodeClass(o)
+		return v.Webhooks.EC2NodeClass(o), o
 	case *awsv1beta1.EC2NodeClass:
 		hub := &awsv1.EC2NodeClass{}
 		if err := v.Converter.EC2NodeClassToV1(ctx, o, hub); err != nil {
-			return field.ErrorList{field.InternalError(nil, err)}
+			return internal(err)
 		}
-		return v.Webhooks.EC2NodeClass(hub)
+		return v.Webhooks.EC2NodeClass(hub), hub
 	case *kwokv1alpha1.KWOKNodeClass:
-		return v.Webhooks.KWOKNodeClass(o)
+		return v.Webhooks.KWOKNodeClass(o), o
 	case *karpv1alpha1.NodeOverlay:
-		return v.Webhooks.NodeOverlay(o)
+		return v.Webhooks.NodeOverlay(o), o
 	case *policyv1.CapacityBudget:
-		return v.Webhooks.CapacityBudget(o)
+		return v.Webhooks.CapacityBudget(o), o
 	case *policyv1.CapacityPolicy:
-		return v.Webhooks.CapacityPolicy(ctx, o)
+		return v.Webhooks.CapacityPolicy(ctx, o), o
+	case *policyv1.CapacityException:
+		return v.Webhooks.CapacityException(o, nil), o
 	}
-	return nil
+	return nil, obj
 }
 
 // regoLine finds "module.rego:LINE:" in a policy problem.
@@ -206,4 +305,28 @@ func lineOf(d *Document, e *field.Error) int {
 		}
 	}
 	return d.LineOf(e.Field)
+}
+
+// Objects are the documents of this project's kinds decoded as the webhooks see them (v1beta1
+// converted to v1), without validation: the cluster's objects as plan's base has them.
+// Documents that do not decode are left out.
+func (v *Validator) Objects(ctx context.Context, docs []Document) []runtime.Object {
+	var out []runtime.Object
+	for i := range docs {
+		d := &docs[i]
+		if d.Object == nil || !v.Schemas.Knows(d.GVK().GroupKind()) {
+			continue
+		}
+		typed, err := v.scheme.New(d.GVK())
+		if err != nil {
+			continue
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(runtime.DeepCopyJSON(d.Object), typed); err != nil {
+			continue
+		}
+		if _, hub := v.webhook(ctx, typed); hub != nil {
+			out = append(out, hub)
+		}
+	}
+	return out
 }

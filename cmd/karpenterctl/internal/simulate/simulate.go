@@ -402,3 +402,15 @@ func splitIndex(s string) (string, int) {
 func round(f float64) float64 {
 	return float64(int64(f*1e4+0.5)) / 1e4
 }
+
+// Usage is each namespace's run-rate and Spot share on the input's nodes, by the attribution
+// the cluster's budgets and admission use (planner.UsageOf over the snapshot's nodes), priced
+// from the input's catalog: what offline admission reads as the namespace's usage.
+func Usage(in *Input, now time.Time) (map[string]policies.Usage, error) {
+	objs, err := in.objects(false)
+	if err != nil {
+		return nil, err
+	}
+	snap := in.snapshot(objs, now)
+	return planner.UsageOf(snap.NodesWithBufferRoom(), planner.NewPriceBook(in.InstanceTypes)), nil
+}
