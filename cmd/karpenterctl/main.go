@@ -1,14 +1,15 @@
 // Command karpenterctl runs, offline and without a cluster, the checks and conversions the
 // cluster runs, so that a pull request gets the cluster's verdict before merge:
 //
-//	karpenterctl validate -f PATH [-f PATH...] [-o text|json|github]
+//	karpenterctl validate -f PATH [-f PATH...] [--policies PATH] [--namespaces PATH] [--nodes PATH] [--now RFC3339] [-o text|json|github]
 //	karpenterctl convert  -f PATH [-f PATH...] [--to v1|v1beta1] [--in-place]
 //	karpenterctl simulate --nodepools PATH --workload PATH [--nodes PATH] [--instance-types FILE] [-o json|table|markdown]
-//	karpenterctl plan     --base PATH --head PATH --workload PATH [--nodes PATH] [-o text|markdown|json|github]
-//	karpenterctl policy test PATH [PATH...] [--parameters FILE] [-v] [-o text|json]
+//	karpenterctl plan     --base PATH --head PATH --workload PATH [--nodes PATH] [--policies PATH] [--max-increase AMOUNT] [--fail-on-blocked] [--fail-on-warn] [-o text|markdown|json|github|junit]
+//	karpenterctl policy test PATH [PATH...] [--parameters FILE] [-v] [--coverage] [-o text|json|junit]
 //
-// Exit status: 0 when everything is valid (or converted), 1 when something is invalid, 2 on
-// unreadable input or bad usage.
+// Exit status: 0 when everything is valid (or converted), 1 when something is invalid (a
+// policy's admission rule denies it included), 2 on unreadable input or bad usage, 3 when a
+// plan's CI gate fails.
 package main
 
 import (
@@ -40,18 +41,21 @@ func main() {
 const usage = `karpenterctl: offline checks and conversions for Karpenter manifests
 
 Commands:
-  validate -f PATH [-f PATH...] [-o text|json|github]
-      Check every NodePool, NodeClaim, EC2NodeClass, KWOKNodeClass, CapacityBudget and
-      CapacityPolicy against the CRDs' schemas and CEL rules and the webhook validators.
+  validate -f PATH [-f PATH...] [--policies PATH] [--namespaces PATH] [--nodes PATH] [--now RFC3339] [-o text|json|github]
+      Check every NodePool, NodeClaim, node class, CapacityBudget, CapacityPolicy and
+      CapacityException against the CRDs' schemas and CEL rules, the webhook validators and
+      the webhook's policy review (the inputs' and --policies' admission rules, at ci).
   convert -f PATH [-f PATH...] [--to v1|v1beta1] [--in-place]
       Convert NodePool, NodeClaim and EC2NodeClass documents to one version.
   simulate --nodepools PATH --workload PATH [--nodes PATH] [--instance-types FILE] [-o json|table|markdown]
       Show the NodeClaims the provisioner would launch for the workloads, and their cost.
-  plan --base PATH --head PATH --workload PATH [--nodes PATH] [--instance-types FILE] [--now RFC3339] [-o text|markdown|json|github]
+  plan --base PATH --head PATH --workload PATH [--nodes PATH] [--policies PATH] [--instance-types FILE] [--now RFC3339]
+       [--max-increase AMOUNT|PCT%] [--fail-on-blocked] [--fail-on-warn] [-o text|markdown|json|github|junit]
       What a change costs before it merges: validate the head, simulate both sides with
-      their policies on the same workload, and report the difference. --base and --head
-      may be git:REF[:DIR], read from the working directory's Git repository.
-  policy test PATH [PATH...] [--parameters FILE] [-v] [-o text|json]
+      their policies on the same workload, and report the difference; the gates exit 3.
+      --base, --head and --policies may be git:REF[:DIR], read from the working
+      directory's Git repository.
+  policy test PATH [PATH...] [--parameters FILE] [-v] [--coverage] [-o text|json|junit]
       Run the test_ rules of .rego files and CapacityPolicy manifests, as 'opa test' does.
 
 PATH is a file, a directory (searched recursively for .yaml, .yml and .json) or - for

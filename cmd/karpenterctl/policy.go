@@ -10,7 +10,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/open-policy-agent/opa/v1/cover"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -20,7 +24,7 @@ import (
 	"github.com/karpenter-policy/karpenter/policies"
 )
 
-const policyUsage = `karpenterctl policy test PATH [PATH...] [--parameters FILE] [-v] [-o text|json]
+const policyUsage = `karpenterctl policy test PATH [PATH...] [--parameters FILE] [-v] [--coverage] [-o text|json|junit]
 
 Runs the test_ rules of Rego policies the way 'opa test' does, before a pull request merges.
 PATH is a .rego file, a CapacityPolicy manifest (.yaml, .yml, .json) or a directory searched
@@ -28,6 +32,9 @@ recursively for both (there, YAML that is no manifest, such as a Helm template, 
 unless it mentions CapacityPolicy). The .rego files are compiled and tested together, with
 the object in --parameters (JSON or YAML) as data.parameters; each CapacityPolicy is compiled
 and tested on its own with its spec.parameters, as the admission webhook does.
+
+--coverage reports, per policy, the share of its rules' lines its tests evaluate (as 'opa test
+--coverage' does) and the lines they do not; -o junit prints JUnit XML, a test case per test.
 
 Exit status: 0 when every test passes, 1 when a test fails, a module does not compile or
 there is no test to run, 2 on unreadable input or bad usage.
@@ -54,6 +61,24 @@ type policyReport struct {
 	Errors []string     `json:"errors,omitempty"`
 	Passed int          `json:"passed"`
 	Failed int          `json:"failed"`
+	// Coverage is, with --coverage, each policy's (or the .rego files') coverage.
+	Coverage []policyCoverage `json:"coverage,omitempty"`
+	// coverage says whether to measure it.
+	coverage bool
+}
+
+// policyCoverage is how much of one policy's rules (its modules that are not tests) its tests
+// evaluate, by line, as opa test --coverage counts them.
+type policyCoverage struct {
+	// Policy is the CapacityPolicy; empty for the .rego files tested together.
+	Policy          string  `json:"policy,omitempty"`
+	File            string  `json:"file"`
+	CoveredLines    int     `json:"coveredLines"`
+	NotCoveredLines int     `json:"notCoveredLines"`
+	Coverage        float64 `json:"coverage"`
+	// NotCovered are the lines no test evaluated, in the file (the manifest's lines for a
+	// CapacityPolicy), as FILE:LINE.
+	NotCovered []string `json:"notCovered"`
 }
 
 func policyCmd(args []string, stdout, stderr io.Writer) int {
@@ -69,7 +94,8 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	paramsFile := fs.String("parameters", "", "JSON or YAML object given to the .rego files as data.parameters")
 	verbose := fs.Bool("v", false, "list passing tests too")
-	output := fs.String("o", "text", "output format: text or json")
+	coverage := fs.Bool("coverage", false, "report the share of each policy's rules its tests evaluate, and the lines they do not")
+	output := fs.String("o", "text", "output format: text, json or junit")
 	if err := fs.Parse(interleave(args[1:])); err != nil {
 		return exitUsage
 	}
@@ -77,8 +103,8 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, "karpenterctl policy test: give one or more PATH\n\n"+policyUsage)
 		return exitUsage
 	}
-	if *output != "text" && *output != "json" {
-		fmt.Fprintf(stderr, "karpenterctl policy test: -o must be text or json, got %q\n", *output)
+	if *output != "text" && *output != "json" && *output != "junit" {
+		fmt.Fprintf(stderr, "karpenterctl policy test: -o must be text, json or junit, got %q\n", *output)
 		return exitUsage
 	}
 	var params map[string]any
@@ -98,7 +124,7 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	ctx := context.Background()
-	report := &policyReport{Tests: []policyTest{}}
+	report := &policyReport{Tests: []policyTest{}, coverage: *coverage}
 	if len(regoFiles) > 0 {
 		modules := make([]policies.Module, 0, len(regoFiles))
 		for _, f := range regoFiles {
@@ -151,6 +177,8 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(report)
+	case "junit":
+		report.junit(stdout)
 	default:
 		report.text(stdout, *verbose)
 	}
@@ -180,7 +208,17 @@ func (r *policyReport) runIn(ctx context.Context, file, policy string, modules [
 	if compiled == nil {
 		return
 	}
-	results, err := compiled.RunTests(ctx, params)
+	var results []policies.TestResult
+	var err error
+	if r.coverage {
+		var cov cover.Report
+		results, cov, err = compiled.RunTestsWithCoverage(ctx, params)
+		if err == nil {
+			r.Coverage = append(r.Coverage, coverageOf(policy, file, cov, line))
+		}
+	} else {
+		results, err = compiled.RunTests(ctx, params)
+	}
 	if err != nil {
 		r.Errors = append(r.Errors, fmt.Sprintf("%s%v", prefix, err))
 		return
@@ -220,6 +258,76 @@ func (r *policyReport) text(w io.Writer, verbose bool) {
 			fmt.Fprintf(w, "FAIL: %d/%d\n", r.Failed, total)
 		}
 	}
+	for _, c := range r.Coverage {
+		name := c.Policy
+		if name == "" {
+			name = c.File
+		}
+		fmt.Fprintf(w, "COVERAGE: %s %.1f%% (%d of %d lines)", name, c.Coverage, c.CoveredLines, c.CoveredLines+c.NotCoveredLines)
+		if len(c.NotCovered) > 0 {
+			fmt.Fprintf(w, "; not covered: %s", strings.Join(c.NotCovered, ", "))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// coverageOf is one module set's coverage, with the lines not covered located in the file
+// (a .rego file, or the manifest holding the CapacityPolicy).
+func coverageOf(policy, file string, cov cover.Report, line func(string, int) int) policyCoverage {
+	c := policyCoverage{Policy: policy, File: file, CoveredLines: cov.CoveredLines, NotCoveredLines: cov.NotCoveredLines, Coverage: cov.Coverage, NotCovered: []string{}}
+	modules := make([]string, 0, len(cov.Files))
+	for m := range cov.Files {
+		modules = append(modules, m)
+	}
+	sort.Strings(modules)
+	for _, m := range modules {
+		where := file
+		if where == "" {
+			where = m
+		}
+		if c.File == "" {
+			c.File = m
+		}
+		for _, rg := range cov.Files[m].NotCovered {
+			for row := rg.Start.Row; row <= rg.End.Row; row++ {
+				c.NotCovered = append(c.NotCovered, fmt.Sprintf("%s:%d", where, line(m, row)))
+			}
+		}
+	}
+	if policy == "" && len(modules) > 1 {
+		c.File = strings.Join(modules, ",")
+	}
+	return c
+}
+
+// junit writes the tests as JUnit XML: one suite, a case per test (named by its policy and
+// rule, classed by its policy or file), a failed case per compile error; coverage, with
+// --coverage, as the suite's properties.
+func (r *policyReport) junit(w io.Writer) {
+	suite := junitSuite{Name: "karpenterctl policy test"}
+	for i, e := range r.Errors {
+		suite.add(junitCase{Name: fmt.Sprintf("error %d", i+1), Classname: "karpenterctl.policy", Failure: &junitMessage{Message: e, Type: "error", Text: e}})
+	}
+	for _, t := range r.Tests {
+		class := t.Policy
+		if class == "" {
+			class = t.File
+		}
+		c := junitCase{Name: t.Name, Classname: class, Time: strconv.FormatFloat(t.DurationSeconds, 'f', 6, 64)}
+		if !t.Passed {
+			msg := fmt.Sprintf("%s:%d: %s", t.File, t.Line, t.Message)
+			c.Failure = &junitMessage{Message: msg, Type: "test", Text: msg}
+		}
+		suite.add(c)
+	}
+	for _, c := range r.Coverage {
+		name := c.Policy
+		if name == "" {
+			name = c.File
+		}
+		suite.Properties = append(suite.Properties, junitProperty{Name: "coverage " + name, Value: strconv.FormatFloat(c.Coverage, 'f', 1, 64) + "%"})
+	}
+	_ = writeJUnit(w, suite)
 }
 
 // manifestFile is a YAML or JSON file to read CapacityPolicies from; strict when it was

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"encoding/xml"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,7 +145,7 @@ func TestPolicyTestBadUsage(t *testing.T) {
 		{[]string{"policy"}, exitUsage, "the only subcommand is test"},
 		{[]string{"policy", "test"}, exitUsage, "give one or more PATH"},
 		{[]string{"policy", "test", filepath.Join(dir, "missing")}, exitUsage, "no such file"},
-		{[]string{"policy", "test", dir, "-o", "yaml"}, exitUsage, "-o must be text or json"},
+		{[]string{"policy", "test", dir, "-o", "yaml"}, exitUsage, "-o must be text, json or junit"},
 		{[]string{"policy", "test", dir, "--parameters", filepath.Join(dir, "params.json")}, exitUsage, "params.json"},
 		{[]string{"policy", "test", filepath.Join(dir, "only.rego")}, exitInvalid, "no test_ rules found"},
 	}
@@ -207,5 +208,70 @@ spec:
 		if code != exitInvalid || !strings.Contains(out+errOut, "policy.yaml:12:") || !strings.Contains(out+errOut, "builtin http.send is not allowed") {
 			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
 		}
+	}
+}
+
+// --coverage says how much of each policy's rules its tests evaluate and which manifest lines
+// they leave out; -o junit is JUnit XML with a case per test.
+func TestPolicyTestCoverageAndJUnit(t *testing.T) {
+	manifest := `apiVersion: policy.karpenter.sh/v1
+kind: CapacityPolicy
+metadata:
+  name: max-cpu
+spec:
+  modules:
+  - name: max-cpu.rego
+    rego: |
+      package karpenter.admission
+
+      deny contains "over" if {
+        input.kind == "NodePool"
+        units.parse(input.object.spec.limits.cpu) > 500
+      }
+
+      warn contains "no limit" if {
+        input.kind == "NodePool"
+        not input.object.spec.limits.cpu
+      }
+  - name: max-cpu_test.rego
+    rego: |
+      package karpenter.admission_test
+
+      import data.karpenter.admission
+
+      test_over if admission.deny["over"] with input as {"kind": "NodePool", "object": {"spec": {"limits": {"cpu": "600"}}}}
+
+      test_wrong if admission.deny["under"] with input as {"kind": "NodePool", "object": {"spec": {"limits": {"cpu": "600"}}}}
+`
+	dir := writeFiles(t, map[string]string{"p.yaml": manifest})
+	p := filepath.Join(dir, "p.yaml")
+	code, out, _ := karpenterctl(t, "", "policy", "test", p, "--coverage", "-o", "json")
+	var r policyReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil || code != exitInvalid {
+		t.Fatalf("exit %d, %v:\n%s", code, err, out)
+	}
+	// The deny rule (lines 11-14 of the manifest) is evaluated; the warn rule (16-19) is not.
+	if len(r.Coverage) != 1 || r.Coverage[0].Policy != "max-cpu" || r.Coverage[0].NotCoveredLines != 3 ||
+		strings.Join(r.Coverage[0].NotCovered, " ") != p+":16 "+p+":17 "+p+":18" {
+		t.Errorf("coverage %+v", r.Coverage)
+	}
+	_, text, _ := karpenterctl(t, "", "policy", "test", p, "--coverage")
+	if !strings.Contains(text, "COVERAGE: max-cpu 50.0% (3 of 6 lines); not covered: "+p+":16, ") {
+		t.Errorf("text:\n%s", text)
+	}
+	code, x, _ := karpenterctl(t, "", "policy", "test", p, "-o", "junit")
+	var suites struct {
+		Suites []struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+			Cases    []struct {
+				Name    string    `xml:"name,attr"`
+				Failure *struct{} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal([]byte(x), &suites); err != nil || code != exitInvalid || len(suites.Suites) != 1 ||
+		suites.Suites[0].Tests != 2 || suites.Suites[0].Failures != 1 {
+		t.Errorf("junit: exit %d, %v, %+v\n%s", code, err, suites, x)
 	}
 }
