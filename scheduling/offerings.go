@@ -156,20 +156,22 @@ func cheaper(a, b Launchable) bool {
 }
 
 // NodePrice is what a running node with these labels costs per hour, from the instance types
-// that may describe it: the offering its instance type, zone and capacity type (and capacity
-// reservation) name, or, when its zone is not among them, the cheapest of its capacity type.
-// False when no instance type is named or known.
+// that may describe it: the offering its instance type, zone and capacity type (CapacityTypeOf:
+// on-demand when no label says) and capacity reservation name, or, when its zone is not among
+// them, the cheapest of its capacity type. False when no instance type is named or known.
 func NodePrice(its []*cloudprovider.InstanceType, labels map[string]string) (float64, bool) {
 	name := labels[corev1.LabelInstanceTypeStable]
 	if name == "" {
 		return 0, false
 	}
 	reqs := Requirements{karpv1.LabelInstanceType: NewRequirement(karpv1.LabelInstanceType, corev1.NodeSelectorOpIn, name)}
-	for _, k := range []string{karpv1.CapacityTypeLabelKey, karpv1.LabelCapacityReservationID, karpv1.LabelTopologyZone} {
+	for _, k := range []string{karpv1.LabelCapacityReservationID, karpv1.LabelTopologyZone} {
 		if v, ok := labels[k]; ok {
 			reqs[k] = NewRequirement(k, corev1.NodeSelectorOpIn, v)
 		}
 	}
+	ct, _ := CapacityTypeOf(labels)
+	reqs[karpv1.CapacityTypeLabelKey] = NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, ct)
 	if l, ok := CheapestOffering(its, reqs, nil, nil); ok {
 		return l.Offering.Price, true
 	}

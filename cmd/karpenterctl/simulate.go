@@ -119,12 +119,14 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "markdown":
 		if report.Disruption != nil {
 			writeDisruptionMarkdown(stdout, report.Disruption)
+			writeNodePricing(stdout, report.Nodes, "- ")
 		} else {
 			writeMarkdown(stdout, report)
 		}
 	default:
 		if report.Disruption != nil {
 			writeDisruptionTable(stdout, report.Disruption)
+			writeNodePricing(stdout, report.Nodes, "")
 		} else {
 			writeTable(stdout, report)
 		}
@@ -142,6 +144,7 @@ func writeTable(w io.Writer, r *simulate.Report) {
 	for _, n := range r.ExistingNodes {
 		fmt.Fprintf(w, "existing node %s: %d pods\n", n.Name, len(n.Pods))
 	}
+	writeNodePricing(w, r.Nodes, "")
 	for _, u := range r.Unschedulable {
 		fmt.Fprintf(w, "unschedulable %s: %s\n", u.Pod, u.Reason)
 	}
@@ -176,11 +179,28 @@ func writeMarkdown(w io.Writer, r *simulate.Report) {
 		})
 		fmt.Fprintln(w)
 	}
+	writeNodePricing(w, r.Nodes, "- ")
 	if len(r.Unschedulable) > 0 {
 		fmt.Fprintf(w, "%d pods stay pending:\n\n", len(r.Unschedulable))
 		for _, u := range r.Unschedulable {
 			fmt.Fprintf(w, "- `%s`: %s\n", u.Pod, strings.ReplaceAll(u.Reason, "|", "\\|"))
 		}
+	}
+}
+
+// writeNodePricing says how the existing nodes whose capacity type karpenter.sh/capacity-type
+// does not give were priced: from another provisioner's label, or assumed on-demand.
+func writeNodePricing(w io.Writer, nodes []simulate.PricedNode, bullet string) {
+	n := 0
+	for _, p := range nodes {
+		if p.CapacityTypeFrom == karpv1.CapacityTypeLabelKey {
+			continue
+		}
+		fmt.Fprintf(w, "%snode %s (%s) priced %s (%s): $%.4f/hour\n", bullet, p.Name, p.InstanceType, p.CapacityType, p.Assumed(), p.PricePerHour)
+		n++
+	}
+	if n > 0 && bullet != "" {
+		fmt.Fprintln(w)
 	}
 }
 

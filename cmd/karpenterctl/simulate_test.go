@@ -248,3 +248,45 @@ func TestSimulateZonalVolumes(t *testing.T) {
 		t.Errorf("unschedulable %+v", r.Unschedulable)
 	}
 }
+
+// A node without karpenter.sh/capacity-type is priced on-demand unless another provisioner's
+// label says Spot, and the output says which (the measured case: an m6i.xlarge in us-east-1c,
+// $0.072/hour Spot, $0.192/hour on-demand).
+func TestSimulatePricesUnlabelledNodes(t *testing.T) {
+	nodes := `apiVersion: v1
+kind: Node
+metadata:
+  name: unmanaged
+  labels: {node.kubernetes.io/instance-type: m6i.xlarge, topology.kubernetes.io/zone: us-east-1c}
+status:
+  allocatable: {cpu: "4", memory: 15Gi, pods: "58"}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: eks-spot
+  labels: {node.kubernetes.io/instance-type: m6i.xlarge, topology.kubernetes.io/zone: us-east-1c, eks.amazonaws.com/capacityType: SPOT}
+status:
+  allocatable: {cpu: "4", memory: 15Gi, pods: "58"}
+`
+	dir := writeFiles(t, map[string]string{"nodes.yaml": nodes})
+	args := []string{"simulate", "--nodepools", filepath.Join(workloads, "nodepools.yaml"), "--workload", filepath.Join(workloads, "apps.yaml"),
+		"--nodes", filepath.Join(dir, "nodes.yaml")}
+	code, out, errOut := karpenterctl(t, "", append(args, "-o", "json")...)
+	r := &simulate.Report{}
+	if err := json.Unmarshal([]byte(out), r); err != nil || code != exitOK {
+		t.Fatalf("exit %d, %v: %s", code, err, errOut)
+	}
+	want := []simulate.PricedNode{
+		{Name: "eks-spot", InstanceType: "m6i.xlarge", CapacityType: "spot", CapacityTypeFrom: "eks.amazonaws.com/capacityType", PricePerHour: 0.072},
+		{Name: "unmanaged", InstanceType: "m6i.xlarge", CapacityType: "on-demand", CapacityTypeFrom: "", PricePerHour: 0.192},
+	}
+	if len(r.Nodes) != 2 || r.Nodes[0] != want[0] || r.Nodes[1] != want[1] {
+		t.Errorf("nodes %+v, want %+v", r.Nodes, want)
+	}
+	_, table, _ := karpenterctl(t, "", args...)
+	if !strings.Contains(table, "node unmanaged (m6i.xlarge) priced on-demand (assumed: no capacity-type label): $0.1920/hour") ||
+		!strings.Contains(table, "node eks-spot (m6i.xlarge) priced spot (label eks.amazonaws.com/capacityType): $0.0720/hour") {
+		t.Errorf("table:\n%s", table)
+	}
+}

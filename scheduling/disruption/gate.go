@@ -176,7 +176,7 @@ func costDeltas(c *Cluster, cmd *Command) map[string]delta {
 			addCPU(&d, r.capacityType, cpu)
 		} else if n, ok := targets[m.To]; ok {
 			d.cost += policies.AttributedCost(n.PricePerHour, cpu, mem, cpuOf(n.Allocatable), memOf(n.Allocatable))
-			addCPU(&d, n.Labels[karpv1.CapacityTypeLabelKey], cpu)
+			addCPU(&d, nodeCapacityType(n.Labels), cpu)
 		}
 		out[m.Pod.Namespace] = d
 	}
@@ -215,4 +215,10 @@ func spotLeavesRange(b *policyv1.CapacityBudget, before policies.Usage, d delta)
 		return "CapacityBudget " + b.Namespace + "/" + b.Name + ": the move would take the namespace's Spot share out of its range"
 	}
 	return ""
+}
+
+// nodeCapacityType is the capacity type of a node pods move to (scheduling.CapacityTypeOf).
+func nodeCapacityType(labels map[string]string) string {
+	ct, _ := scheduling.CapacityTypeOf(labels)
+	return ct
 }

@@ -543,7 +543,7 @@ func (p *Planner) account(res *solver.Result, nodes []*scheduling.Node, book Pri
 		if n := byName[name]; n != nil {
 			price, _ := book.Price(n.Labels)
 			for _, pod := range pods {
-				z.charge(added, pod, price, n.Allocatable, n.Labels[karpv1.CapacityTypeLabelKey], n.InFlight)
+				z.charge(added, pod, price, n.Allocatable, capacityTypeOf(n), n.InFlight)
 			}
 		}
 	}

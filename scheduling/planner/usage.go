@@ -105,7 +105,7 @@ func usageOf(nodes []*scheduling.Node, book PriceBook, z sizes) map[string]polic
 		idle := price
 		present := map[string]bool{}
 		for _, p := range n.Pods {
-			idle -= z.charge(u, p, price, n.Allocatable, n.Labels[karpv1.CapacityTypeLabelKey], n.InFlight)
+			idle -= z.charge(u, p, price, n.Allocatable, capacityTypeOf(n), n.InFlight)
 			present[p.Namespace] = true
 		}
 		for ns := range present {
@@ -115,4 +115,11 @@ func usageOf(nodes []*scheduling.Node, book PriceBook, z sizes) map[string]polic
 		}
 	}
 	return u
+}
+
+// capacityTypeOf is the capacity type a node's pods are counted under in the Spot share
+// (scheduling.CapacityTypeOf: on-demand when no label says).
+func capacityTypeOf(n *scheduling.Node) string {
+	ct, _ := scheduling.CapacityTypeOf(n.Labels)
+	return ct
 }

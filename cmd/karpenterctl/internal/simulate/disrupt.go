@@ -88,8 +88,9 @@ func Disrupt(ctx context.Context, in *DisruptInput) (*Report, error) {
 		return nil, err
 	}
 	running.NodeClaims, running.PDBs = in.NodeClaims, in.PDBs
-	c := disruption.NewCluster(in.snapshot(running, in.Now), in.Options)
-	r := &Report{NodeClaims: []NodeClaim{}, ExistingNodes: []ExistingNode{}, Unschedulable: []Pending{}}
+	runningSnap := in.snapshot(running, in.Now)
+	c := disruption.NewCluster(runningSnap, in.Options)
+	r := &Report{NodeClaims: []NodeClaim{}, ExistingNodes: []ExistingNode{}, Unschedulable: []Pending{}, Nodes: pricedNodes(runningSnap)}
 	withPending, err := in.objects(true)
 	if err != nil {
 		return nil, err

@@ -98,6 +98,9 @@ type Report struct {
 	PolicyWarnings []string `json:"policyWarnings,omitempty"`
 	// Disruption is what disruption passes do to the cluster (simulate --disrupt).
 	Disruption *DisruptionReport `json:"disruption,omitempty"`
+	// Nodes are the existing nodes (--nodes) with the capacity type and price each is taken
+	// at.
+	Nodes []PricedNode `json:"nodes,omitempty"`
 }
 
 // NamespaceReport is one namespace under the policies: its run-rate and Spot share once the
@@ -121,6 +124,40 @@ type NodeClaim struct {
 	Pods          []string `json:"pods"`
 	CPU           string   `json:"cpu"`
 	Memory        string   `json:"memory"`
+}
+
+// PricedNode is an existing node (--nodes) as the simulation prices it: its capacity type
+// and the label that says it ("" when none does and on-demand is assumed), and its price.
+type PricedNode struct {
+	Name             string  `json:"name"`
+	InstanceType     string  `json:"instanceType"`
+	CapacityType     string  `json:"capacityType"`
+	CapacityTypeFrom string  `json:"capacityTypeFrom"`
+	PricePerHour     float64 `json:"pricePerHour"`
+}
+
+// Assumed says how a node's capacity type was found, for people: "label L", or "assumed: no
+// capacity-type label".
+func (n PricedNode) Assumed() string {
+	if n.CapacityTypeFrom == "" {
+		return "assumed: no capacity-type label"
+	}
+	return "label " + n.CapacityTypeFrom
+}
+
+// pricedNodes are the snapshot's running nodes, by name.
+func pricedNodes(snap *snapshot.Snapshot) []PricedNode {
+	out := []PricedNode{}
+	for _, n := range snap.StateNodes {
+		if n.Node == nil {
+			continue
+		}
+		ct, from := scheduling.CapacityTypeOf(n.Labels)
+		out = append(out, PricedNode{Name: n.Node.Name, InstanceType: n.Labels[corev1.LabelInstanceTypeStable], CapacityType: ct, CapacityTypeFrom: from,
+			PricePerHour: round(n.PricePerHour)})
+	}
+	sort.Slice(out, func(i, j int) bool { return NaturalLess(out[i].Name, out[j].Name) })
+	return out
 }
 
 // ExistingNode lists the pending pods placed on an existing node.
@@ -199,6 +236,7 @@ func Run(ctx context.Context, in *Input) (*Report, error) {
 // withUnresolved adds to the report's unschedulable pods those whose claim or StorageClass
 // does not exist: the controller launches nothing for them either.
 func withUnresolved(r *Report, snap *snapshot.Snapshot) *Report {
+	r.Nodes = pricedNodes(snap)
 	for _, u := range snap.Unresolved {
 		r.Unschedulable = append(r.Unschedulable, Pending{Pod: solver.PodKey(u.Pod), Reason: u.Reason})
 	}
