@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -290,58 +289,6 @@ func (e *Engine) Provisioning(ctx context.Context, in ProvisioningInput) *Constr
 	}
 	e.observeExemptions(policyv1.DecisionPointProvisioning, c.Exemptions)
 	return c
-}
-
-// namespaceExempt is the exemption test of a CapacityPolicy's results at a decision point
-// about one namespace: every result concerns it. Nil when no exception applies.
-func (e *Engine) namespaceExempt(ns Namespace, policy string, now time.Time) exemptFunc {
-	px := e.policyExemptions(ns, policy, now)
-	if px.none() {
-		return nil
-	}
-	return func(_, rule string) (string, string) {
-		if by := px.by(rule); by != "" {
-			return by, ns.Name
-		}
-		return "", ""
-	}
-}
-
-// namespacesExempt is the exemption test of a CapacityPolicy's results at a decision point
-// about several namespaces: a result naming a namespace is exempt when that namespace is; a
-// result naming none, only when every namespace in the input is. Nil when no exception
-// applies to any of them.
-func (e *Engine) namespacesExempt(parts []namespacePart, policy string, now time.Time) exemptFunc {
-	byNS := map[string]policyExemptions{}
-	some := false
-	for _, p := range parts {
-		px := e.policyExemptions(p.ns, policy, now)
-		byNS[p.ns.Name] = px
-		some = some || !px.none()
-	}
-	if !some {
-		return nil
-	}
-	return func(ns, rule string) (string, string) {
-		if ns != "" {
-			if by := byNS[ns].by(rule); by != "" {
-				return by, ns
-			}
-			return "", ""
-		}
-		first, names := "", make([]string, 0, len(parts))
-		for _, p := range parts {
-			by := byNS[p.ns.Name].by(rule)
-			if by == "" {
-				return "", ""
-			}
-			if first == "" {
-				first = by
-			}
-			names = append(names, p.ns.Name)
-		}
-		return first, strings.Join(names, ",")
-	}
 }
 
 // BudgetInForce evaluates the built-in budget policies alone for one namespace's
@@ -747,90 +694,4 @@ func (e *Engine) Disruption(ctx context.Context, in DisruptionInput) *Decision {
 			"labels": namespaceDoc(ns.Namespace)["labels"], "costDelta": ns.CostDelta, "usage": usageDoc(ns.Usage)}}
 	}
 	return e.evalNamespaces(ctx, policyv1.DecisionPointDisruption, command, parts, in.Now, true)
-}
-
-// AdmissionInput is an object at the validating webhook.
-type AdmissionInput struct {
-	Operation string
-	Kind      string
-	// Object and OldObject are the objects as the API server holds them (OldObject on update).
-	Object, OldObject any
-	// Namespace is the object's namespace; nil for cluster-scoped objects, which only
-	// CapacityPolicies without a namespaceSelector see.
-	Namespace *Namespace
-	// Budget is the object when it is a CapacityBudget.
-	Budget *policyv1.CapacityBudget
-	// Usage is the namespace's run-rate, for CapacityBudgets.
-	Usage Usage
-	Now   time.Time
-	// Point is the enforcement point: admission (the webhook, the default) or ci (karpenterctl).
-	Point policyv1.EnforcementPoint
-	// Unknown are the inputs not known (UnknownUsage, ...): karpenterctl's, when its inputs do
-	// not give them. A rule that reads one is undecided (Decision.Undecided), never passed.
-	Unknown []string
-}
-
-// Admission evaluates the admission decision point for one object.
-func (e *Engine) Admission(ctx context.Context, in AdmissionInput) *Decision {
-	d := &Decision{}
-	at := in.Point
-	if at == "" {
-		at = policyv1.PointAdmission
-	}
-	doc := map[string]any{"operation": in.Operation, "kind": in.Kind, "object": in.Object, "usage": usageDoc(in.Usage),
-		"now": in.Now.UTC().Format(time.RFC3339)}
-	if in.OldObject != nil {
-		doc["oldObject"] = in.OldObject
-	}
-	if in.Namespace != nil {
-		doc["namespace"] = namespaceDoc(*in.Namespace)
-	}
-	if in.Budget != nil {
-		ns := Namespace{Name: in.Budget.Namespace}
-		if in.Namespace != nil {
-			ns = *in.Namespace
-		}
-		eff, x := e.effectiveBudget(in.Budget, ns, in.Now)
-		d.Exemptions = append(d.Exemptions, budgetExemptionRecord(in.Budget, x)...)
-		bd, err := e.budgetDoc(eff, x, in.Now)
-		if err != nil {
-			d.Errors = append(d.Errors, EvalError{Source: budgetSource(in.Budget), DecisionPoint: policyv1.DecisionPointAdmission, Err: err})
-		} else {
-			doc["budget"] = bd
-			src, enf := budgetSource(in.Budget), budgetEnforcement(in.Budget, at)
-			e.evalAdmissionUnit(ctx, d, e.builtin, at, doc, in.Unknown, func(string) (Source, policyv1.EnforcementAction) { return src, enf }, nil)
-		}
-	}
-	labelsUnknown := slices.Contains(in.Unknown, UnknownNamespaceLabels)
-	for _, u := range e.admissionUnits(in.Namespace, labelsUnknown) {
-		if in.Namespace != nil && labelsUnknown && !u.selector.Empty() {
-			// Whether it applies at all depends on the labels.
-			d.Undecided = append(d.Undecided, Undecided{Source: u.source, Rules: "namespaceSelector", Reads: []string{UnknownNamespaceLabels}})
-			continue
-		}
-		var exempt exemptFunc
-		if in.Namespace != nil {
-			exempt = e.namespaceExempt(*in.Namespace, u.source.Name, in.Now)
-		}
-		e.evalAdmissionUnit(ctx, d, u, at, doc, in.Unknown, unitEnforcement(u, at), exempt)
-	}
-	e.observeExemptions(policyv1.DecisionPointAdmission, d.Exemptions)
-	return d
-}
-
-// admissionUnits are the CapacityPolicies that review an object at admission: those that
-// select its namespace (all with a selector, when its labels are unknown), or for a
-// cluster-scoped object (ns nil), those without a selector.
-func (e *Engine) admissionUnits(ns *Namespace, labelsUnknown bool) []*unit {
-	var out []*unit
-	for _, u := range *e.policies.Load() {
-		if ns != nil && !u.selects(*ns) && (!labelsUnknown || u.selector.Empty()) {
-			continue
-		}
-		if ns == nil && !u.selector.Empty() {
-			continue
-		}
-		out = append(out, u)
-	}
-	return out
 }

@@ -151,7 +151,7 @@ type Engine struct {
 	Observer   Observer
 }
 
-// ExemptionObserver, when the Observer implements it, hears of every exemption a
+// ExemptionObserver hears, when the Observer implements it, of every exemption a
 // CapacityException makes, for metrics.
 type ExemptionObserver interface {
 	ObserveExemption(decisionPoint string, x Exemption)
@@ -562,4 +562,33 @@ func AttributedCost(price, cpu, memory, allocatableCPU, allocatableMemory float6
 		share += memory / allocatableMemory
 	}
 	return price * share / 2
+}
+
+// Variant is an engine that shares this one's compiled policies and exceptions, with the
+// CapacityPolicy name left out, or replaced by p when p is not nil. karpenterctl reviews a
+// CapacityPolicy with it as the cluster would: by the policies in force before it, its own
+// earlier version among them when there is one, not by itself.
+func (e *Engine) Variant(name string, p *policyv1.CapacityPolicy) (*Engine, []PolicyProblem) {
+	v := &Engine{EvalTimeout: e.EvalTimeout, builtin: e.builtin, Observer: e.Observer,
+		typeSets: map[string]*InstanceTypes{}, denials: map[string][]typeDenial{}, effective: map[string]*policyv1.CapacityBudget{}}
+	v.exceptions.Store(e.exceptions.Load())
+	var units []*unit
+	for _, u := range *e.policies.Load() {
+		if u.source.Name != name {
+			units = append(units, u)
+		}
+	}
+	var problems []PolicyProblem
+	if p != nil {
+		u, probs := compilePolicy(p)
+		if len(probs) > 0 {
+			problems = append(problems, PolicyProblem{Policy: p.Name, Problems: probs})
+		} else {
+			u.key = specKey(p)
+			units = append(units, u)
+		}
+	}
+	sort.Slice(units, func(i, j int) bool { return units[i].source.Name < units[j].source.Name })
+	v.policies.Store(&units)
+	return v, problems
 }

@@ -370,3 +370,55 @@ func ExceptionNamespaces(ex *policyv1.CapacityException, nss []Namespace) ([]str
 	sort.Strings(out)
 	return out, nil
 }
+
+// namespaceExempt is the exemption test of a CapacityPolicy's results at a decision point
+// about one namespace: every result concerns it. Nil when no exception applies.
+func (e *Engine) namespaceExempt(ns Namespace, policy string, now time.Time) exemptFunc {
+	px := e.policyExemptions(ns, policy, now)
+	if px.none() {
+		return nil
+	}
+	return func(_, rule string) (string, string) {
+		if by := px.by(rule); by != "" {
+			return by, ns.Name
+		}
+		return "", ""
+	}
+}
+
+// namespacesExempt is the exemption test of a CapacityPolicy's results at a decision point
+// about several namespaces: a result naming a namespace is exempt when that namespace is; a
+// result naming none, only when every namespace in the input is. Nil when no exception
+// applies to any of them.
+func (e *Engine) namespacesExempt(parts []namespacePart, policy string, now time.Time) exemptFunc {
+	byNS := map[string]policyExemptions{}
+	some := false
+	for _, p := range parts {
+		px := e.policyExemptions(p.ns, policy, now)
+		byNS[p.ns.Name] = px
+		some = some || !px.none()
+	}
+	if !some {
+		return nil
+	}
+	return func(ns, rule string) (string, string) {
+		if ns != "" {
+			if by := byNS[ns].by(rule); by != "" {
+				return by, ns
+			}
+			return "", ""
+		}
+		first, names := "", make([]string, 0, len(parts))
+		for _, p := range parts {
+			by := byNS[p.ns.Name].by(rule)
+			if by == "" {
+				return "", ""
+			}
+			if first == "" {
+				first = by
+			}
+			names = append(names, p.ns.Name)
+		}
+		return first, strings.Join(names, ",")
+	}
+}

@@ -112,8 +112,8 @@ func TestBudgetExceptionLiftsRules(t *testing.T) {
 	b := testBudget("team-prod", "13.00")
 	ctx := context.Background()
 	for name, tc := range map[string]struct {
-		rules                       []string
-		limited, spotBound, familes bool
+		rules                        []string
+		limited, spotBound, families bool
 	}{
 		"all":              {nil, false, false, false},
 		"hourlyCost":       {[]string{policyv1.BudgetRuleHourlyCost}, false, true, true},
@@ -129,8 +129,8 @@ func TestBudgetExceptionLiftsRules(t *testing.T) {
 		if got := c.Budget != nil && c.Budget.Spot.MinPercent == 60; got != tc.spotBound {
 			t.Errorf("%s: Spot bound %v, want %v (%+v)", name, got, tc.spotBound, c.Budget)
 		}
-		if got := len(c.DeniedInstanceTypes) > 0; got != tc.familes {
-			t.Errorf("%s: families enforced %v, want %v", name, got, tc.familes)
+		if got := len(c.DeniedInstanceTypes) > 0; got != tc.families {
+			t.Errorf("%s: families enforced %v, want %v", name, got, tc.families)
 		}
 	}
 }

@@ -37,8 +37,14 @@ type Undecided struct {
 	Reads []string
 }
 
-func (u Undecided) String() string {
-	return fmt.Sprintf("%s: its %s cannot be decided without %s", u.Source, u.Rules, strings.Join(u.Reads, ", "))
+func (u Undecided) String() string { return fmt.Sprintf("%s: %s", u.Source, u.Says()) }
+
+// Says what cannot be decided, without the source.
+func (u Undecided) Says() string {
+	if u.Rules == "namespaceSelector" {
+		return fmt.Sprintf("whether its namespaceSelector selects the namespace cannot be decided without %s", strings.Join(u.Reads, ", "))
+	}
+	return fmt.Sprintf("its %s rules cannot be decided without %s", u.Rules, strings.Join(u.Reads, ", "))
 }
 
 // partialKey is what partial evaluation makes of one of a unit's result sets (deny or warn)

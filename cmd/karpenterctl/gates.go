@@ -64,8 +64,6 @@ type planGates struct {
 	failOnWarn    bool
 }
 
-func (g *planGates) any() bool { return g.maxIncrease.set || g.failOnBlocked || g.failOnWarn }
-
 // check evaluates the gates on a plan whose head is valid.
 func (g *planGates) check(r *planReport) []gateResult {
 	var out []gateResult

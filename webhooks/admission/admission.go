@@ -52,9 +52,12 @@ const (
 	DryRun ResultKind = "dryrun"
 	// Error is a policy that could not be evaluated.
 	Error ResultKind = "error"
-	// Impact is what the object means in dollars, or a feature it names that is off: no
-	// policy's result.
-	Impact ResultKind = "impact"
+	// Notice is a warning no policy gives: a feature the object relies on is off, a NodePool
+	// has no cpu limit.
+	Notice ResultKind = "notice"
+	// Info is what the object means in dollars, or which namespaces it governs: an admission
+	// warning of the webhook's that warns of nothing.
+	Info ResultKind = "info"
 	// Undecided is a policy whose rules read what is not known.
 	Undecided ResultKind = "undecided"
 )
@@ -79,18 +82,18 @@ func (r Result) Text() string {
 	case Error:
 		return "policy evaluation failed: " + r.Message
 	case Undecided:
-		return "policy review undecided: " + r.Message
+		return fmt.Sprintf("policy review undecided: %s: %s", r.Source, r.Message)
 	}
 	return r.Message
 }
 
 // Policy names the policy object for karpenterctl's "policy NAME": a CapacityPolicy's name,
-// or the kind and name of another source; "" for Impact.
+// or the kind and name of another source; "" for Notice and Info.
 func (r Result) Policy() string {
-	switch {
-	case r.Source.Kind == "":
+	switch r.Source.Kind {
+	case "":
 		return ""
-	case r.Source.Kind == "CapacityPolicy":
+	case "CapacityPolicy":
 		return r.Source.Name
 	}
 	return r.Source.String()
@@ -100,11 +103,13 @@ func (r Result) Policy() string {
 type Verdict struct {
 	// Denials refuse the object.
 	Denials []Result
-	// Warnings do not: warn and dry-run results, evaluation errors, undecided rules, and the
-	// object's cost impact, in that order.
+	// Warnings do not: warn and dry-run results, evaluation errors, undecided rules, notices
+	// and the object's cost (Info), in that order.
 	Warnings []Result
-	// Unknown are the inputs the review did not know (policies.Unknown*).
-	Unknown []string
+	// Unknown are the inputs the review did not know (policies.Unknown*); Undecided the
+	// policies whose rules read them (each also a Warnings entry of kind Undecided).
+	Unknown   []string
+	Undecided []policies.Undecided
 	// Exemptions are what CapacityExceptions let through.
 	Exemptions []policies.Exemption
 }
@@ -177,23 +182,19 @@ const OperationUnknown = ""
 // off.
 func (a *Reviewer) Review(ctx context.Context, operation string, obj, old runtime.Object) Verdict {
 	var v Verdict
-	impact := func(msgs ...string) {
-		for _, m := range msgs {
-			v.Warnings = append(v.Warnings, Result{Kind: Impact, Message: m})
-		}
-	}
+	notice := func(m string) { v.Warnings = append(v.Warnings, Result{Kind: Notice, Message: m}) }
 	switch o := obj.(type) {
 	case *karpv1alpha1.NodeOverlay:
 		// No policy decision point reads NodeOverlays; admission says whether one is acted on.
 		if a.overlaysOff {
-			impact(fmt.Sprintf("NodeOverlay %s: NodeOverlays are off (--feature-gates NodeOverlay=true turns them on): it changes no price or capacity", o.Name))
+			notice(fmt.Sprintf("NodeOverlay %s: NodeOverlays are off (--feature-gates NodeOverlay=true turns them on): it changes no price or capacity", o.Name))
 		}
 		return v
 	case *autoscalingv1beta1.CapacityBuffer:
 		// No policy decision point reads CapacityBuffers at admission (the provisioning one
 		// attributes their room to the namespace); admission says whether one is acted on.
 		if a.buffersOff {
-			impact(fmt.Sprintf("CapacityBuffer %s: CapacityBuffers are off (--feature-gates CapacityBuffer=true turns them on): it keeps no room", o.Name))
+			notice(fmt.Sprintf("CapacityBuffer %s: CapacityBuffers are off (--feature-gates CapacityBuffer=true turns them on): it keeps no room", o.Name))
 		}
 		return v
 	}
@@ -203,7 +204,7 @@ func (a *Reviewer) Review(ctx context.Context, operation string, obj, old runtim
 		in.Operation = "CREATE"
 		v.Unknown = append(v.Unknown, policies.UnknownOperation, policies.UnknownOldObject)
 	}
-	var msgs []string
+	var msgs []Result
 	switch o := obj.(type) {
 	case *karpv1.NodePool:
 		in.Kind = "NodePool"
@@ -234,12 +235,12 @@ func (a *Reviewer) Review(ctx context.Context, operation string, obj, old runtim
 	}
 	var err error
 	if in.Object, err = runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err != nil {
-		impact(fmt.Sprintf("policy review skipped: %v", err))
+		notice(fmt.Sprintf("policy review skipped: %v", err))
 		return v
 	}
 	if old != nil && operation != OperationUnknown {
 		if in.OldObject, err = runtime.DefaultUnstructuredConverter.ToUnstructured(old); err != nil {
-			impact(fmt.Sprintf("policy review skipped: %v", err))
+			notice(fmt.Sprintf("policy review skipped: %v", err))
 			return v
 		}
 	}
@@ -258,9 +259,10 @@ func (a *Reviewer) Review(ctx context.Context, operation string, obj, old runtim
 		v.Warnings = append(v.Warnings, Result{Kind: Error, Source: e.Source, Message: e.Error()})
 	}
 	for _, u := range d.Undecided {
-		v.Warnings = append(v.Warnings, Result{Kind: Undecided, Source: u.Source, Message: u.String()})
+		v.Warnings = append(v.Warnings, Result{Kind: Undecided, Source: u.Source, Message: u.Says()})
 	}
+	v.Undecided = d.Undecided
 	v.Exemptions = d.Exemptions
-	impact(msgs...)
+	v.Warnings = append(v.Warnings, msgs...)
 	return v
 }

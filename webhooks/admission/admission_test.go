@@ -19,7 +19,7 @@ func TestUnhealthyBudgetWarning(t *testing.T) {
 	np.Name = "general"
 	np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "1", Reasons: []karpv1.DisruptionReason{karpv1.DisruptionReasonUnhealthy}}}
 	off := (&Reviewer{}).unhealthyBudgets(np)
-	if len(off) != 1 || !strings.Contains(off[0], "node repair is off") {
+	if len(off) != 1 || !strings.Contains(off[0].Message, "node repair is off") {
 		t.Fatalf("warnings %v", off)
 	}
 	if on := (&Reviewer{}).WithNodeRepair(true).unhealthyBudgets(np); len(on) != 0 {
@@ -37,7 +37,7 @@ func TestStaticReplicasWarning(t *testing.T) {
 	np.Name = "fixed"
 	np.Spec.Replicas = ptr.To[int64](3)
 	off := (&Reviewer{}).WithStaticCapacity(false).staticReplicas(np)
-	if len(off) != 1 || !strings.Contains(off[0], "StaticCapacity=false") {
+	if len(off) != 1 || !strings.Contains(off[0].Message, "StaticCapacity=false") {
 		t.Fatalf("warnings %v", off)
 	}
 	if on := (&Reviewer{}).WithStaticCapacity(true).staticReplicas(np); len(on) != 0 {

@@ -21,7 +21,7 @@ import (
 
 // nodePoolImpact is the most its cpu limit lets the NodePool cost per hour, at the cheapest
 // and the dearest $/vCPU among its instance types' offerings.
-func (a *Reviewer) nodePoolImpact(ctx context.Context, np *karpv1.NodePool, old runtime.Object) []string {
+func (a *Reviewer) nodePoolImpact(ctx context.Context, np *karpv1.NodePool, old runtime.Object) []Result {
 	ceiling := func(p *karpv1.NodePool) (lo, hi float64, ok bool) {
 		limit, has := p.Spec.Limits[corev1.ResourceCPU]
 		if !has {
@@ -50,7 +50,7 @@ func (a *Reviewer) nodePoolImpact(ctx context.Context, np *karpv1.NodePool, old 
 	lo, hi, ok := ceiling(np)
 	if !ok {
 		if _, has := np.Spec.Limits[corev1.ResourceCPU]; !has {
-			return []string{fmt.Sprintf("NodePool %s has no cpu limit: only CapacityBudgets bound what its nodes cost", np.Name)}
+			return notice(fmt.Sprintf("NodePool %s has no cpu limit: only CapacityBudgets bound what its nodes cost", np.Name))
 		}
 		return nil
 	}
@@ -60,18 +60,18 @@ func (a *Reviewer) nodePoolImpact(ctx context.Context, np *karpv1.NodePool, old 
 			msg += fmt.Sprintf(" (was $%.2f-$%.2f/hour)", plo, phi)
 		}
 	}
-	return []string{msg}
+	return info(msg)
 }
 
 // unhealthyBudgets warns of budgets that name Unhealthy while node repair is off: accepted (a
 // gate may be turned on later) but acting on nothing until then.
-func (a *Reviewer) unhealthyBudgets(np *karpv1.NodePool) []string {
+func (a *Reviewer) unhealthyBudgets(np *karpv1.NodePool) []Result {
 	if a.nodeRepair {
 		return nil
 	}
 	for _, b := range np.Spec.Disruption.Budgets {
 		if slices.Contains(b.Reasons, karpv1.DisruptionReasonUnhealthy) {
-			return []string{fmt.Sprintf("NodePool %s: a disruption budget names Unhealthy, but node repair is off (--feature-gates NodeRepair=true): it limits nothing", np.Name)}
+			return notice(fmt.Sprintf("NodePool %s: a disruption budget names Unhealthy, but node repair is off (--feature-gates NodeRepair=true): it limits nothing", np.Name))
 		}
 	}
 	return nil
@@ -79,26 +79,26 @@ func (a *Reviewer) unhealthyBudgets(np *karpv1.NodePool) []string {
 
 // staticReplicas warns about spec.replicas while static NodePools are off (the
 // StaticCapacity feature gate): accepted, as upstream's CRD accepts it, but acted on by nothing.
-func (a *Reviewer) staticReplicas(np *karpv1.NodePool) []string {
+func (a *Reviewer) staticReplicas(np *karpv1.NodePool) []Result {
 	if !a.staticOff || !np.IsStatic() {
 		return nil
 	}
-	return []string{fmt.Sprintf("NodePool %s: spec.replicas makes it static, but static NodePools are off (--feature-gates StaticCapacity=false): no node is launched or removed for it", np.Name)}
+	return notice(fmt.Sprintf("NodePool %s: spec.replicas makes it static, but static NodePools are off (--feature-gates StaticCapacity=false): no node is launched or removed for it", np.Name))
 }
 
 // budgetImpact says what the budget allows against what the namespace runs at now (when the
 // usage is known).
-func (a *Reviewer) budgetImpact(ctx context.Context, b *policyv1.CapacityBudget, ns policies.Namespace, u policies.Usage, usageKnown bool, now time.Time) []string {
+func (a *Reviewer) budgetImpact(ctx context.Context, b *policyv1.CapacityBudget, ns policies.Namespace, u policies.Usage, usageKnown bool, now time.Time) []Result {
 	c := a.engine.Provisioning(ctx, policies.ProvisioningInput{Namespace: ns, Budget: b, Usage: u, Now: now})
 	if c.Budget == nil || !c.Budget.HasLimit {
 		return nil
 	}
 	if !usageKnown {
-		return []string{fmt.Sprintf("CapacityBudget %s/%s allows $%.2f/hour now (%s); what the namespace runs at is not known here",
-			b.Namespace, b.Name, c.Budget.HourlyLimit, c.Budget.LimitReason)}
+		return info(fmt.Sprintf("CapacityBudget %s/%s allows $%.2f/hour now (%s); what the namespace runs at is not known here",
+			b.Namespace, b.Name, c.Budget.HourlyLimit, c.Budget.LimitReason))
 	}
-	return []string{fmt.Sprintf("CapacityBudget %s/%s allows $%.2f/hour now (%s); the namespace runs at $%.2f/hour with $%.2f/hour in flight",
-		b.Namespace, b.Name, c.Budget.HourlyLimit, c.Budget.LimitReason, u.HourlyCost, u.InFlightHourlyCost)}
+	return info(fmt.Sprintf("CapacityBudget %s/%s allows $%.2f/hour now (%s); the namespace runs at $%.2f/hour with $%.2f/hour in flight",
+		b.Namespace, b.Name, c.Budget.HourlyLimit, c.Budget.LimitReason, u.HourlyCost, u.InFlightHourlyCost))
 }
 
 // selected are the names of the namespaces a selector (nil: every namespace) or a list
@@ -134,21 +134,24 @@ func listed(names []string) string {
 }
 
 // policyImpact names the namespaces the policy selects.
-func (a *Reviewer) policyImpact(ctx context.Context, p *policyv1.CapacityPolicy) []string {
+func (a *Reviewer) policyImpact(ctx context.Context, p *policyv1.CapacityPolicy) []Result {
 	names, known := a.selected(ctx, p.Spec.NamespaceSelector, nil)
 	switch {
 	case !known && p.Spec.NamespaceSelector == nil:
-		return []string{fmt.Sprintf("CapacityPolicy %s applies to every namespace", p.Name)}
+		return info(fmt.Sprintf("CapacityPolicy %s applies to every namespace", p.Name))
 	case !known:
-		return []string{fmt.Sprintf("CapacityPolicy %s: the namespaces it applies to are not known here", p.Name)}
+		return info(fmt.Sprintf("CapacityPolicy %s: the namespaces it applies to are not known here", p.Name))
 	case len(names) == 0:
-		return []string{fmt.Sprintf("CapacityPolicy %s selects no namespace yet", p.Name)}
+		return info(fmt.Sprintf("CapacityPolicy %s selects no namespace yet", p.Name))
 	}
-	return []string{fmt.Sprintf("CapacityPolicy %s applies to %d namespaces: %s", p.Name, len(names), listed(names))}
+	return info(fmt.Sprintf("CapacityPolicy %s applies to %d namespaces: %s", p.Name, len(names), listed(names)))
 }
 
+func info(msg string) []Result   { return []Result{{Kind: Info, Message: msg}} }
+func notice(msg string) []Result { return []Result{{Kind: Notice, Message: msg}} }
+
 // exceptionImpact says which namespaces the exception exempts, from what, and until when.
-func (a *Reviewer) exceptionImpact(ctx context.Context, ex *policyv1.CapacityException, now time.Time) []string {
+func (a *Reviewer) exceptionImpact(ctx context.Context, ex *policyv1.CapacityException, now time.Time) []Result {
 	var from []string
 	for _, x := range ex.Spec.Exempt {
 		s := string(x.Kind) + " " + x.Name
@@ -169,12 +172,12 @@ func (a *Reviewer) exceptionImpact(ctx context.Context, ex *policyv1.CapacityExc
 	got, known := a.selected(ctx, ex.Spec.NamespaceSelector, names)
 	switch {
 	case !known && ex.Spec.NamespaceSelector != nil:
-		return []string{fmt.Sprintf("CapacityException %s exempts the namespaces it selects from %s %s; which they are is not known here", ex.Name, what, until)}
+		return info(fmt.Sprintf("CapacityException %s exempts the namespaces it selects from %s %s; which they are is not known here", ex.Name, what, until))
 	case !known:
 		got = append([]string(nil), ex.Spec.Namespaces...)
 		sort.Strings(got)
 	case len(got) == 0:
-		return []string{fmt.Sprintf("CapacityException %s selects no namespace yet: it exempts from %s %s", ex.Name, what, until)}
+		return info(fmt.Sprintf("CapacityException %s selects no namespace yet: it exempts from %s %s", ex.Name, what, until))
 	}
-	return []string{fmt.Sprintf("CapacityException %s exempts %d namespaces from %s %s: %s", ex.Name, len(got), what, until, listed(got))}
+	return info(fmt.Sprintf("CapacityException %s exempts %d namespaces from %s %s: %s", ex.Name, len(got), what, until, listed(got)))
 }
