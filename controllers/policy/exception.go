@@ -86,10 +86,7 @@ func (r *ExceptionStatus) Reconcile(ctx context.Context, req reconcile.Request) 
 	for _, ns := range nsList.Items {
 		nss = append(nss, policies.Namespace{Name: ns.Name, Labels: ns.Labels})
 	}
-	names, err := policies.ExceptionNamespaces(ex, nss)
-	if err != nil {
-		return reconcile.Result{}, reconcile.TerminalError(err)
-	}
+	names, selectErr := policies.ExceptionNamespaces(ex, nss)
 	now := r.clock.Now()
 	active := ex.ActiveAt(now)
 	// The status written last said Active: this reconcile turns it (a new leader after a
@@ -107,6 +104,13 @@ func (r *ExceptionStatus) Reconcile(ctx context.Context, req reconcile.Request) 
 	} else {
 		conds.set(policyv1.ConditionTypeActive, false, "", "Expired", fmt.Sprintf("expired at %s", expires))
 		conds.set(policyv1.ConditionTypeExpired, true, "Expired", "", fmt.Sprintf("expired at %s; its namespaces are held to their policies again", expires))
+	}
+	// Ready says the exception was evaluated: its namespaces are known (a selector that does
+	// not parse, written while the webhook was away, makes it select none).
+	if selectErr != nil {
+		conds.set(policyv1.ConditionTypeReady, false, "", "InvalidSelector", selectErr.Error())
+	} else {
+		conds.set(policyv1.ConditionTypeReady, true, "Evaluated", "", "")
 	}
 	changed := !equality.Semantic.DeepEqual(&ex.Status, st)
 	ex.Status = *st

@@ -123,7 +123,7 @@ type CapacityExceptionStatus struct {
 	// ObservedGeneration is the metadata.generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Active and Expired.
+	// Conditions: Active, Expired, and Ready (the exception was evaluated).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -63,6 +63,7 @@ func TestCapacityExceptionStatusFollowsTheClock(t *testing.T) {
 	}
 	st := get().Status
 	if !meta.IsStatusConditionTrue(st.Conditions, policyv1.ConditionTypeActive) || meta.IsStatusConditionTrue(st.Conditions, policyv1.ConditionTypeExpired) ||
+		!meta.IsStatusConditionTrue(st.Conditions, policyv1.ConditionTypeReady) ||
 		st.NamespaceCount != 1 || len(st.Namespaces) != 1 || st.Namespaces[0] != shop.Name || res.RequeueAfter <= 0 || res.RequeueAfter > time.Minute {
 		t.Fatalf("active: status %+v, requeue %v", st, res)
 	}
