@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/test"
@@ -96,6 +97,52 @@ func BenchmarkAdmissionBudget(b *testing.B) {
 		if d := e.Admission(context.Background(), AdmissionInput{Operation: "UPDATE", Kind: "CapacityBudget", Object: map[string]any{}, Namespace: &prd,
 			Budget: bud, Usage: Usage{HourlyCost: 3}, Now: mid}); len(d.Errors) > 0 {
 			b.Fatal(d.Errors)
+		}
+	}
+}
+
+// benchExceptions are n CapacityExceptions, the first raising team-dev's budget, the others
+// exempting other namespaces from a CapacityPolicy: what every evaluation looks through.
+func benchExceptions(n int) []policyv1.CapacityException {
+	out := make([]policyv1.CapacityException, n)
+	for i := range out {
+		ns := fmt.Sprintf("team-%d", i)
+		out[i] = testException(fmt.Sprintf("x%d", i), mid.Add(time.Hour), policyv1.ExemptPolicy{Kind: policyv1.ExemptCapacityPolicy, Name: "*", Rules: []string{"gpu"}})
+		out[i].Spec.Namespaces = []string{ns}
+	}
+	out[0] = testException("raise", mid.Add(time.Hour), policyv1.ExemptPolicy{Kind: policyv1.ExemptCapacityBudget, Name: "default", Rules: []string{policyv1.BudgetRuleHourlyCost}})
+	out[0].Spec.Namespaces = []string{dev.Name}
+	extra := policyv1.Money("2.00")
+	out[0].Spec.ExtraHourlyCost = &extra
+	return out
+}
+
+// The cached provisioning evaluation with 50 CapacityExceptions in force, one of which raises
+// the namespace's budget: the exceptions' cost on the provisioning path.
+func BenchmarkProvisioningBudgetPolicy400TypesCached50Exceptions(b *testing.B) {
+	e := benchEngine(b, true)
+	if errs := e.SetExceptions(benchExceptions(50)); len(errs) > 0 {
+		b.Fatal(errs)
+	}
+	in := ProvisioningInput{Namespace: dev, NodePool: "default", InstanceTypes: benchTypes(b, 400), Budget: testBudget("team-dev", "13.00"),
+		Usage: Usage{HourlyCost: 6, InFlightHourlyCost: 1, SpotCPU: 10, OnDemandCPU: 6}, Now: mid}
+	for b.Loop() {
+		if c := e.Provisioning(context.Background(), in); len(c.Errors) > 0 || c.Budget.HourlyLimit != 15 {
+			b.Fatal(c.Errors, c.Budget)
+		}
+	}
+}
+
+// Admission of a CapacityBudget offline (karpenterctl), its usage and labels unknown: each
+// policy's rules are partially evaluated to find what cannot be decided.
+func BenchmarkAdmissionBudgetOffline(b *testing.B) {
+	e := benchEngine(b, true)
+	bud := testBudget("team-prod", "5.00")
+	unknown := []string{UnknownUsage, UnknownNamespaceLabels, UnknownOperation, UnknownOldObject}
+	for b.Loop() {
+		if d := e.Admission(context.Background(), AdmissionInput{Operation: "CREATE", Kind: "CapacityBudget", Object: map[string]any{}, Namespace: &Namespace{Name: "team-prod"},
+			Budget: bud, Now: mid, Point: policyv1.PointCI, Unknown: unknown}); len(d.Errors) > 0 || len(d.Undecided) == 0 {
+			b.Fatal(d.Errors, d.Undecided)
 		}
 	}
 }

@@ -115,6 +115,11 @@ type unit struct {
 	// (Undecided).
 	compiler *ast.Compiler
 	store    storage.Store
+	// partial caches prepared partial queries (Undecided) by decision point, result set and
+	// unknown inputs; inputRefs are the input refs the unit's modules read, found once.
+	partial   sync.Map
+	inputOnce sync.Once
+	inputRefs []ast.Ref
 }
 
 func (u *unit) selects(ns Namespace) bool {

@@ -66,22 +66,28 @@ func (e *Engine) undecidedRules(ctx context.Context, u *unit, point string, doc 
 	if _, joins := u.queries[point]; !joins || len(unknown) == 0 {
 		return nil
 	}
-	input, err := toValue(withoutPaths(doc, unknown))
-	out := map[string]partialKey{}
 	refs := make([]ast.Ref, 0, len(unknown))
 	for _, p := range unknown {
 		if r, perr := ast.ParseRef(p); perr == nil {
 			refs = append(refs, r)
 		}
 	}
+	if !u.mayRead(refs) {
+		// No module of the unit refers to an unknown input: every rule is decided.
+		return nil
+	}
+	input, err := toValue(withoutPaths(doc, unknown))
+	out := map[string]partialKey{}
 	for _, key := range []string{"deny", "warn"} {
 		if err != nil {
 			out[key] = partialKey{reads: unknown}
 			continue
 		}
-		r := rego.New(rego.Query("data."+point+"."+key), rego.Compiler(u.compiler), rego.Store(u.store),
-			rego.ParsedInput(input), rego.Unknowns(unknown), rego.StrictBuiltinErrors(true))
-		pq, perr := r.Partial(ctx)
+		var pq *rego.PartialQueries
+		prepared, perr := u.preparedPartial(ctx, point, key, unknown)
+		if perr == nil {
+			pq, perr = prepared.Partial(ctx, rego.EvalParsedInput(input))
+		}
 		if perr != nil {
 			out[key] = partialKey{reads: unknown}
 			continue
@@ -91,6 +97,58 @@ func (e *Engine) undecidedRules(ctx context.Context, u *unit, point string, doc 
 		}
 	}
 	return out
+}
+
+// preparedPartial is the unit's partial query of a result set with these inputs unknown,
+// prepared once.
+func (u *unit) preparedPartial(ctx context.Context, point, key string, unknown []string) (*rego.PreparedPartialQuery, error) {
+	k := point + "." + key + "|" + strings.Join(unknown, ",")
+	if q, ok := u.partial.Load(k); ok {
+		return q.(*rego.PreparedPartialQuery), nil
+	}
+	q, err := rego.New(rego.Query("data."+point+"."+key), rego.Compiler(u.compiler), rego.Store(u.store),
+		rego.Unknowns(unknown), rego.StrictBuiltinErrors(true)).PrepareForPartial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	u.partial.Store(k, &q)
+	return &q, nil
+}
+
+// mayRead reports whether a module of the unit (its tests aside) refers to one of the inputs,
+// a part of one or a whole that holds one.
+func (u *unit) mayRead(unknown []ast.Ref) bool {
+	u.inputOnce.Do(func() {
+		seen := map[string]bool{}
+		for name, m := range u.compiler.Modules {
+			if IsTestModule(name) {
+				continue
+			}
+			ast.WalkRefs(m, func(r ast.Ref) bool {
+				if r.HasPrefix(ast.InputRootRef) && !seen[r.String()] {
+					seen[r.String()] = true
+					u.inputRefs = append(u.inputRefs, r)
+				}
+				return false
+			})
+			// A module may take input whole (x := input): a term, not a ref.
+			ast.WalkTerms(m, func(t *ast.Term) bool {
+				if v, ok := t.Value.(ast.Var); ok && v.Equal(ast.InputRootDocument.Value) && !seen["input"] {
+					seen["input"] = true
+					u.inputRefs = append(u.inputRefs, ast.InputRootRef)
+				}
+				return false
+			})
+		}
+	})
+	for _, r := range u.inputRefs {
+		for _, x := range unknown {
+			if r.HasPrefix(x) || x.HasPrefix(r.ConstantPrefix()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // splitResidue reads a partial evaluation whose query is the support rule set

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +16,10 @@ import (
 	"github.com/karpenter-policy/karpenter/api/install"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/test"
+	admissionreview "github.com/karpenter-policy/karpenter/webhooks/admission"
 	"github.com/karpenter-policy/karpenter/webhooks/validation"
 )
 
@@ -86,4 +90,54 @@ func BenchmarkAdmitCapacityPolicy(b *testing.B) {
 	})
 	p.APIVersion, p.Kind = "policy.karpenter.sh/v1", "CapacityPolicy"
 	benchmarkAdmission(b, wh, request(b, p, "CapacityPolicy"))
+}
+
+func BenchmarkAdmitCapacityException(b *testing.B) {
+	v := validation.New()
+	kind := policyv1.SchemeGroupVersion.WithKind("CapacityException")
+	wh := admission.WithValidator(install.NewScheme(), typed(kind.GroupKind(),
+		func(_ context.Context, o *policyv1.CapacityException) field.ErrorList { return v.CapacityException(o, nil) }))
+	extra := policyv1.Money("2.00")
+	ex := &policyv1.CapacityException{ObjectMeta: metav1.ObjectMeta{Name: "launch"}, Spec: policyv1.CapacityExceptionSpec{
+		Namespaces: []string{"shop"}, Exempt: []policyv1.ExemptPolicy{{Kind: policyv1.ExemptCapacityBudget, Name: "default"}},
+		ExtraHourlyCost: &extra, ExpiresAt: metav1.NewTime(time.Now().Add(24 * time.Hour)), Reason: "launch week"}}
+	ex.APIVersion, ex.Kind = kind.GroupVersion().String(), kind.Kind
+	benchmarkAdmission(b, wh, request(b, ex, "CapacityException"))
+}
+
+// staticFacts answer a review with fixed namespaces and no usage.
+type staticFacts struct{}
+
+func (staticFacts) Namespace(_ context.Context, name string) (policies.Namespace, bool) {
+	return policies.Namespace{Name: name, Labels: map[string]string{"tier": "prod"}}, true
+}
+func (staticFacts) Namespaces(context.Context) ([]policies.Namespace, bool) {
+	return []policies.Namespace{{Name: "shop", Labels: map[string]string{"tier": "prod"}}}, true
+}
+func (staticFacts) Usage(context.Context, string) (policies.Usage, bool) { return policies.Usage{}, true }
+func (staticFacts) InstanceTypes(context.Context, *karpv1.NodePool) []*cloudprovider.InstanceType {
+	return nil
+}
+
+// A NodePool through validation and the policy review: one CapacityPolicy's
+// karpenter.admission rules (a deny on cpu limits, which the NodePool passes).
+func BenchmarkAdmitNodePoolReviewed(b *testing.B) {
+	engine, err := policies.NewEngine()
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := test.CapacityPolicy(func(p *policyv1.CapacityPolicy) {
+		p.Name, p.Spec.NamespaceSelector = "max-cpu", nil
+		p.Spec.Modules = []policyv1.PolicyModule{{Name: "max-cpu.rego", Rego: "package karpenter.admission\n\ndeny contains \"over 500\" if {\n\tinput.kind == \"NodePool\"\n\tunits.parse(input.object.spec.limits.cpu) > 500\n}\n"}}
+	})
+	if probs := engine.SetPolicies([]policyv1.CapacityPolicy{*p}); len(probs) > 0 {
+		b.Fatal(probs)
+	}
+	v := validation.New()
+	rev := NewClusterReview(admissionreview.New(engine, staticFacts{}, time.Now))
+	wh := admission.WithValidator(install.NewScheme(), reviewed(typed(karpv1.SchemeGroupVersion.WithKind("NodePool").GroupKind(),
+		func(_ context.Context, o *karpv1.NodePool) field.ErrorList { return v.NodePool(o) }), rev))
+	np := test.NodePool()
+	np.APIVersion, np.Kind = "karpenter.sh/v1", "NodePool"
+	benchmarkAdmission(b, wh, request(b, np, "NodePool"))
 }
