@@ -96,7 +96,9 @@ func BenchmarkAdmitCapacityException(b *testing.B) {
 	v := validation.New()
 	kind := policyv1.SchemeGroupVersion.WithKind("CapacityException")
 	wh := admission.WithValidator(install.NewScheme(), typed(kind.GroupKind(),
-		func(_ context.Context, o *policyv1.CapacityException) field.ErrorList { return v.CapacityException(o, nil) }))
+		func(_ context.Context, o *policyv1.CapacityException) field.ErrorList {
+			return v.CapacityException(o, nil)
+		}))
 	extra := policyv1.Money("2.00")
 	ex := &policyv1.CapacityException{ObjectMeta: metav1.ObjectMeta{Name: "launch"}, Spec: policyv1.CapacityExceptionSpec{
 		Namespaces: []string{"shop"}, Exempt: []policyv1.ExemptPolicy{{Kind: policyv1.ExemptCapacityBudget, Name: "default"}},
@@ -114,7 +116,9 @@ func (staticFacts) Namespace(_ context.Context, name string) (policies.Namespace
 func (staticFacts) Namespaces(context.Context) ([]policies.Namespace, bool) {
 	return []policies.Namespace{{Name: "shop", Labels: map[string]string{"tier": "prod"}}}, true
 }
-func (staticFacts) Usage(context.Context, string) (policies.Usage, bool) { return policies.Usage{}, true }
+func (staticFacts) Usage(context.Context, string) (policies.Usage, bool) {
+	return policies.Usage{}, true
+}
 func (staticFacts) InstanceTypes(context.Context, *karpv1.NodePool) []*cloudprovider.InstanceType {
 	return nil
 }
