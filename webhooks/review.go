@@ -4,6 +4,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -19,6 +20,9 @@ import (
 // synced), instance types from the cloud provider.
 type ClusterFacts struct {
 	Client client.Client
+	// Reader, when set, reads what the cache has not seen yet (a namespace created in the same
+	// sync as its budget), so that a policy's selector is decided on its labels.
+	Reader client.Reader
 	Cloud  cloudprovider.CloudProvider
 	// Attribution is the shared cost attribution (nil: usage is never known).
 	Attribution *policycontrollers.Usage
@@ -29,7 +33,11 @@ var _ admission.Facts = (*ClusterFacts)(nil)
 // Namespace implements admission.Facts.
 func (f *ClusterFacts) Namespace(ctx context.Context, name string) (policies.Namespace, bool) {
 	ns := &corev1.Namespace{}
-	if err := f.Client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+	err := f.Client.Get(ctx, client.ObjectKey{Name: name}, ns)
+	if apierrors.IsNotFound(err) && f.Reader != nil {
+		err = f.Reader.Get(ctx, client.ObjectKey{Name: name}, ns)
+	}
+	if err != nil {
 		return policies.Namespace{Name: name}, false
 	}
 	return policies.Namespace{Name: name, Labels: ns.Labels}, true

@@ -336,7 +336,7 @@ func run() error {
 		if opts.CloudProvider == "aws" {
 			conv.DefaultNodeClass = conversion.EC2NodeClass
 		}
-		facts := &webhooks.ClusterFacts{Client: mgr.GetClient(), Cloud: d.cloud, Attribution: d.usage}
+		facts := &webhooks.ClusterFacts{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cloud: d.cloud, Attribution: d.usage}
 		review := webhooks.NewClusterReview(admission.New(d.engine, facts, clock.RealClock{}.Now).
 			WithNodeRepair(opts.Disruption && opts.Gates["NodeRepair"]).WithStaticCapacity(opts.Gates["StaticCapacity"]).
 			WithNodeOverlay(opts.Gates["NodeOverlay"]).WithCapacityBuffer(opts.Gates["CapacityBuffer"]))
