@@ -3,6 +3,7 @@ package policies
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -46,10 +47,15 @@ func benchmarkProvisioning(b *testing.B, types int, withPolicy, cached bool) {
 	e := benchEngine(b, withPolicy)
 	in := ProvisioningInput{Namespace: dev, NodePool: "default", InstanceTypes: benchTypes(b, types), Budget: testBudget("team-dev", "13.00"),
 		Usage: Usage{HourlyCost: 6, InFlightHourlyCost: 1, SpotCPU: 10, OnDemandCPU: 6}, Now: mid}
+	rv := 0
 	for b.Loop() {
 		if !cached {
-			// A new budget object: what a budget edited between every two batches costs.
+			// A new budget object: what a budget edited between every two batches costs. Its
+			// resourceVersion moves, as an edit's does: a new object may reuse the freed one's
+			// address, and the engine's caches would take it for the same.
+			rv++
 			in.Budget = testBudget("team-dev", "13.00")
+			in.Budget.ResourceVersion = strconv.Itoa(rv)
 		}
 		if c := e.Provisioning(context.Background(), in); len(c.Errors) > 0 {
 			b.Fatal(c.Errors)

@@ -168,6 +168,9 @@ func (p policyExemptions) by(rule string) string {
 
 func (e *Engine) policyExemptions(ns Namespace, policy string, now time.Time) policyExemptions {
 	var out policyExemptions
+	if len(e.loadExceptions()) == 0 {
+		return out
+	}
 	for _, c := range e.loadExceptions() {
 		rules, all, ok := c.exempts(ns, policyv1.ExemptCapacityPolicy, policy, now)
 		if !ok {
@@ -219,8 +222,12 @@ func (b budgetExemption) key() string {
 // by that amount instead of lifting them; several exceptions' amounts add up, and a lift wins
 // over a raise. Its other rules are lifted.
 func (e *Engine) budgetExemptionOf(kind policyv1.ExemptKind, name string, ns Namespace, now time.Time) budgetExemption {
+	exceptions := e.loadExceptions()
+	if len(exceptions) == 0 {
+		return budgetExemption{}
+	}
 	out := budgetExemption{lifted: map[string]bool{}, raised: map[string]bool{}}
-	for _, c := range e.loadExceptions() {
+	for _, c := range exceptions {
 		rules, all, ok := c.exempts(ns, kind, name, now)
 		if !ok {
 			continue
@@ -391,6 +398,9 @@ func (e *Engine) namespaceExempt(ns Namespace, policy string, now time.Time) exe
 // result naming none, only when every namespace in the input is. Nil when no exception
 // applies to any of them.
 func (e *Engine) namespacesExempt(parts []namespacePart, policy string, now time.Time) exemptFunc {
+	if len(e.loadExceptions()) == 0 {
+		return nil
+	}
 	byNS := map[string]policyExemptions{}
 	some := false
 	for _, p := range parts {
