@@ -258,6 +258,20 @@ func (e *Engine) budgetExemptionOf(kind policyv1.ExemptKind, name string, ns Nam
 			out.by = append(out.by, c.obj.Name)
 		}
 	}
+	// A lift wins over a raise: a raise of limits that are lifted raises nothing.
+	if out.extra > 0 {
+		still := false
+		for r := range out.raised {
+			if out.lifted[r] {
+				delete(out.raised, r)
+			} else {
+				still = true
+			}
+		}
+		if !still {
+			out.extra = 0
+		}
+	}
 	return out
 }
 

@@ -223,3 +223,25 @@ deny contains "over 500" if {
 		t.Errorf("disruption denies: %+v", d)
 	}
 }
+
+// A lift wins over a raise: with hourlyCost lifted by one exception and raised by another,
+// the budget limits nothing; several raises add up.
+func TestExceptionsCombine(t *testing.T) {
+	e := newEngine(t)
+	exp := mid.Add(time.Hour)
+	raise := func(name, amount string) policyv1.CapacityException {
+		x := testException(name, exp, policyv1.ExemptPolicy{Kind: policyv1.ExemptCapacityBudget, Name: "default", Rules: []string{policyv1.BudgetRuleHourlyCost}})
+		x.Spec.ExtraHourlyCost = money(amount)
+		return x
+	}
+	lift := testException("lift", exp, policyv1.ExemptPolicy{Kind: policyv1.ExemptCapacityBudget, Name: "*", Rules: []string{policyv1.BudgetRuleHourlyCost}})
+	b := testBudget("team-prod", "13.00")
+	e.SetExceptions([]policyv1.CapacityException{raise("a", "1.00"), raise("b", "2.50")})
+	if c := e.Provisioning(context.Background(), ProvisioningInput{Namespace: prd, Budget: b, Now: mid}); c.Budget == nil || c.Budget.HourlyLimit != 16.5 {
+		t.Errorf("two raises: %+v", c.Budget)
+	}
+	e.SetExceptions([]policyv1.CapacityException{raise("a", "1.00"), lift})
+	if c := e.Provisioning(context.Background(), ProvisioningInput{Namespace: prd, Budget: b, Usage: Usage{HourlyCost: 100}, Now: mid}); c.Budget == nil || c.Budget.HasLimit || len(c.Denied()) != 0 {
+		t.Errorf("a lift and a raise: %+v, denied %+v", c.Budget, c.Denied())
+	}
+}
