@@ -42,6 +42,7 @@ pricing-table: ## Regenerate cloudprovider/aws/zz_generated.pricing.go.
 .PHONY: manifests
 manifests: ## Generate CRDs, RBAC and webhook configurations with controller-gen.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/...;./cmd/...;./controllers/...;./webhooks/...;./cloudprovider/..." output:crd:artifacts:config=config/crd/bases
+	hack/openreports-crds.sh
 	hack/crd-conversion.sh $(CONVERTED_CRDS)
 	hack/crd-taint-patterns.sh config/crd/bases/karpenter.sh_nodeclaims.yaml
 	hack/crd-chart.sh

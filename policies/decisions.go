@@ -198,6 +198,18 @@ type ProvisioningInput struct {
 	Budget *policyv1.CapacityBudget
 	Usage  Usage
 	Now    time.Time
+	// Point is the enforcement point: provisioning (the default), or audit, which judges what
+	// runs and keeps every constraint output in Constraints.Findings whatever the action.
+	Point policyv1.EnforcementPoint
+}
+
+// Finding is one constraint output of a policy at the audit point: an instance type or a
+// capacity type it refuses, or a price ceiling, with the policy's violation.
+type Finding struct {
+	// InstanceType or CapacityType is what is refused; PriceCeiling the most a node may cost.
+	InstanceType, CapacityType string
+	PriceCeiling               float64
+	Violation                  Violation
 }
 
 // Constraints are what the policies in force make of one (namespace, NodePool): only Deny
@@ -213,6 +225,9 @@ type Constraints struct {
 	PriceCeilingBy Violation
 	// Budget is the namespace's budget in force; nil when it has none.
 	Budget *BudgetInForce
+	// Findings are, at the audit point, every constraint output of every source whatever its
+	// action (a DryRun source's too: what it would refuse if enforced).
+	Findings []Finding
 }
 
 // BudgetInForce is a CapacityBudget as it applies now.
@@ -243,7 +258,11 @@ type SpotBounds struct {
 // the built-in budget policies when the namespace has a CapacityBudget, and each
 // CapacityPolicy that selects the namespace.
 func (e *Engine) Provisioning(ctx context.Context, in ProvisioningInput) *Constraints {
-	const at = policyv1.PointProvisioning
+	at := in.Point
+	if at == "" {
+		at = policyv1.PointProvisioning
+	}
+	audit := at == policyv1.PointAudit
 	c := &Constraints{DeniedInstanceTypes: map[string]Violation{}, DeniedCapacityTypes: map[string]Violation{}}
 	doc := map[string]any{"namespace": namespaceDoc(in.Namespace), "nodePool": map[string]any{"name": in.NodePool},
 		"usage": usageDoc(in.Usage), "now": in.Now.UTC().Format(time.RFC3339)}
@@ -254,7 +273,7 @@ func (e *Engine) Provisioning(ctx context.Context, in ProvisioningInput) *Constr
 		if err == nil {
 			r, err = e.eval(ctx, u, policyv1.DecisionPointProvisioning, at, input, exempt)
 		}
-		if err == nil && enforcement == policyv1.EnforcementDeny && in.InstanceTypes != nil {
+		if err == nil && (enforcement == policyv1.EnforcementDeny || audit) && in.InstanceTypes != nil {
 			denials, err = e.typeDenials(ctx, u, in, doc, at)
 		}
 		c.collect(u, policyv1.DecisionPointProvisioning, r, err, func(string) (Source, policyv1.EnforcementAction) { return src, enforcement }, exempt)
@@ -262,6 +281,9 @@ func (e *Engine) Provisioning(ctx context.Context, in ProvisioningInput) *Constr
 			return
 		}
 		c.constrain(r, denials, src, enforcement, exempt)
+		if audit {
+			c.find(r, denials, src, enforcement, exempt)
+		}
 		if u == e.builtin {
 			c.Budget = budgetInForce(r, src, enforcement)
 		}
@@ -421,6 +443,41 @@ func (c *Constraints) constrain(r result, denials []typeDenial, src Source, enfo
 		if ok && price > 0 && (c.PriceCeiling == 0 || price < c.PriceCeiling) && !exempted(rule, msg) {
 			c.PriceCeiling = price
 			c.PriceCeilingBy = Violation{Source: src, Enforcement: enforcement, Message: msg}
+		}
+	}
+}
+
+// find records, at the audit point, a unit's constraint outputs whatever its action; those an
+// exception exempts from are left to Exemptions.
+func (c *Constraints) find(r result, denials []typeDenial, src Source, enforcement policyv1.EnforcementAction, exempt exemptFunc) {
+	exempted := func(rule string) bool {
+		if exempt == nil {
+			return false
+		}
+		by, _ := exempt("", rule)
+		return by != ""
+	}
+	for _, d := range denials {
+		if !exempted(d.rule) {
+			c.Findings = append(c.Findings, Finding{InstanceType: d.name, Violation: Violation{Source: src, Enforcement: enforcement, Rule: d.rule, Message: d.msg}})
+		}
+	}
+	for _, v := range setOf(r, "deny_capacity_types") {
+		m, _ := v.(map[string]any)
+		ct, _ := m["capacityType"].(string)
+		msg, _ := m["msg"].(string)
+		rule, _ := m["rule"].(string)
+		if ct != "" && !exempted(rule) {
+			c.Findings = append(c.Findings, Finding{CapacityType: ct, Violation: Violation{Source: src, Enforcement: enforcement, Rule: rule, Message: msg}})
+		}
+	}
+	for _, v := range setOf(r, "price_ceiling") {
+		m, _ := v.(map[string]any)
+		price, ok := number(m["pricePerHour"])
+		msg, _ := m["msg"].(string)
+		rule, _ := m["rule"].(string)
+		if ok && price > 0 && !exempted(rule) {
+			c.Findings = append(c.Findings, Finding{PriceCeiling: price, Violation: Violation{Source: src, Enforcement: enforcement, Rule: rule, Message: msg}})
 		}
 	}
 }

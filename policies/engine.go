@@ -138,10 +138,8 @@ type Engine struct {
 	policies    atomic.Pointer[[]*unit]
 	// mu serialises SetPolicies.
 	mu sync.Mutex
-	// evalErrors counts failed evaluations by source (Source.String()); violations counts
-	// results by source and kind.
+	// evalErrors counts failed evaluations by source (Source.String()).
 	evalErrors sync.Map
-	violations sync.Map
 	// specs caches budgets' specs converted for Rego, by namespace/name.
 	specs sync.Map
 	// cacheMu guards typeSets (instance-type lists converted for Rego, by fingerprint) and
@@ -153,8 +151,14 @@ type Engine struct {
 	effective map[string]*policyv1.CapacityBudget
 	// exceptions are the CapacityExceptions, parsed (SetExceptions).
 	exceptions atomic.Pointer[[]*exception]
+	// generation moves whenever the policies or exceptions are set.
+	generation atomic.Uint64
 	Observer   Observer
 }
+
+// Generation moves whenever SetPolicies or SetExceptions changes what the engine holds, so
+// that a periodic pass can tell that the policies changed.
+func (e *Engine) Generation() uint64 { return e.generation.Load() }
 
 // ExemptionObserver hears, when the Observer implements it, of every exemption a
 // CapacityException makes, for metrics.
@@ -248,6 +252,7 @@ func (e *Engine) SetPolicies(ps []policyv1.CapacityPolicy) []PolicyProblem {
 	}
 	sort.Slice(next, func(i, j int) bool { return next[i].source.Name < next[j].source.Name })
 	e.policies.Store(&next)
+	e.generation.Add(1)
 	return problems
 }
 
@@ -292,26 +297,6 @@ func compilePolicy(p *policyv1.CapacityPolicy) (*unit, []Problem) {
 	return u, nil
 }
 
-// Violations counts a source's results since the engine started: deny results of a Deny
-// source, warn results (and a Warn source's denials), and a DryRun source's denials.
-func (e *Engine) Violations(source string) (denied, warned, dryRun int64) {
-	load := func(kind string) int64 {
-		if n, ok := e.violations.Load(source + "\x00" + kind); ok {
-			return n.(*atomic.Int64).Load()
-		}
-		return 0
-	}
-	return load("deny"), load("warn"), load("dryrun")
-}
-
-func (e *Engine) countViolation(source, kind string, n int) {
-	if n == 0 {
-		return
-	}
-	c, _ := e.violations.LoadOrStore(source+"\x00"+kind, new(atomic.Int64))
-	c.(*atomic.Int64).Add(int64(n))
-}
-
 // EvaluationErrors is how many evaluations of a source failed since the engine started, e.g.
 // for "CapacityPolicy no-gpu-in-dev".
 func (e *Engine) EvaluationErrors(source string) int64 {
@@ -336,8 +321,8 @@ type result map[string]any
 // eval runs a unit's query for a decision point, at an enforcement point; a missing query (the
 // unit does not join the point) gives an empty result.
 //
-// Results a CapacityException exempts from (exempt) are not counted as violations: they
-// blocked nothing.
+// Results a CapacityException exempts from (exempt) do not count in the outcome observed:
+// they blocked nothing.
 func (e *Engine) eval(ctx context.Context, u *unit, point string, at policyv1.EnforcementPoint, input ast.Value, exempt exemptFunc) (result, error) {
 	q, ok := u.queries[point]
 	if !ok {
@@ -370,17 +355,6 @@ func (e *Engine) eval(ctx context.Context, u *unit, point string, at policyv1.En
 		out, _ = rs[0].Expressions[0].Value.(map[string]any)
 	}
 	denied, warned := kept(out, "deny", exempt), kept(out, "warn", exempt)
-	if err == nil && u.selector != nil {
-		switch u.enforcementAt(at) {
-		case policyv1.EnforcementDeny:
-			e.countViolation(u.source.String(), "deny", denied)
-		case policyv1.EnforcementWarn:
-			warned += denied
-		case policyv1.EnforcementDryRun:
-			e.countViolation(u.source.String(), "dryrun", denied)
-		}
-		e.countViolation(u.source.String(), "warn", warned)
-	}
 	switch {
 	case err != nil:
 		outcome = "error"
@@ -596,4 +570,15 @@ func (e *Engine) Variant(name string, p *policyv1.CapacityPolicy) (*Engine, []Po
 	sort.Slice(units, func(i, j int) bool { return units[i].source.Name < units[j].source.Name })
 	v.policies.Store(&units)
 	return v, problems
+}
+
+// Joins reports whether the CapacityPolicy in force by that name joins the decision point.
+func (e *Engine) Joins(policy, point string) bool {
+	for _, u := range *e.policies.Load() {
+		if u.source.Name == policy {
+			_, ok := u.queries[point]
+			return ok
+		}
+	}
+	return false
 }

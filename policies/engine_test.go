@@ -301,23 +301,6 @@ func TestConcurrentEvaluation(t *testing.T) {
 	wg.Wait()
 }
 
-func TestViolationCounts(t *testing.T) {
-	e := newEngine(t)
-	e.SetPolicies([]policyv1.CapacityPolicy{
-		testPolicy("deny", "package karpenter.provisioning\n\ndeny contains \"no\" if true\n", policyv1.EnforcementDeny, ""),
-		testPolicy("dry", "package karpenter.provisioning\n\ndeny contains \"no\" if true\n\nwarn contains \"careful\" if true\n", policyv1.EnforcementDryRun, ""),
-	})
-	for range 3 {
-		e.Provisioning(context.Background(), ProvisioningInput{Namespace: dev, Now: mid})
-	}
-	if d, w, r := e.Violations("CapacityPolicy deny"); d != 3 || w != 0 || r != 0 {
-		t.Errorf("deny: %d %d %d", d, w, r)
-	}
-	if d, w, r := e.Violations("CapacityPolicy dry"); d != 0 || w != 3 || r != 3 {
-		t.Errorf("dry: %d %d %d", d, w, r)
-	}
-}
-
 // A policy that runs past the evaluation deadline is an evaluation error naming the deadline,
 // handled by its failurePolicy; a quick policy beside it is still evaluated.
 func TestEvaluationDeadline(t *testing.T) {

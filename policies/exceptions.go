@@ -129,6 +129,7 @@ func (e *Engine) SetExceptions(list []policyv1.CapacityException) []error {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].obj.Name < out[j].obj.Name })
 	e.exceptions.Store(&out)
+	e.generation.Add(1)
 	return errs
 }
 

@@ -9,6 +9,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	reportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+
 	autoscalingv1beta1 "github.com/karpenter-policy/karpenter/api/autoscaling/v1beta1"
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
 	awsv1beta1 "github.com/karpenter-policy/karpenter/api/aws/v1beta1"
@@ -29,6 +31,8 @@ func AddToScheme(s *runtime.Scheme) error {
 		kwokv1alpha1.AddToScheme,
 		policyv1.AddToScheme,
 		autoscalingv1beta1.AddToScheme,
+		// The audit's reports (docs/policies.md, "Audit").
+		reportsv1alpha1.Install,
 	} {
 		if err := add(s); err != nil {
 			return err

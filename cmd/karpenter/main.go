@@ -23,6 +23,7 @@ import (
 	awsprovider "github.com/karpenter-policy/karpenter/cloudprovider/aws"
 	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
 	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
+	"github.com/karpenter-policy/karpenter/controllers/audit"
 	"github.com/karpenter-policy/karpenter/controllers/capacitybuffer"
 	"github.com/karpenter-policy/karpenter/controllers/disruption"
 	"github.com/karpenter-policy/karpenter/controllers/index"
@@ -185,6 +186,9 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	}
 	if err := policycontrollers.NewPolicyStatus(mgr.GetClient(), d.engine).Register(mgr); err != nil {
 		return fmt.Errorf("registering the capacitypolicy status controller: %w", err)
+	}
+	if err := mgr.Add(audit.NewController(mgr.GetClient(), cluster, metered(cloud, "audit"), d.engine, clock.RealClock{}, opts.AuditInterval)); err != nil {
+		return fmt.Errorf("registering the audit controller: %w", err)
 	}
 	if err := policycontrollers.NewExceptionStatus(mgr.GetClient(), recorder, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the capacityexception status controller: %w", err)

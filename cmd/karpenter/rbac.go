@@ -22,6 +22,7 @@ package main
 // +kubebuilder:rbac:groups=karpenter.kwok.sh,resources=kwoknodeclasses/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=policy.karpenter.sh,resources=capacitybudgets;capacitypolicies;capacityexceptions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policy.karpenter.sh,resources=capacitybudgets/status;capacitypolicies/status;capacityexceptions/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=openreports.io,resources=reports;clusterreports,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;create;delete;patch;update
 // +kubebuilder:rbac:groups="",resources=nodes/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=pods;namespaces;persistentvolumes;persistentvolumeclaims;limitranges,verbs=get;list;watch

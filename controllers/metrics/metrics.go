@@ -334,7 +334,7 @@ var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 
 // Collectors are every metric the manager exports beyond controller-runtime's own, in the
 // order docs/metrics.md lists them (a test keeps the two the same).
 var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, SchedulerQueueDepth, SchedulerUnfinishedWork, SchedulerIgnoredPods, SchedulerPendingPodsByZone, PodsStartupDuration, NodesAllocatable, NodePoolLimit, NodePoolUsage, NodePoolCost,
-	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, PolicyExceptions, PolicyExemptions, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
+	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, PolicyExceptions, PolicyExemptions, auditResults, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
 	DisruptionDecisions, DisruptionDecisionsByNodePool, DisruptionTerminateFirstDecisions, DisruptionQueueFailures, DisruptionEvaluationDuration, DisruptionFailedValidations, DisruptionEligibleNodes, NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsReceived, InterruptionMessagesDeleted, InterruptionMessageLatency, InstanceStatusUnhealthy, InterruptionMessages, InterruptionMessageErrors,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots, NodeRebootDuration, NodeRebootRecoveryDuration,
 	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, InstanceTypeOfferingAvailable, InstanceTypeOfferingPrice, InstanceTypeCPU, InstanceTypeMemory, InstanceLaunchFailures, InstanceTerminationFailures, BatcherBatchTime, BatcherBatchSize, EC2NodeClassUserDataBytes, NodesSystemOverhead, NodesPodRequests, NodesPodLimits,
@@ -358,4 +358,18 @@ func (PolicyObserver) ObserveEvaluation(decisionPoint, result string, d time.Dur
 // ObserveExemption implements policies.ExemptionObserver.
 func (PolicyObserver) ObserveExemption(decisionPoint string, x policies.Exemption) {
 	PolicyExemptions.WithLabelValues(x.Exception, decisionPoint).Inc()
+}
+
+// auditResults is karpenter_policy_audit_results: the audit's results in the reports, by
+// policy object and outcome, set whole at every run (a policy gone leaves no series).
+var auditResults = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "karpenter_policy_audit_results", Help: "The audit's results in its reports, by policy object and outcome (pass, fail, warn, skip, error).",
+}, []string{"policy", "outcome"})
+
+// SetAuditResults sets karpenter_policy_audit_results to the counts by (policy, outcome).
+func SetAuditResults(counts map[[2]string]int) {
+	auditResults.Reset()
+	for k, n := range counts {
+		auditResults.WithLabelValues(k[0], k[1]).Set(float64(n))
+	}
 }

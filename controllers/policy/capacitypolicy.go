@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	reportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/policies"
 )
@@ -119,10 +121,11 @@ func (r *PolicyStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 	compiled := r.compile(ctx, p, st)
 	src := policies.Source{Kind: "CapacityPolicy", Name: p.Name}.String()
 	st.EvaluationErrors = r.engine.EvaluationErrors(src)
-	st.Violations = nil
-	if denied, warned, dryRun := r.engine.Violations(src); denied+warned+dryRun > 0 {
-		st.Violations = &policyv1.PolicyViolations{Denied: denied, Warned: warned, DryRun: dryRun}
+	v, err := r.violations(ctx, p.Name)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
+	st.Violations = v
 	conds := conditions{list: &st.Conditions, generation: p.Generation}
 	if compiled {
 		conds.set(policyv1.ConditionTypeCompiled, true, "Compiled", "", fmt.Sprintf("joins %v", st.DecisionPoints))
@@ -197,4 +200,47 @@ func (r *PolicyStatus) compile(ctx context.Context, p *policyv1.CapacityPolicy, 
 		}
 	}
 	return true
+}
+
+// violations counts the policy's results in the audit's reports (docs/policies.md, "Audit"):
+// fail results where it denies, warn results, fail results where it is in DryRun (what it
+// would refuse enforced). The reports are rebuilt from the cluster by whichever replica
+// leads, so a restart or a failover counts the same; nil when there is none.
+func (r *PolicyStatus) violations(ctx context.Context, name string) (*policyv1.PolicyViolations, error) {
+	sel := client.MatchingLabels{"app.kubernetes.io/managed-by": "karpenter-policy"}
+	var reports reportsv1alpha1.ReportList
+	if err := r.client.List(ctx, &reports, sel); err != nil {
+		return nil, err
+	}
+	var cluster reportsv1alpha1.ClusterReportList
+	if err := r.client.List(ctx, &cluster, sel); err != nil {
+		return nil, err
+	}
+	policy := "CapacityPolicy/" + name
+	v := &policyv1.PolicyViolations{}
+	count := func(rs []reportsv1alpha1.ReportResult) {
+		for _, x := range rs {
+			if x.Policy != policy {
+				continue
+			}
+			switch {
+			case x.Result == "warn":
+				v.Warned++
+			case x.Result == "fail" && x.Properties["enforcement"] == string(policyv1.EnforcementDryRun):
+				v.DryRun++
+			case x.Result == "fail":
+				v.Denied++
+			}
+		}
+	}
+	for _, rep := range reports.Items {
+		count(rep.Results)
+	}
+	for _, rep := range cluster.Items {
+		count(rep.Results)
+	}
+	if v.Denied+v.Warned+v.DryRun == 0 {
+		return nil, nil
+	}
+	return v, nil
 }

@@ -403,6 +403,7 @@ func (p *Provisioner) reportPolicies(ctx context.Context, out *planner.Outcome) 
 	}
 	// karpenter_policy_blocked_pods and status.blockedPods count those still pending.
 	p.cluster.SetPolicyBlocked(namespaces, pods)
+	p.recordDecisions(out)
 	for _, v := range out.Warnings {
 		p.eventOn(ctx, v.Source, corev1.EventTypeWarning, "PolicyWarning", v.Message)
 	}

@@ -84,6 +84,8 @@ type Cluster struct {
 	registrations registrations
 	// decisions are the provisioner's scheduling decisions per pod (decisions.go).
 	decisions decisions
+	// policyDecisions are the controllers' policy decisions, for the audit (policydecisions.go).
+	policyDecisions PolicyDecisions
 	// buffers, when set, are the CapacityBuffers' virtual pods (WithBuffers).
 	buffers func() []*corev1.Pod
 }
@@ -494,3 +496,6 @@ func (c *Cluster) NodePoolUsage(ctx context.Context, cp cloudprovider.CloudProvi
 	snap := snapshot.Build(objs, snapshot.Env{Now: c.clock.Now(), InstanceTypes: types, Overlays: &c.overlays})
 	return snap.Usage(np.Name, nil), snap.Cost(np.Name)
 }
+
+// PolicyDecisions are the policy decisions the controllers took, for the audit's reports.
+func (c *Cluster) PolicyDecisions() *PolicyDecisions { return &c.policyDecisions }

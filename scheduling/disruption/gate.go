@@ -39,6 +39,10 @@ type PolicyGate struct {
 	Usage map[string]policies.Usage
 	// over caches, by namespace, whether its run-rate is over its hourly limit in force.
 	over map[string]bool
+	// OnRefusal, when set, hears of every command the gate refuses, with the violations that
+	// refused it, and of the exceptions that let a command through: the audit's decisions.
+	OnRefusal   func(cmd *Command, denied []policies.Violation)
+	OnExemption func(cmd *Command, exempted []policies.Exemption)
 }
 
 // NewPolicyGate is the gate for a snapshot: the planner's policies, with each namespace's usage
@@ -77,6 +81,10 @@ func (g *PolicyGate) Check(ctx context.Context, c *Cluster, cmd *Command) string
 				eff = g.Planner.Engine.EffectiveBudget(b, n, c.Now)
 			}
 			if reason := spotLeavesRange(eff, before, d); reason != "" {
+				if g.OnRefusal != nil {
+					g.OnRefusal(cmd, []policies.Violation{{Source: policies.Source{Kind: "CapacityBudget", Namespace: b.Namespace, Name: b.Name},
+						Enforcement: policyv1.EnforcementDeny, Namespace: ns, Rule: policyv1.BudgetRuleSpot, Message: reason}})
+				}
 				return reason
 			}
 		}
@@ -86,7 +94,13 @@ func (g *PolicyGate) Check(ctx context.Context, c *Cluster, cmd *Command) string
 		return ""
 	}
 	dec := g.Planner.Engine.Disruption(ctx, in)
+	if len(dec.Exemptions) > 0 && g.OnExemption != nil {
+		g.OnExemption(cmd, dec.Exemptions)
+	}
 	if denied := dec.Denied(); len(denied) > 0 {
+		if g.OnRefusal != nil {
+			g.OnRefusal(cmd, denied)
+		}
 		msgs := make([]string, 0, len(denied))
 		for _, v := range denied {
 			msgs = append(msgs, v.Message)

@@ -64,6 +64,8 @@ type Outcome struct {
 	Warnings []policies.Violation
 	DryRun   []policies.Violation
 	Errors   []policies.EvalError
+	// Exemptions are what CapacityExceptions let through in the batch, deduplicated.
+	Exemptions []policies.Exemption
 	// Namespaces are the namespaces with pending pods, by name.
 	Namespaces map[string]*Namespace
 }
@@ -152,6 +154,7 @@ func (p *Planner) Solve(ctx context.Context, in *solver.Input) (*Outcome, error)
 		res.Unschedulable = append(res.Unschedulable, solver.Unschedulable{Pod: b.Pod, Reason: b.Violation.Message})
 	}
 	out.Result, out.Warnings, out.DryRun = res, dedupe(out.Warnings), dedupe(out.DryRun)
+	out.Exemptions = dedupeExemptions(out.Exemptions)
 	return out, nil
 }
 
@@ -209,7 +212,7 @@ func (o *Outcome) block(pod *corev1.Pod, v policies.Violation) {
 func (p *Planner) evaluate(ctx context.Context, in *solver.Input, namespaces []string, before map[string]policies.Usage, out *Outcome) (map[nsPool]*policies.Constraints, error) {
 	types := make(map[string]*policies.InstanceTypes, len(in.NodePools))
 	for _, np := range in.NodePools {
-		its, err := p.Engine.InstanceTypes(instanceTypeInfos(np.InstanceTypes))
+		its, err := p.Engine.InstanceTypes(InstanceTypeInfos(np.InstanceTypes))
 		if err != nil {
 			return nil, fmt.Errorf("nodepool %s: %w", np.NodePool.Name, err)
 		}
@@ -238,6 +241,7 @@ func (p *Planner) evaluate(ctx context.Context, in *solver.Input, namespaces []s
 		out.Warnings = append(out.Warnings, c.Warned()...)
 		out.DryRun = append(out.DryRun, c.DryRun()...)
 		out.Errors = append(out.Errors, c.Errors...)
+		out.Exemptions = append(out.Exemptions, c.Exemptions...)
 		if c.Budget != nil && out.Namespaces[k.namespace].Budget == nil {
 			out.Namespaces[k.namespace].Budget = c.Budget
 		}
@@ -259,7 +263,8 @@ func parallel(n int, f func(i int)) {
 	wg.Wait()
 }
 
-func instanceTypeInfos(its []*cloudprovider.InstanceType) []policies.InstanceTypeInfo {
+// InstanceTypeInfos are instance types as policies see them (the engine's input).
+func InstanceTypeInfos(its []*cloudprovider.InstanceType) []policies.InstanceTypeInfo {
 	out := make([]policies.InstanceTypeInfo, 0, len(its))
 	for _, it := range its {
 		info := policies.InstanceTypeInfo{Name: it.Name, Family: Family(it), Category: it.Labels[karpv1.LabelInstanceCategory],
@@ -461,6 +466,7 @@ func (p *Planner) gate(ctx context.Context, res *solver.Result, out *Outcome, z 
 		out.Warnings = append(out.Warnings, d.Warned()...)
 		out.DryRun = append(out.DryRun, d.DryRun()...)
 		out.Errors = append(out.Errors, d.Errors...)
+		out.Exemptions = append(out.Exemptions, d.Exemptions...)
 		if denied := d.Denied(); len(denied) > 0 {
 			redo = true
 			for _, pod := range c.Pods {
@@ -558,6 +564,18 @@ func (p *Planner) account(res *solver.Result, nodes []*scheduling.Node, book Pri
 			ns.Added = u
 		}
 	}
+}
+
+func dedupeExemptions(xs []policies.Exemption) []policies.Exemption {
+	seen := map[policies.Exemption]bool{}
+	out := xs[:0:0]
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func dedupe(vs []policies.Violation) []policies.Violation {

@@ -98,10 +98,10 @@ type PolicyTestFailure struct {
 	Message string `json:"message,omitempty"`
 }
 
-// PolicyViolations counts a policy's results by what they did: denied (a Deny policy's deny
-// results, which blocked), warned (warn results, and a Warn policy's deny results) and dryRun
-// (a DryRun policy's deny results). Every evaluation counts, so a pod pending through several
-// batches counts in each.
+// PolicyViolations counts a policy's results in the audit's reports now (OpenReports Reports
+// and the ClusterReport): denied (fail results where it denies), warned (warn results) and
+// dryRun (fail results where it is in DryRun: what it would refuse enforced). The reports are
+// rebuilt from the cluster by the leader, so a restart or a failover counts the same.
 type PolicyViolations struct {
 	// +optional
 	Denied int64 `json:"denied"`
@@ -127,7 +127,7 @@ type CapacityPolicyStatus struct {
 	// EvaluationErrors counts evaluations that failed since the controller started.
 	// +optional
 	EvaluationErrors int64 `json:"evaluationErrors,omitempty"`
-	// Violations counts the policy's deny and warn results since the controller started.
+	// Violations counts the policy's results in the audit's reports.
 	// +optional
 	Violations *PolicyViolations `json:"violations,omitempty"`
 	// ObservedGeneration is the metadata.generation the status was computed for.

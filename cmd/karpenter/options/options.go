@@ -40,6 +40,7 @@ type Options struct {
 	DisplacedPodGrace            time.Duration
 	PolicyEvaluationTimeout      time.Duration
 	MaxExceptionDuration         time.Duration
+	AuditInterval                time.Duration
 	MetricsSecure                bool
 	MetricsCertDir               string
 	LogLevel                     string
@@ -207,6 +208,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 	duration(&o.DisplacedPodGrace, "displaced-pod-grace", 5*time.Second, "how long after its nominated node became Ready a pod that kube-scheduler left without room there waits before capacity is launched for it (kube-scheduler places pending pods where room is free meanwhile); about its pod retry backoff")
 	duration(&o.PolicyEvaluationTimeout, "policy-evaluation-timeout", 100*time.Millisecond, "how long one evaluation of a CapacityPolicy may run; one that runs out is an evaluation error, handled by the policy's failurePolicy")
 	duration(&o.MaxExceptionDuration, "max-exception-duration", 720*time.Hour, "how far out a CapacityException's expiresAt may be when it is written; admission refuses one further out")
+	duration(&o.AuditInterval, "audit-interval", time.Minute, "how often the audit of what runs writes its reports at least (it also runs on change)")
 	str(&o.LogLevel, "log-level", "info", "log level: debug, info or error")
 	boolean(&o.Disruption, "disruption", true, "run the disruption controller: remove empty nodes, replace drifted and expired ones, consolidate underutilized ones, within the NodePools' budgets")
 	str(&o.FeatureGates, "feature-gates", "", "feature gates as upstream names them, Name=true,...; upstream's default string is "+UpstreamFeatureGates()+" (StaticCapacity defaults to true here)")
@@ -273,6 +275,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ConsolidationMinSavings < 0 || o.ConsolidationMinSavings >= 1 {
 		errs = append(errs, fmt.Errorf("--consolidation-min-savings must be in [0, 1), got %v", o.ConsolidationMinSavings))
+	}
+	if o.AuditInterval < 10*time.Second {
+		errs = append(errs, fmt.Errorf("--audit-interval must be at least 10s, got %s", o.AuditInterval))
 	}
 	if o.MaxExceptionDuration <= 0 {
 		errs = append(errs, fmt.Errorf("--max-exception-duration must be greater than zero, got %s", o.MaxExceptionDuration))
