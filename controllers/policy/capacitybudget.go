@@ -170,6 +170,8 @@ func (r *BudgetStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 	if evalErr != nil {
 		st.HourlyLimit, st.RemainingHourlyCost = "", ""
 		conds.set(policyv1.ConditionTypeReady, false, "", "EvaluationFailed", evalErr.Error())
+		// No limit is known to be in force: the gauge does not keep the last one.
+		metrics.BudgetHourlyLimit.DeleteLabelValues(b.Namespace)
 	} else {
 		conds.set(policyv1.ConditionTypeReady, true, "Evaluated", "", "")
 		committed := usage.HourlyCost + usage.InFlightHourlyCost
@@ -182,6 +184,9 @@ func (r *BudgetStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 		} else {
 			st.HourlyLimit, st.RemainingHourlyCost = "", ""
 			conds.set(policyv1.ConditionTypeBudgetExceeded, false, "", "NoLimit", "the budget limits no cost")
+			// The limits were removed (or an exception lifts them): no series for a limit
+			// that is not there.
+			metrics.BudgetHourlyLimit.DeleteLabelValues(b.Namespace)
 		}
 		conds.set(policyv1.ConditionTypeSpotShareOutOfRange, spot.OutOfRange, "OutOfRange", "InRange", spot.Message)
 	}

@@ -7,6 +7,9 @@
 package policy
 
 import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
@@ -88,6 +91,10 @@ func (s *EngineSync) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 type PolicyStatus struct {
 	client client.Client
 	engine *policies.Engine
+	// errorsBase are, by policy UID, the evaluation errors status held when this process
+	// first saw the policy: the engine counts from zero after a restart, status goes on.
+	mu         sync.Mutex
+	errorsBase map[types.UID]int64
 }
 
 // NewPolicyStatus returns the CapacityPolicy status controller.
@@ -120,7 +127,7 @@ func (r *PolicyStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 	st.CompileErrors, st.DecisionPoints, st.Tests = nil, nil, nil
 	compiled := r.compile(ctx, p, st)
 	src := policies.Source{Kind: "CapacityPolicy", Name: p.Name}.String()
-	st.EvaluationErrors = r.engine.EvaluationErrors(src)
+	st.EvaluationErrors = r.errorsSinceCreated(p) + r.engine.EvaluationErrors(src)
 	v, err := r.violations(ctx, p.Name)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -145,7 +152,7 @@ func (r *PolicyStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 		conds.set(policyv1.ConditionTypeTestsPassed, true, "TestsPassed", "", fmt.Sprintf("%d tests passed", st.Tests.Passed))
 	}
 	conds.set(policyv1.ConditionTypeEvaluationFailed, st.EvaluationErrors > 0, "EvaluationErrors", "NoErrors",
-		fmt.Sprintf("%d evaluations failed since the controller started (failurePolicy %s)", st.EvaluationErrors, failurePolicy(p)))
+		fmt.Sprintf("%d evaluations failed (failurePolicy %s)", st.EvaluationErrors, failurePolicy(p)))
 	conds.set(policyv1.ConditionTypeReady, compiled && testsOK, "Ready", "NotReady", "")
 	changed := !equality.Semantic.DeepEqual(&p.Status, st)
 	p.Status = *st
@@ -243,4 +250,20 @@ func (r *PolicyStatus) violations(ctx context.Context, name string) (*policyv1.P
 		return nil, nil
 	}
 	return v, nil
+}
+
+// errorsSinceCreated is the evaluation errors status held when this process first saw the
+// policy, so that a restart does not set the count back to zero.
+func (r *PolicyStatus) errorsSinceCreated(p *policyv1.CapacityPolicy) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.errorsBase == nil {
+		r.errorsBase = map[types.UID]int64{}
+	}
+	base, ok := r.errorsBase[p.UID]
+	if !ok {
+		base = p.Status.EvaluationErrors
+		r.errorsBase[p.UID] = base
+	}
+	return base
 }

@@ -124,7 +124,8 @@ type CapacityPolicyStatus struct {
 	// Tests are the results of the modules' test_ rules.
 	// +optional
 	Tests *PolicyTestResults `json:"tests,omitempty"`
-	// EvaluationErrors counts evaluations that failed since the controller started.
+	// EvaluationErrors counts evaluations that failed, carried over restarts: the count status
+	// held when the controller started plus those since.
 	// +optional
 	EvaluationErrors int64 `json:"evaluationErrors,omitempty"`
 	// Violations counts the policy's results in the audit's reports.
