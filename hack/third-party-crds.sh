@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Puts the third-party CRDs the chart's variants use into a cache directory outside the
 # repository and prints it: cert-manager's (Certificate, Issuer, ...) from its module in the
-# Go module cache, and prometheus-operator's ServiceMonitor rendered by controller-gen from
+# Go module cache, and prometheus-operator's ServiceMonitor and PrometheusRule rendered by controller-gen from
 # its Go types (hack/tools/crds). Nothing of theirs is kept in the repository.
 #
 #   KARPENTER_CACHE_DIR   root of the cache (default: ${XDG_CACHE_HOME:-~/.cache}/karpenter-policy)
@@ -30,12 +30,12 @@ if [[ -f "$dir/.complete" ]]; then
 fi
 work=$(mktemp -d "$cache_root/.build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-echo "third-party CRDs: cert-manager ${CERT_MANAGER_VERSION}, ServiceMonitor ${PROMETHEUS_OPERATOR_VERSION}" >&2
+echo "third-party CRDs: cert-manager ${CERT_MANAGER_VERSION}, ServiceMonitor and PrometheusRule ${PROMETHEUS_OPERATOR_VERSION}" >&2
 src=$(cd "$tool" && go mod download -json "github.com/cert-manager/cert-manager@${CERT_MANAGER_VERSION}" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
 cp "$src"/deploy/crds/cert-manager.io_*.yaml "$work/"
 (cd "$tool" && GOFLAGS=-mod=mod go tool controller-gen crd \
   paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 output:crd:dir="$work/monitoring")
-mv "$work/monitoring/monitoring.coreos.com_servicemonitors.yaml" "$work/"
+mv "$work/monitoring/monitoring.coreos.com_servicemonitors.yaml" "$work/monitoring/monitoring.coreos.com_prometheusrules.yaml" "$work/"
 rm -rf "$work/monitoring"
 touch "$work/.complete"
 rm -rf "$dir"

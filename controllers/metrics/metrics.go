@@ -113,6 +113,19 @@ var (
 	BudgetHourlyLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_budget_hourly_limit_dollars", Help: "The hourly limit in force of a namespace's CapacityBudget, USD per hour.",
 	}, []string{"namespace"})
+	// BudgetForecastMonthCost is a namespace's spend this month at its current run-rate.
+	BudgetForecastMonthCost = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_budget_forecast_month_cost_dollars", Help: "A namespace's spend this month (UTC) if it runs at its current run-rate to the month's end, USD.",
+	}, []string{"namespace"})
+	// BudgetLimitUsed is a namespace's run-rate as a share of its hourly limit in force
+	// (measure runrate), and its forecast as a share of the month's limit (forecast).
+	BudgetLimitUsed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_budget_limit_used_percent", Help: "A namespace's run-rate as a share of its hourly limit (measure runrate), its forecast as a share of the month's limit (forecast), in percent.",
+	}, []string{"namespace", "measure"})
+	// BudgetAlertFiring is 1 while a budget's alert threshold is reached, by threshold.
+	BudgetAlertFiring = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_budget_alert_firing", Help: "1 while a CapacityBudget's alert threshold (percent) is reached by its run-rate or forecast, else 0.",
+	}, []string{"namespace", "percent"})
 	// BudgetSpotPercent is a namespace's Spot share as its CapacityBudget judges it
 	// (policies.SpotBounds.Share; docs/policies.md, "Spot share").
 	BudgetSpotPercent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -334,7 +347,7 @@ var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 
 // Collectors are every metric the manager exports beyond controller-runtime's own, in the
 // order docs/metrics.md lists them (a test keeps the two the same).
 var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, SchedulerQueueDepth, SchedulerUnfinishedWork, SchedulerIgnoredPods, SchedulerPendingPodsByZone, PodsStartupDuration, NodesAllocatable, NodePoolLimit, NodePoolUsage, NodePoolCost,
-	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, PolicyExceptions, PolicyExemptions, auditResults, BudgetHourlyCost, BudgetHourlyLimit, BudgetSpotPercent, BudgetSpotRange,
+	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, PolicyExceptions, PolicyExemptions, auditResults, BudgetHourlyCost, BudgetHourlyLimit, BudgetForecastMonthCost, BudgetLimitUsed, BudgetAlertFiring, BudgetSpotPercent, BudgetSpotRange,
 	DisruptionDecisions, DisruptionDecisionsByNodePool, DisruptionTerminateFirstDecisions, DisruptionQueueFailures, DisruptionEvaluationDuration, DisruptionFailedValidations, DisruptionEligibleNodes, NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsReceived, InterruptionMessagesDeleted, InterruptionMessageLatency, InstanceStatusUnhealthy, InterruptionMessages, InterruptionMessageErrors,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots, NodeRebootDuration, NodeRebootRecoveryDuration,
 	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, InstanceTypeOfferingAvailable, InstanceTypeOfferingPrice, InstanceTypeCPU, InstanceTypeMemory, InstanceLaunchFailures, InstanceTerminationFailures, BatcherBatchTime, BatcherBatchSize, EC2NodeClassUserDataBytes, NodesSystemOverhead, NodesPodRequests, NodesPodLimits,

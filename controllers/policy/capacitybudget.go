@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -36,11 +37,18 @@ import (
 // status so that a restart loses nothing, its Spot share, the limit in force and what remains,
 // and the pods the budget keeps pending.
 type BudgetStatus struct {
-	client  client.Client
-	cluster *state.Cluster
-	engine  *policies.Engine
-	clock   clock.Clock
-	usage   *Usage
+	client   client.Client
+	cluster  *state.Cluster
+	engine   *policies.Engine
+	clock    clock.Clock
+	usage    *Usage
+	recorder events.EventRecorder
+}
+
+// WithRecorder sets where the alerts' Events go.
+func (r *BudgetStatus) WithRecorder(rec events.EventRecorder) *BudgetStatus {
+	r.recorder = rec
+	return r
 }
 
 // NewBudgetStatus returns the CapacityBudget status controller.
@@ -152,6 +160,8 @@ func (r *BudgetStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 	unchanged := func() bool {
 		a, z := b.Status.DeepCopy(), st.DeepCopy()
 		a.MonthToDateCost, a.AccruedAt, z.MonthToDateCost, z.AccruedAt = "", nil, "", nil
+		// The forecast moves with the clock, as the spend does.
+		a.ForecastMonthCost, a.ForecastPercent, z.ForecastMonthCost, z.ForecastPercent = "", "", "", ""
 		return equality.Semantic.DeepEqual(a, z) && b.Status.AccruedAt != nil && now.Sub(b.Status.AccruedAt.Time) < BudgetRefresh
 	}
 	st.HourlyCost, st.InFlightHourlyCost = money(usage.HourlyCost), money(usage.InFlightHourlyCost)
@@ -189,6 +199,7 @@ func (r *BudgetStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 			metrics.BudgetHourlyLimit.DeleteLabelValues(b.Namespace)
 		}
 		conds.set(policyv1.ConditionTypeSpotShareOutOfRange, spot.OutOfRange, "OutOfRange", "InRange", spot.Message)
+		r.forecastStatus(b, r.engine.EffectiveBudget(b, ns, now), st, bif, usage, conds, now)
 	}
 	metrics.BudgetHourlyCost.WithLabelValues(b.Namespace, "running").Set(usage.HourlyCost)
 	metrics.BudgetHourlyCost.WithLabelValues(b.Namespace, "inflight").Set(usage.InFlightHourlyCost)
@@ -273,4 +284,7 @@ func forget(namespace string) {
 	metrics.BudgetSpotRange.DeletePartialMatch(map[string]string{"namespace": namespace})
 	metrics.BudgetHourlyCost.DeleteLabelValues(namespace, "running")
 	metrics.BudgetHourlyCost.DeleteLabelValues(namespace, "inflight")
+	metrics.BudgetForecastMonthCost.DeleteLabelValues(namespace)
+	metrics.BudgetLimitUsed.DeletePartialMatch(map[string]string{"namespace": namespace})
+	metrics.BudgetAlertFiring.DeletePartialMatch(map[string]string{"namespace": namespace})
 }

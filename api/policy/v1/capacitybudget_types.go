@@ -32,11 +32,28 @@ type CapacityBudgetSpec struct {
 	// +listType=atomic
 	// +optional
 	ScopedEnforcement []ScopedEnforcement `json:"scopedEnforcement,omitempty"`
+	// Alerts set the AlertFiring condition, an Event and the karpenter_budget_alert_firing
+	// metric when the namespace's run-rate or its forecast for the month reaches a share of the
+	// limit in force.
+	// +kubebuilder:validation:MaxItems:=10
+	// +listType=atomic
+	// +optional
+	Alerts []BudgetAlert `json:"alerts,omitempty"`
 	// Schedules override limits and Spot bounds during cron windows (UTC), e.g. a lower
 	// hourly cost at night. When windows overlap, the first listed wins.
 	// +kubebuilder:validation:MaxItems:=20
 	// +optional
 	Schedules []BudgetSchedule `json:"schedules,omitempty"`
+}
+
+// BudgetAlert is a threshold: a share of the limit in force.
+type BudgetAlert struct {
+	// Percent is the share of the limit at which the alert fires: of the hourly limit for
+	// the run-rate, of the month's limit for the forecast.
+	// +kubebuilder:validation:Minimum:=1
+	// +kubebuilder:validation:Maximum:=1000
+	// +required
+	Percent int32 `json:"percent"`
 }
 
 // BudgetLimits are dollar limits on a namespace's run-rate.
@@ -137,6 +154,16 @@ type CapacityBudgetStatus struct {
 	// AccruedAt is when MonthToDateCost was last brought up to date.
 	// +optional
 	AccruedAt *metav1.Time `json:"accruedAt,omitempty"`
+	// ForecastMonthCost is the spend this month if the namespace runs at its current run-rate
+	// (running and in flight) to the end of the month (UTC): MonthToDateCost plus the run-rate
+	// times the hours left.
+	// +optional
+	ForecastMonthCost Money `json:"forecastMonthCost,omitempty"`
+	// ForecastPercent is ForecastMonthCost as a share of the month's limit, e.g. "84.2": the
+	// monthlyCost in force, or else the hourly limit in force times the month's hours.
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +optional
+	ForecastPercent string `json:"forecastPercent,omitempty"`
 	// ActiveSchedule is the index of the schedule window in force, if any.
 	// +optional
 	ActiveSchedule *int32 `json:"activeSchedule,omitempty"`
@@ -146,7 +173,8 @@ type CapacityBudgetStatus struct {
 	// ObservedGeneration is the metadata.generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready (the budget was evaluated), BudgetExceeded and SpotShareOutOfRange.
+	// Conditions: Ready (the budget was evaluated), BudgetExceeded, SpotShareOutOfRange and,
+	// with alerts, AlertFiring.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -169,6 +197,8 @@ type CapacityBudgetStatus struct {
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp",description=""
 // +kubebuilder:printcolumn:name="InFlight",type="string",JSONPath=".status.inFlightHourlyCost",priority=1,description=""
 // +kubebuilder:printcolumn:name="MonthToDate",type="string",JSONPath=".status.monthToDateCost",priority=1,description=""
+// +kubebuilder:printcolumn:name="Forecast",type="string",JSONPath=".status.forecastMonthCost",priority=1,description="spend this month at the current run-rate"
+// +kubebuilder:printcolumn:name="Alert",type="string",JSONPath=".status.conditions[?(@.type==\"AlertFiring\")].status",priority=1,description=""
 type CapacityBudget struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitzero"`

@@ -118,6 +118,9 @@ const (
 	// on-demand base is outside the budget's bounds.
 	ConditionTypeSpotShareOutOfRange = "SpotShareOutOfRange"
 	ConditionTypeEvaluationFailed    = "EvaluationFailed"
+	// ConditionTypeAlertFiring is True while a budget's run-rate or its forecast for the month
+	// is at or past one of its alerts' thresholds.
+	ConditionTypeAlertFiring = "AlertFiring"
 )
 
 // The CapacityBudget scheduling gate (docs/architecture.md, "CapacityBudget gate"). In a

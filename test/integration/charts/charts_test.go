@@ -7,17 +7,13 @@ package charts
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/test/env"
 )
 
@@ -74,7 +69,7 @@ var variants = map[string][]string{
 	"cert-manager":        {"--set", "webhook.certMode=cert-manager"},
 	"cert-manager-issuer": {"--set", "webhook.certMode=cert-manager,webhook.certManager.issuerRef.name=platform-ca,webhook.certManager.issuerRef.kind=ClusterIssuer"},
 	"self-signed":         {"--set", "webhook.certMode=self-signed"},
-	"monitoring":          {"--set", "metrics.serviceMonitor.enabled=true,dashboard.enabled=true"},
+	"monitoring":          {"--set", "metrics.serviceMonitor.enabled=true,dashboard.enabled=true,policy.prometheusRules.enabled=true"},
 	"upstream":            {"-f", "test/integration/charts/testdata/upstream-v1.14-values.yaml"},
 }
 
@@ -181,8 +176,8 @@ func TestEveryVariantIsAcceptedByTheAPIServer(t *testing.T) {
 					t.Errorf("cert-manager with an issuer: %v; want only the webhook's Certificate", kinds)
 				}
 			case "monitoring":
-				if kinds["ServiceMonitor"] != 1 || kinds["ConfigMap"] != 1 {
-					t.Errorf("monitoring: %v; want a ServiceMonitor and the dashboard ConfigMap", kinds)
+				if kinds["ServiceMonitor"] != 1 || kinds["ConfigMap"] != 1 || kinds["PrometheusRule"] != 1 {
+					t.Errorf("monitoring: %v; want a ServiceMonitor, the dashboard ConfigMap and the PrometheusRule", kinds)
 				}
 			}
 			apply(t, objs)
@@ -244,78 +239,6 @@ func TestBadValuesNameTheKey(t *testing.T) {
 		out, err := run(t, "template", "karpenter", "charts/karpenter", "--set", args)
 		if err == nil || !strings.Contains(out, want) {
 			t.Errorf("--set %s: %v; want an error naming %q:\n%s", args, err, want, out)
-		}
-	}
-}
-
-// Every metric the dashboard queries is one the controller exports (controllers/metrics.Collectors).
-func TestDashboardQueriesExportedMetrics(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(env.RepoRoot(), "charts", "karpenter", "dashboards", "karpenter.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dash struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	if err := json.Unmarshal(raw, &dash); err != nil {
-		t.Fatalf("the dashboard is not JSON: %v", err)
-	}
-	// What the manager registers: every collector's descriptions, by their fully-qualified
-	// names, with their labels.
-	exported := map[string]bool{}
-	labels := map[string]map[string]bool{}
-	descs := make(chan *prometheus.Desc)
-	go func() {
-		for _, c := range metrics.Collectors {
-			c.Describe(descs)
-		}
-		close(descs)
-	}()
-	fqName := regexp.MustCompile(`fqName: "([a-z_]+)"`)
-	variable := regexp.MustCompile(`variableLabels: \{([a-z_,]*)\}`)
-	for d := range descs {
-		if m := fqName.FindStringSubmatch(d.String()); m != nil {
-			exported[m[1]] = true
-			labels[m[1]] = map[string]bool{}
-			if v := variable.FindStringSubmatch(d.String()); v != nil {
-				for _, l := range strings.Split(v[1], ",") {
-					labels[m[1]][l] = true
-				}
-			}
-		}
-	}
-	if len(exported) < len(metrics.Collectors) {
-		t.Fatalf("read %d metric names from %d collectors; the description format changed?", len(exported), len(metrics.Collectors))
-	}
-	metric := regexp.MustCompile(`karpenter_[a-z0-9_]+`)
-	// The labels a query groups by or matches on: a label the metric does not have (one
-	// renamed, as capacity_type became message_type) yields an empty or single series.
-	used := regexp.MustCompile(`by \(([a-z_, ]+)\)|\{([a-z_]+)=`)
-	for _, p := range dash.Panels {
-		if len(p.Targets) == 0 {
-			t.Errorf("panel %q queries nothing", p.Title)
-		}
-		for _, target := range p.Targets {
-			names := metric.FindAllString(target.Expr, -1)
-			for _, name := range names {
-				if !exported[name] {
-					t.Errorf("panel %q queries %s, which the controller does not export", p.Title, name)
-				}
-			}
-			for _, m := range used.FindAllStringSubmatch(target.Expr, -1) {
-				for _, l := range strings.Split(m[1]+m[2], ",") {
-					l = strings.TrimSpace(l)
-					if l == "" || slices.ContainsFunc(names, func(n string) bool { return labels[n][l] }) {
-						continue
-					}
-					t.Errorf("panel %q uses label %s, which none of %v has", p.Title, l, names)
-				}
-			}
 		}
 	}
 }
