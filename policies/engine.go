@@ -529,20 +529,6 @@ func (e *Engine) observeExemptions(point string, xs []Exemption) {
 	}
 }
 
-// AttributedCost is what a pod on a node is charged, by the one definition used everywhere
-// (docs/architecture.md, "Cost attribution"): the node's price times the mean of the pod's shares of the node's
-// allocatable cpu and memory. The unrequested remainder is idle cost, charged to no one.
-func AttributedCost(price, cpu, memory, allocatableCPU, allocatableMemory float64) float64 {
-	share := 0.0
-	if allocatableCPU > 0 {
-		share += cpu / allocatableCPU
-	}
-	if allocatableMemory > 0 {
-		share += memory / allocatableMemory
-	}
-	return price * share / 2
-}
-
 // Variant is an engine that shares this one's compiled policies and exceptions, with the
 // CapacityPolicy name left out, or replaced by p when p is not nil. karpenterctl reviews a
 // CapacityPolicy with it as the cluster would: by the policies in force before it, its own

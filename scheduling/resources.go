@@ -92,8 +92,8 @@ type PodRequestCache struct {
 }
 
 type podRequests struct {
-	list     corev1.ResourceList
-	cpu, mem float64
+	list          corev1.ResourceList
+	cpu, mem, gpu float64
 }
 
 // NewPodRequestCache returns an empty cache.
@@ -108,7 +108,7 @@ func (c *PodRequestCache) entry(p *corev1.Pod) *podRequests {
 		}
 	}
 	l := PodRequests(p)
-	e := &podRequests{list: l, cpu: float64(l.Cpu().MilliValue()) / 1000, mem: float64(l.Memory().Value())}
+	e := &podRequests{list: l, cpu: float64(l.Cpu().MilliValue()) / 1000, mem: float64(l.Memory().Value()), gpu: Accelerators(l)}
 	if c != nil {
 		c.m[p] = e
 	}
@@ -122,4 +122,31 @@ func (c *PodRequestCache) Of(p *corev1.Pod) corev1.ResourceList { return c.entry
 func (c *PodRequestCache) CPUAndMemory(p *corev1.Pod) (cpu, mem float64) {
 	e := c.entry(p)
 	return e.cpu, e.mem
+}
+
+// Amounts are the pod's cpu (vCPU), memory (bytes) and accelerator requests, as cost
+// attribution reads them, computed on first use.
+func (c *PodRequestCache) Amounts(p *corev1.Pod) (cpu, mem, gpu float64) {
+	e := c.entry(p)
+	return e.cpu, e.mem, e.gpu
+}
+
+// AcceleratorResources are the extended resources cost attribution counts as accelerators
+// (docs/architecture.md, "Cost attribution"): NVIDIA and AMD GPUs and AWS Neuron devices.
+var AcceleratorResources = []corev1.ResourceName{"nvidia.com/gpu", "amd.com/gpu", "aws.amazon.com/neuron"}
+
+// Accelerators is how many accelerators a resource list holds.
+func Accelerators(l corev1.ResourceList) float64 {
+	n := 0.0
+	for _, name := range AcceleratorResources {
+		if q, ok := l[name]; ok {
+			n += float64(q.Value())
+		}
+	}
+	return n
+}
+
+// AmountsOf are a resource list's vCPU, bytes of memory and accelerators.
+func AmountsOf(l corev1.ResourceList) (cpu, mem, gpu float64) {
+	return float64(l.Cpu().MilliValue()) / 1000, float64(l.Memory().Value()), Accelerators(l)
 }

@@ -181,15 +181,16 @@ func costDeltas(c *Cluster, cmd *Command) map[string]delta {
 		if cand == nil {
 			continue
 		}
-		cpu, mem := c.Requests.CPUAndMemory(m.Pod)
+		cpu, mem, gpu := c.Requests.Amounts(m.Pod)
+		req := policies.Amounts{CPU: cpu, Memory: mem, GPU: gpu}
 		d := out[m.Pod.Namespace]
-		d.cost -= policies.AttributedCost(cand.PricePerHour, cpu, mem, cpuOf(cand.Node.Allocatable), memOf(cand.Node.Allocatable))
+		d.cost -= policies.AttributedCost(cand.PricePerHour, req, amountsOf(cand.Node.Allocatable))
 		addCPU(&d, cand.CapacityType, -cpu)
 		if r, ok := replacements[m.To]; ok {
-			d.cost += policies.AttributedCost(r.price, cpu, mem, cpuOf(r.alloc), memOf(r.alloc))
+			d.cost += policies.AttributedCost(r.price, req, amountsOf(r.alloc))
 			addCPU(&d, r.capacityType, cpu)
 		} else if n, ok := targets[m.To]; ok {
-			d.cost += policies.AttributedCost(n.PricePerHour, cpu, mem, cpuOf(n.Allocatable), memOf(n.Allocatable))
+			d.cost += policies.AttributedCost(n.PricePerHour, req, amountsOf(n.Allocatable))
 			addCPU(&d, nodeCapacityType(n.Labels), cpu)
 		}
 		out[m.Pod.Namespace] = d
@@ -212,8 +213,11 @@ func addCPU(d *delta, capacityType string, cpu float64) {
 	}
 }
 
-func cpuOf(l corev1.ResourceList) float64 { return float64(l.Cpu().MilliValue()) / 1000 }
-func memOf(l corev1.ResourceList) float64 { return float64(l.Memory().Value()) }
+// amountsOf is a node's allocatable as cost attribution reads it.
+func amountsOf(l corev1.ResourceList) policies.Amounts {
+	cpu, mem, gpu := scheduling.AmountsOf(l)
+	return policies.Amounts{CPU: cpu, Memory: mem, GPU: gpu}
+}
 
 // spotLeavesRange refuses a command that takes a namespace's Spot share, in range before,
 // out of its budget's range (with the spec's bounds: schedule windows are the engine's), when

@@ -66,8 +66,14 @@ func (z sizes) of(p *corev1.Pod) (cpu, mem float64) { return z.requests.CPUAndMe
 
 // cost is a pod's attributed cost and vCPU on a node of this price and allocatable.
 func (z sizes) cost(p *corev1.Pod, price float64, alloc corev1.ResourceList) (cost, cpu float64) {
-	cpu, mem := z.of(p)
-	return policies.AttributedCost(price, cpu, mem, float64(alloc.Cpu().MilliValue())/1000, float64(alloc.Memory().Value())), cpu
+	cpu, mem, gpu := z.requests.Amounts(p)
+	return policies.AttributedCost(price, policies.Amounts{CPU: cpu, Memory: mem, GPU: gpu}, amountsOf(alloc)), cpu
+}
+
+// amountsOf is a node's allocatable as cost attribution reads it.
+func amountsOf(alloc corev1.ResourceList) policies.Amounts {
+	cpu, mem, gpu := scheduling.AmountsOf(alloc)
+	return policies.Amounts{CPU: cpu, Memory: mem, GPU: gpu}
 }
 
 // charge adds a pod's cost and vCPU on a node to its namespace's usage.
