@@ -187,6 +187,7 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := policycontrollers.NewPolicyStatus(mgr.GetClient(), d.engine).Register(mgr); err != nil {
 		return fmt.Errorf("registering the capacitypolicy status controller: %w", err)
 	}
+	metrics.SetShowbackSource(policycontrollers.ShowbackSource(d.usage, mgr.Elected(), opts.ShowbackTeamLabel, opts.ShowbackMaxNamespaces))
 	if err := mgr.Add(audit.NewController(mgr.GetClient(), cluster, metered(cloud, "audit"), d.engine, clock.RealClock{}, opts.AuditInterval)); err != nil {
 		return fmt.Errorf("registering the audit controller: %w", err)
 	}

@@ -6,6 +6,9 @@
 //	karpenterctl simulate --nodepools PATH --workload PATH [--nodes PATH] [--instance-types FILE] [-o json|table|markdown]
 //	karpenterctl plan     --base PATH --head PATH --workload PATH [--nodes PATH] [--policies PATH] [--max-increase AMOUNT] [--fail-on-blocked] [--fail-on-warn] [-o text|markdown|json|github|junit]
 //	karpenterctl policy test PATH [PATH...] [--parameters FILE] [-v] [--coverage] [-o text|json|junit]
+//	karpenterctl cost [--kubeconfig PATH] [--context NAME] [--by namespace|team|nodepool] [--team-label KEY] [-o text|json|csv]
+//
+// cost is the one command that reads a running cluster (read-only, through a kubeconfig).
 //
 // Exit status: 0 when everything is valid (or converted), 1 when something is invalid (a
 // policy's admission rule denies it included), 2 on unreadable input or bad usage, 3 when a
@@ -38,7 +41,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-const usage = `karpenterctl: offline checks and conversions for Karpenter manifests
+const usage = `karpenterctl: offline checks and conversions for Karpenter manifests, and the cost of a running cluster
 
 Commands:
   validate -f PATH [-f PATH...] [--policies PATH] [--namespaces PATH] [--nodes PATH] [--now RFC3339] [-o text|json|github]
@@ -57,6 +60,10 @@ Commands:
       directory's Git repository.
   policy test PATH [PATH...] [--parameters FILE] [-v] [--coverage] [-o text|json|junit]
       Run the test_ rules of .rego files and CapacityPolicy manifests, as 'opa test' does.
+  cost [--kubeconfig PATH] [--context NAME] [--by namespace|team|nodepool] [--team-label KEY]
+       [--instance-types FILE] [--node-overlays] [-o text|json|csv]
+      What every namespace, team or NodePool of a running cluster costs an hour, by the
+      attribution the budgets use, with the idle room apart; it only reads the cluster.
 
 PATH is a file, a directory (searched recursively for .yaml, .yml and .json) or - for
 standard input, holding multi-document YAML such as kustomize build or helm template print.
@@ -79,6 +86,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return policyCmd(args[1:], stdout, stderr)
 	case "plan":
 		return planCmd(args[1:], stdin, stdout, stderr)
+	case "cost":
+		return costCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -30,6 +30,7 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/scheduling/planner"
+	"github.com/karpenter-policy/karpenter/scheduling/showback"
 )
 
 // BudgetStatus keeps CapacityBudget status: the namespace's run-rate on running nodes and
@@ -66,6 +67,8 @@ type Usage struct {
 
 	mu       sync.Mutex
 	usage    map[string]policies.Usage
+	showback *showback.Showback
+	labels   map[string]map[string]string
 	at       time.Time
 	revision uint64
 }
@@ -82,20 +85,42 @@ func NewUsage(cluster *state.Cluster, cloud cloudprovider.CloudProvider, clk clo
 func (u *Usage) ByNamespace(ctx context.Context) (map[string]policies.Usage, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if err := u.refresh(ctx); err != nil {
+		return nil, err
+	}
+	return u.usage, nil
+}
+
+// Showback is the cost of every node split between the namespaces and idle room
+// (scheduling/showback), from the same snapshot as ByNamespace, with the namespaces' labels.
+// The result is shared and must not be modified.
+func (u *Usage) Showback(ctx context.Context) (*showback.Showback, map[string]map[string]string, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if err := u.refresh(ctx); err != nil {
+		return nil, nil, err
+	}
+	return u.showback, u.labels, nil
+}
+
+// refresh attributes the cluster again when it changed (or usageTTL passed), at most once a
+// usageMinInterval. The caller holds mu.
+func (u *Usage) refresh(ctx context.Context) error {
 	if !u.cluster.Synced() {
 		// Attributed over part of the cluster, a budget would look under-used for a moment.
-		return nil, errNotSynced
+		return errNotSynced
 	}
 	rev := u.cluster.Revision()
 	if u.usage != nil && (rev == u.revision && u.clock.Since(u.at) < usageTTL || u.clock.Since(u.at) < usageMinInterval) {
-		return u.usage, nil
+		return nil
 	}
 	snap, err := u.cluster.Placed(ctx, u.cloud)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	u.usage, u.at, u.revision = planner.UsageOf(snap.NodesWithBufferRoom(), planner.NewPriceBook(snap.InstanceTypes()...)), u.clock.Now(), rev
-	return u.usage, nil
+	u.showback, u.labels = showback.Of(snap), snap.Namespaces()
+	return nil
 }
 
 // BudgetRefresh is how often a budget's status is brought up to date without a change to

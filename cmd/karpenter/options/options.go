@@ -41,9 +41,13 @@ type Options struct {
 	PolicyEvaluationTimeout      time.Duration
 	MaxExceptionDuration         time.Duration
 	AuditInterval                time.Duration
-	MetricsSecure                bool
-	MetricsCertDir               string
-	LogLevel                     string
+	// ShowbackTeamLabel is the namespace label whose value names a namespace's team in the
+	// showback metrics; ShowbackMaxNamespaces bounds their cardinality.
+	ShowbackTeamLabel     string
+	ShowbackMaxNamespaces int
+	MetricsSecure         bool
+	MetricsCertDir        string
+	LogLevel              string
 	// Disruption runs the disruption controller (consolidation, drift, expiration).
 	Disruption bool
 	// FeatureGates are the feature gates as given, "Name=true,..."; Gates, parsed.
@@ -209,6 +213,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) *EnvErrors {
 	duration(&o.PolicyEvaluationTimeout, "policy-evaluation-timeout", 100*time.Millisecond, "how long one evaluation of a CapacityPolicy may run; one that runs out is an evaluation error, handled by the policy's failurePolicy")
 	duration(&o.MaxExceptionDuration, "max-exception-duration", 720*time.Hour, "how far out a CapacityException's expiresAt may be when it is written; admission refuses one further out")
 	duration(&o.AuditInterval, "audit-interval", time.Minute, "how often the audit of what runs writes its reports at least (it also runs on change)")
+	str(&o.ShowbackTeamLabel, "showback-team-label", "team", "the namespace label whose value karpenter_policy_team_cost_per_hour sums namespaces' costs by; empty reports no team")
+	integer(&o.ShowbackMaxNamespaces, "showback-max-namespaces", 1000, "the most namespaces karpenter_policy_namespace_cost_per_hour reports, the costliest; the others are summed under namespace=\"(other)\"")
 	str(&o.LogLevel, "log-level", "info", "log level: debug, info or error")
 	boolean(&o.Disruption, "disruption", true, "run the disruption controller: remove empty nodes, replace drifted and expired ones, consolidate underutilized ones, within the NodePools' budgets")
 	str(&o.FeatureGates, "feature-gates", "", "feature gates as upstream names them, Name=true,...; upstream's default string is "+UpstreamFeatureGates()+" (StaticCapacity defaults to true here)")
@@ -275,6 +281,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ConsolidationMinSavings < 0 || o.ConsolidationMinSavings >= 1 {
 		errs = append(errs, fmt.Errorf("--consolidation-min-savings must be in [0, 1), got %v", o.ConsolidationMinSavings))
+	}
+	if o.ShowbackMaxNamespaces < 1 {
+		errs = append(errs, fmt.Errorf("--showback-max-namespaces must be at least 1, got %d", o.ShowbackMaxNamespaces))
 	}
 	if o.AuditInterval < 10*time.Second {
 		errs = append(errs, fmt.Errorf("--audit-interval must be at least 10s, got %s", o.AuditInterval))
