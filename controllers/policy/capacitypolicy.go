@@ -7,18 +7,16 @@
 package policy
 
 import (
-	"sync"
-
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
-
-	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
-
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
+	reportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,9 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	reportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
-
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 	"github.com/karpenter-policy/karpenter/policies"
 )
 
@@ -104,8 +101,33 @@ func NewPolicyStatus(c client.Client, e *policies.Engine) *PolicyStatus {
 
 // Register watches CapacityPolicies.
 func (r *PolicyStatus) Register(mgr ctrl.Manager) error {
+	// status.violations counts the audit's reports: a report written recounts the policies its
+	// results name (before and after the write).
+	named := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		var results []reportsv1alpha1.ReportResult
+		switch r := o.(type) {
+		case *reportsv1alpha1.Report:
+			results = r.Results
+		case *reportsv1alpha1.ClusterReport:
+			results = r.Results
+		}
+		seen := map[string]bool{}
+		var reqs []reconcile.Request
+		for _, x := range results {
+			name, ok := strings.CutPrefix(x.Policy, "CapacityPolicy/")
+			if ok && !seen[name] {
+				seen[name] = true
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+			}
+		}
+		return reqs
+	})
+	managed := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()["app.kubernetes.io/managed-by"] == "karpenter-policy"
+	}))
 	return ctrl.NewControllerManagedBy(mgr).Named("policy.capacitypolicy.status").WithOptions(ratelimit.Options(1)).
-		For(&policyv1.CapacityPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).Complete(r)
+		For(&policyv1.CapacityPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&reportsv1alpha1.Report{}, named, managed).Watches(&reportsv1alpha1.ClusterReport{}, named, managed).Complete(r)
 }
 
 // maxListed is how many compile errors and test failures status lists (the CRD's maxItems);

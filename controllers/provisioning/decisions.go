@@ -33,10 +33,20 @@ func (p *Provisioner) recordDecisions(out *planner.Outcome) {
 	for ns := range out.Namespaces {
 		accounted[ns] = true
 	}
-	decisions.Forget(func(r audit.Result, _ time.Time) bool {
-		d := r.Properties["decision"]
-		return accounted[r.Namespace] && (d == DecisionHeld || d == DecisionWouldHold)
-	})
+	// What the batch decides; the held decisions of accounted namespaces it does not decide
+	// again are dropped after (recorded first, one decided again keeps when it was first taken).
+	var held []audit.Result
+	defer func() {
+		again := map[string]bool{}
+		for _, r := range held {
+			again[r.Key()] = true
+			decisions.Record(r, now)
+		}
+		decisions.Forget(func(r audit.Result, _ time.Time) bool {
+			d := r.Properties["decision"]
+			return accounted[r.Namespace] && (d == DecisionHeld || d == DecisionWouldHold) && !again[r.Key()]
+		})
+	}()
 	type group struct {
 		ns   string
 		v    policies.Violation
@@ -69,7 +79,7 @@ func (p *Provisioner) recordDecisions(out *planner.Outcome) {
 		for _, name := range g.pods[:min(len(g.pods), maxPodsInADecision)] {
 			r.Subjects = append(r.Subjects, audit.Subject{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: name})
 		}
-		decisions.Record(r, now)
+		held = append(held, r)
 	}
 	for _, v := range out.DryRun {
 		if v.Namespace == "" {
@@ -79,10 +89,10 @@ func (p *Provisioner) recordDecisions(out *planner.Outcome) {
 		if rule == "" {
 			rule = policyv1.DecisionPointProvisioning
 		}
-		decisions.Record(audit.Result{Namespace: v.Namespace, Policy: audit.PolicyName(v.Source), Rule: rule, Outcome: audit.Fail, Severity: audit.Medium,
+		held = append(held, audit.Result{Namespace: v.Namespace, Policy: audit.PolicyName(v.Source), Rule: rule, Outcome: audit.Fail, Severity: audit.Medium,
 			Subjects:   []audit.Subject{{APIVersion: "v1", Kind: "Namespace", Name: v.Namespace}},
 			Message:    "would have held pods back (DryRun): " + v.Message,
-			Properties: map[string]string{"decision": DecisionWouldHold, "enforcement": string(policyv1.EnforcementDryRun)}}, now)
+			Properties: map[string]string{"decision": DecisionWouldHold, "enforcement": string(policyv1.EnforcementDryRun)}})
 	}
 	for _, x := range out.Exemptions {
 		if x.Namespace == "" {

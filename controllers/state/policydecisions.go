@@ -24,7 +24,10 @@ type policyDecision struct {
 	at     time.Time
 }
 
-// Record keeps a decision taken at at, replacing an older one of the same key.
+// Record keeps a decision taken at at, replacing an older one of the same key. The same
+// decision taken again (audit.Result.Same) keeps the time it was first taken: pods held
+// batch after batch are held since then, and a new leader that decides again what the last
+// one restored reports it as the last one did.
 func (d *PolicyDecisions) Record(r audit.Result, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -32,7 +35,10 @@ func (d *PolicyDecisions) Record(r audit.Result, at time.Time) {
 		d.byID = map[string]policyDecision{}
 	}
 	k := r.Key()
-	if prev, ok := d.byID[k]; ok && prev.at.After(at) {
+	if prev, ok := d.byID[k]; ok && (prev.at.After(at) || prev.result.Same(r)) {
+		if prev.result.Same(r) && at.Before(prev.at) {
+			d.byID[k] = policyDecision{result: r, at: at}
+		}
 		return
 	}
 	d.byID[k] = policyDecision{result: r, at: at}

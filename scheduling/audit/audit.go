@@ -13,6 +13,8 @@ package audit
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,6 +76,13 @@ type Result struct {
 	// Properties are what a dashboard reads: hourlyCost, hourlyLimit, spotPercent,
 	// enforcement, ...
 	Properties map[string]string
+}
+
+// Same reports whether two results say the same: the same key, outcome, severity, subjects,
+// message and properties (a decision taken again unchanged).
+func (r Result) Same(o Result) bool {
+	return r.Key() == o.Key() && r.Outcome == o.Outcome && r.Severity == o.Severity && r.Message == o.Message &&
+		slices.Equal(r.Subjects, o.Subjects) && maps.Equal(r.Properties, o.Properties)
 }
 
 // Key identifies what a result is about: its report, policy, rule and first subject. The
