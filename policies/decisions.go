@@ -123,6 +123,9 @@ func (e *Engine) budgetDoc(b *policyv1.CapacityBudget, x budgetExemption, now ti
 	}
 	doc := map[string]any{"namespace": b.Namespace, "name": b.Name, "spec": spec,
 		"status": map[string]any{"monthToDateCost": string(b.Status.MonthToDateCost)}}
+	if IsClusterBudget(b) {
+		doc["kind"] = clusterBudgetKind
+	}
 	if i, ok := ActiveSchedule(b, now); ok {
 		doc["activeSchedule"] = i
 	}
@@ -169,6 +172,9 @@ type cachedSpec struct {
 }
 
 func budgetSource(b *policyv1.CapacityBudget) Source {
+	if IsClusterBudget(b) {
+		return Source{Kind: clusterBudgetKind, Name: b.Name}
+	}
 	return Source{Kind: "CapacityBudget", Namespace: b.Namespace, Name: b.Name}
 }
 
@@ -256,7 +262,9 @@ type SpotBounds struct {
 
 // Provisioning evaluates the provisioning decision point for one namespace on one NodePool:
 // the built-in budget policies when the namespace has a CapacityBudget, and each
-// CapacityPolicy that selects the namespace.
+// CapacityPolicy that selects the namespace. With a ClusterCapacityBudget as the budget
+// (IsClusterBudget; the usage its namespaces' together) it evaluates the built-in policies
+// alone, without exceptions: CapacityPolicies and CapacityExceptions apply per namespace.
 func (e *Engine) Provisioning(ctx context.Context, in ProvisioningInput) *Constraints {
 	at := in.Point
 	if at == "" {
@@ -288,9 +296,13 @@ func (e *Engine) Provisioning(ctx context.Context, in ProvisioningInput) *Constr
 			c.Budget = budgetInForce(r, src, enforcement)
 		}
 	}
+	cluster := in.Budget != nil && IsClusterBudget(in.Budget)
 	if in.Budget != nil {
 		raw := in.Budget
-		eff, x := e.effectiveBudget(raw, in.Namespace, in.Now)
+		eff, x := raw, budgetExemption{}
+		if !cluster {
+			eff, x = e.effectiveBudget(raw, in.Namespace, in.Now)
+		}
 		c.Exemptions = append(c.Exemptions, budgetExemptionRecord(raw, x)...)
 		bd, err := e.budgetDoc(eff, x, in.Now)
 		if err != nil {
@@ -303,6 +315,9 @@ func (e *Engine) Provisioning(ctx context.Context, in ProvisioningInput) *Constr
 				c.Budget.Exemptions = budgetExemptionRecord(raw, x)
 			}
 		}
+	}
+	if cluster {
+		return c
 	}
 	for _, u := range *e.policies.Load() {
 		if u.selects(in.Namespace) {
@@ -317,7 +332,10 @@ func (e *Engine) Provisioning(ctx context.Context, in ProvisioningInput) *Constr
 // CapacityBudget: the limit and Spot bounds in force now and what remains, for the budget's
 // status. CapacityPolicies are not evaluated: an error of theirs is not the budget's.
 func (e *Engine) BudgetInForce(ctx context.Context, ns Namespace, b *policyv1.CapacityBudget, usage Usage, now time.Time) (*BudgetInForce, error) {
-	eff, x := e.effectiveBudget(b, ns, now)
+	eff, x := b, budgetExemption{}
+	if !IsClusterBudget(b) {
+		eff, x = e.effectiveBudget(b, ns, now)
+	}
 	bd, err := e.budgetDoc(eff, x, now)
 	if err != nil {
 		return nil, err
@@ -639,7 +657,10 @@ func (e *Engine) addBudgets(d *Decision, point string, parts []namespacePart, no
 		if p.budget == nil {
 			continue
 		}
-		eff, x := e.effectiveBudget(p.budget, p.ns, now)
+		eff, x := p.budget, budgetExemption{}
+		if !IsClusterBudget(p.budget) {
+			eff, x = e.effectiveBudget(p.budget, p.ns, now)
+		}
 		d.Exemptions = append(d.Exemptions, budgetExemptionRecord(p.budget, x)...)
 		bd, err := e.budgetDoc(eff, x, now)
 		if err != nil {
@@ -740,6 +761,11 @@ type DisruptionInput struct {
 
 // Disruption evaluates the disruption gate for one command.
 func (e *Engine) Disruption(ctx context.Context, in DisruptionInput) *Decision {
+	command, parts := disruptionInput(in)
+	return e.evalNamespaces(ctx, policyv1.DecisionPointDisruption, command, parts, in.Now, true)
+}
+
+func disruptionInput(in DisruptionInput) (map[string]any, []namespacePart) {
 	replacements := in.Replacements
 	if replacements == nil {
 		replacements = []DisruptionNode{}
@@ -750,5 +776,5 @@ func (e *Engine) Disruption(ctx context.Context, in DisruptionInput) *Decision {
 		parts[i] = namespacePart{ns: ns.Namespace, budget: ns.Budget, doc: map[string]any{"name": ns.Namespace.Name,
 			"labels": namespaceDoc(ns.Namespace)["labels"], "costDelta": ns.CostDelta, "usage": usageDoc(ns.Usage)}}
 	}
-	return e.evalNamespaces(ctx, policyv1.DecisionPointDisruption, command, parts, in.Now, true)
+	return command, parts
 }

@@ -37,6 +37,7 @@ import (
 // +kubebuilder:webhook:path=/validate-karpenter-kwok-sh-v1alpha1-kwoknodeclass,mutating=false,failurePolicy=fail,sideEffects=None,groups=karpenter.kwok.sh,resources=kwoknodeclasses,verbs=create;update,versions=v1alpha1,name=validation.kwoknodeclasses.karpenter.kwok.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:webhook:path=/validate-policy-karpenter-sh-v1-capacitybudget,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.karpenter.sh,resources=capacitybudgets,verbs=create;update,versions=v1,name=validation.capacitybudgets.policy.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:webhook:path=/validate-policy-karpenter-sh-v1-capacitypolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.karpenter.sh,resources=capacitypolicies,verbs=create;update,versions=v1,name=validation.capacitypolicies.policy.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
+// +kubebuilder:webhook:path=/validate-policy-karpenter-sh-v1-clustercapacitybudget,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.karpenter.sh,resources=clustercapacitybudgets,verbs=create;update,versions=v1,name=validation.clustercapacitybudgets.policy.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
 // +kubebuilder:webhook:path=/validate-policy-karpenter-sh-v1-capacityexception,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.karpenter.sh,resources=capacityexceptions,verbs=create;update,versions=v1,name=validation.capacityexceptions.policy.karpenter.sh,admissionReviewVersions=v1,matchPolicy=Equivalent
 
 // Register adds the conversion webhook (/convert), the validating webhooks and the
@@ -78,6 +79,11 @@ func Validating(scheme *runtime.Scheme, v *validation.Validator, rev Reviewer) m
 	budget := policyv1.SchemeGroupVersion.WithKind("CapacityBudget")
 	add(budget, admission.WithValidator(scheme, reviewed(warned(typed(budget.GroupKind(), func(_ context.Context, o *policyv1.CapacityBudget) field.ErrorList { return v.CapacityBudget(o) }),
 		(*policyv1.CapacityBudget).FieldsNotActedOn), rev)))
+	clusterBudget := policyv1.SchemeGroupVersion.WithKind("ClusterCapacityBudget")
+	add(clusterBudget, admission.WithValidator(scheme, reviewed(warned(typed(clusterBudget.GroupKind(), func(_ context.Context, o *policyv1.ClusterCapacityBudget) field.ErrorList {
+		return v.ClusterCapacityBudget(o)
+	}),
+		(*policyv1.ClusterCapacityBudget).FieldsNotActedOn), rev)))
 	policy := policyv1.SchemeGroupVersion.WithKind("CapacityPolicy")
 	add(policy, admission.WithValidator(scheme, reviewed(warned(typed(policy.GroupKind(), v.CapacityPolicy), (*policyv1.CapacityPolicy).FieldsNotActedOn), rev)))
 	// A CapacityException's expiresAt is checked against the clock when it is written: on

@@ -197,8 +197,12 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := policycontrollers.NewNamespaceGate(mgr.GetClient()).Register(mgr); err != nil {
 		return fmt.Errorf("registering the capacitybudget gate controller: %w", err)
 	}
-	if err := policycontrollers.NewBudgetStatus(mgr.GetClient(), cluster, d.usage, d.engine, clock.RealClock{}).WithRecorder(recorder).Register(mgr); err != nil {
+	budgetStatus := policycontrollers.NewBudgetStatus(mgr.GetClient(), cluster, d.usage, d.engine, clock.RealClock{}).WithRecorder(recorder)
+	if err := budgetStatus.Register(mgr); err != nil {
 		return fmt.Errorf("registering the capacitybudget status controller: %w", err)
+	}
+	if err := policycontrollers.NewClusterBudgetStatus(budgetStatus).Register(mgr); err != nil {
+		return fmt.Errorf("registering the clustercapacitybudget status controller: %w", err)
 	}
 	if err := lifecycle.NewController(mgr.GetClient(), metered(cloud, "nodeclaim.lifecycle"), recorder, clock.RealClock{}).WithValidation(validation.New().NodeClaim).WithRegistrations(cluster).Register(mgr); err != nil {
 		return fmt.Errorf("registering the nodeclaim lifecycle: %w", err)

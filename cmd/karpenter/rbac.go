@@ -20,8 +20,8 @@ package main
 // +kubebuilder:rbac:groups=karpenter.k8s.aws,resources=ec2nodeclasses/finalizers,verbs=update
 // +kubebuilder:rbac:groups=karpenter.kwok.sh,resources=kwoknodeclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=karpenter.kwok.sh,resources=kwoknodeclasses/status,verbs=get;patch;update
-// +kubebuilder:rbac:groups=policy.karpenter.sh,resources=capacitybudgets;capacitypolicies;capacityexceptions,verbs=get;list;watch
-// +kubebuilder:rbac:groups=policy.karpenter.sh,resources=capacitybudgets/status;capacitypolicies/status;capacityexceptions/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=policy.karpenter.sh,resources=capacitybudgets;clustercapacitybudgets;capacitypolicies;capacityexceptions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=policy.karpenter.sh,resources=capacitybudgets/status;clustercapacitybudgets/status;capacitypolicies/status;capacityexceptions/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=openreports.io,resources=reports;clusterreports,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;create;delete;patch;update
 // +kubebuilder:rbac:groups="",resources=nodes/status,verbs=patch

@@ -43,8 +43,10 @@ type planDelta struct {
 	PricePerMonth float64                    `json:"pricePerMonth"`
 	Nodes         int                        `json:"nodes"`
 	Namespaces    map[string]*namespaceDelta `json:"namespaces"`
-	NewlyBlocked  []string                   `json:"newlyBlocked"`
-	Unblocked     []string                   `json:"unblocked"`
+	// Teams are the ClusterCapacityBudgets' namespaces together, by its name.
+	Teams        map[string]*namespaceDelta `json:"teams,omitempty"`
+	NewlyBlocked []string                   `json:"newlyBlocked"`
+	Unblocked    []string                   `json:"unblocked"`
 }
 
 // namespaceDelta is head minus base for one namespace.
@@ -202,7 +204,7 @@ func splitSide(docs []offline.Document) (nodePools, policies, buffers []offline.
 		switch {
 		case gvk.Group == "karpenter.sh" && (gvk.Kind == "NodePool" || gvk.Kind == "NodeOverlay"):
 			nodePools = append(nodePools, d)
-		case gvk.Group == "policy.karpenter.sh" && (gvk.Kind == "CapacityBudget" || gvk.Kind == "CapacityPolicy"),
+		case gvk.Group == "policy.karpenter.sh" && (gvk.Kind == "CapacityBudget" || gvk.Kind == "ClusterCapacityBudget" || gvk.Kind == "CapacityPolicy"),
 			gvk.Group == "" && gvk.Kind == "Namespace":
 			policies = append(policies, d)
 		case gvk.Group == "autoscaling.x-k8s.io" && gvk.Kind == "CapacityBuffer", gvk.Group == "" && gvk.Kind == "PodTemplate":
@@ -243,6 +245,19 @@ func delta(base, head *simulate.Report) *planDelta {
 			h = *n
 		}
 		d.Namespaces[name] = &namespaceDelta{PricePerHour: round4(h.PricePerHour - b.PricePerHour), SpotPercent: round4(h.SpotPercent - b.SpotPercent)}
+	}
+	for name := range joinKeys(base.Teams, head.Teams) {
+		var b, h simulate.TeamReport
+		if t := base.Teams[name]; t != nil {
+			b = *t
+		}
+		if t := head.Teams[name]; t != nil {
+			h = *t
+		}
+		if d.Teams == nil {
+			d.Teams = map[string]*namespaceDelta{}
+		}
+		d.Teams[name] = &namespaceDelta{PricePerHour: round4(h.PricePerHour - b.PricePerHour)}
 	}
 	before, after := blocked(base), blocked(head)
 	for pod := range after {

@@ -358,3 +358,69 @@ func TestPlanReadsGitFromASubdirectory(t *testing.T) {
 			r.Base.Totals.Nodes, r.Head.Totals.Nodes, r.Delta.PricePerHour)
 	}
 }
+
+// A head that adds a ClusterCapacityBudget over team-a and team-b: plan's per-team table says
+// what they spend together before and after, within the limit, and the pods it holds name it;
+// simulate holds them to it too.
+func TestPlanReportsATeamBudget(t *testing.T) {
+	const team = `
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a, labels: {team: platform}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-b, labels: {team: platform}}
+`
+	const clusterBudget = `
+---
+apiVersion: policy.karpenter.sh/v1
+kind: ClusterCapacityBudget
+metadata: {name: platform}
+spec:
+  namespaceSelector: {matchLabels: {team: platform}}
+  limits: {hourlyCost: "1.50"}
+  enforcement: Deny
+`
+	base, head := planSides(t, t.TempDir(), func(text string) string { return text + team + clusterBudget })
+	if err := os.WriteFile(filepath.Join(base, "policies.yaml"), []byte(mustRead(t, filepath.Join(base, "policies.yaml"))+team), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	workload := filepath.Join(repo, "test", "policies", "workload.yaml")
+	code, out, errOut := karpenterctl(t, "", "plan", "--base", base, "--head", head, "--workload", workload, "--now", planNow, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	r := &planReport{}
+	if err := json.Unmarshal([]byte(out), r); err != nil {
+		t.Fatal(err)
+	}
+	tr := r.Head.Teams["platform"]
+	if tr == nil || tr.HourlyLimit == nil || *tr.HourlyLimit != 1.5 || !reflect.DeepEqual(tr.Namespaces, []string{"team-a", "team-b"}) {
+		t.Fatalf("the head's team: %+v", tr)
+	}
+	together := r.Head.Namespaces["team-a"].PricePerHour + r.Head.Namespaces["team-b"].PricePerHour
+	if tr.PricePerHour > 1.5+0.005 || tr.PricePerHour < together-0.01 || tr.PricePerHour > together+0.01 {
+		t.Errorf("the team spends %.4f/hour, its namespaces %.4f together, its limit 1.50", tr.PricePerHour, together)
+	}
+	if len(tr.BlockedPods) == 0 || !strings.Contains(tr.BlockedPods[0].Reason, "ClusterCapacityBudget platform") {
+		t.Errorf("the team holds %v", tr.BlockedPods)
+	}
+	if d := r.Delta.Teams["platform"]; d == nil || d.PricePerHour != round4(tr.PricePerHour) {
+		t.Errorf("team delta %+v, want %.4f (no team in the base)", d, tr.PricePerHour)
+	}
+	_, md, _ := karpenterctl(t, "", "plan", "--base", base, "--head", head, "--workload", workload, "--now", planNow, "-o", "markdown")
+	if !strings.Contains(md, "| team (ClusterCapacityBudget) | namespaces |") || !strings.Contains(md, "| platform | 2 | 0.0000 |") {
+		t.Errorf("markdown lacks the team table:\n%s", md)
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -120,6 +120,11 @@ func writePlanText(w io.Writer, r *planReport) {
 		fmt.Fprintf(w, "namespace %s: $/hour %.4f -> %.4f (%+.4f), Spot %.1f%% -> %.1f%%\n", name, b.PricePerHour, h.PricePerHour,
 			r.Delta.Namespaces[name].PricePerHour, b.SpotPercent, h.SpotPercent)
 	}
+	for _, name := range slices.Sorted(maps.Keys(r.Delta.Teams)) {
+		b, h := teamOf(r.Base, name), teamOf(r.Head, name)
+		fmt.Fprintf(w, "team %s (ClusterCapacityBudget, %d namespaces): $/hour %.4f -> %.4f (%+.4f)%s\n", name, len(h.Namespaces), b.PricePerHour, h.PricePerHour,
+			r.Delta.Teams[name].PricePerHour, limitNote(h.HourlyLimit))
+	}
 	why := reasons(r)
 	for _, g := range podGroups(r.Delta.NewlyBlocked, func(pod string) string { return why[pod] }) {
 		if g.listed() {
@@ -192,6 +197,21 @@ func nsOf(r *simulate.Report, name string) simulate.NamespaceReport {
 	return simulate.NamespaceReport{}
 }
 
+func teamOf(r *simulate.Report, name string) simulate.TeamReport {
+	if t := r.Teams[name]; t != nil {
+		return *t
+	}
+	return simulate.TeamReport{}
+}
+
+// limitNote is ", limit X" for a team with an hourly limit in force.
+func limitNote(l *float64) string {
+	if l == nil {
+		return ""
+	}
+	return fmt.Sprintf(", limit %.2f", *l)
+}
+
 func cell(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ") }
 
 // writePlanMarkdown writes the plan as a pull-request comment: the marker line, the
@@ -244,6 +264,20 @@ func writePlanMarkdown(w io.Writer, r *planReport) {
 			}
 			fmt.Fprintf(w, "| %s | %.4f | %.4f | %+.4f | %s | %.1f%% -> %.1f%% |\n", cell(name), b.PricePerHour, h.PricePerHour,
 				r.Delta.Namespaces[name].PricePerHour, limit, b.SpotPercent, h.SpotPercent)
+		}
+		fmt.Fprintln(w)
+	}
+	if names := slices.Sorted(maps.Keys(r.Delta.Teams)); len(names) > 0 {
+		fmt.Fprintln(w, "| team (ClusterCapacityBudget) | namespaces | before $/hour | after $/hour | delta | limit |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+		for _, name := range names {
+			b, h := teamOf(r.Base, name), teamOf(r.Head, name)
+			limit := "-"
+			if h.HourlyLimit != nil {
+				limit = fmt.Sprintf("%.2f", *h.HourlyLimit)
+			}
+			fmt.Fprintf(w, "| %s | %d | %.4f | %.4f | %+.4f | %s |\n", cell(name), len(h.Namespaces), b.PricePerHour, h.PricePerHour,
+				r.Delta.Teams[name].PricePerHour, limit)
 		}
 		fmt.Fprintln(w)
 	}

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	k8spolicyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	autoscalingv1beta1 "github.com/karpenter-policy/karpenter/api/autoscaling/v1beta1"
@@ -227,7 +228,7 @@ type policyDoc struct {
 
 // newPlanner builds the policy planner of a simulation; a CapacityPolicy that does not compile
 // is an error naming its file and line.
-func newPlanner(pols []policyDoc, budgets []*policyv1.CapacityBudget, exceptions []policyv1.CapacityException, namespaces []*corev1.Namespace, now time.Time) (*planner.Planner, error) {
+func newPlanner(pols []policyDoc, budgets []*policyv1.CapacityBudget, clusterBudgets []*policyv1.ClusterCapacityBudget, exceptions []policyv1.CapacityException, namespaces []*corev1.Namespace, now time.Time) (*planner.Planner, error) {
 	engine, err := policies.NewEngine()
 	if err != nil {
 		return nil, err
@@ -264,6 +265,7 @@ func newPlanner(pols []policyDoc, budgets []*policyv1.CapacityBudget, exceptions
 		}
 		pl.Budgets[b.Namespace] = b
 	}
+	pl.ClusterBudgets = planner.ClusterBudgets(clusterBudgets)
 	return pl, nil
 }
 
@@ -407,6 +409,7 @@ func loadSimulation(src simSources, in *simulate.Input, din *simulate.DisruptInp
 	}
 	var pols []policyDoc
 	var budgets []*policyv1.CapacityBudget
+	var clusterBudgets []*policyv1.ClusterCapacityBudget
 	var exceptions []policyv1.CapacityException
 	if err == nil && len(src.policies) > 0 {
 		err = load(dedupePolicies(src.policies), func(o runtime.Object, d offline.Document) error {
@@ -418,17 +421,22 @@ func loadSimulation(src simSources, in *simulate.Input, din *simulate.DisruptInp
 				budgets = append(budgets, v)
 			case *policyv1.CapacityPolicy:
 				pols = append(pols, policyDoc{v, d})
+			case *policyv1.ClusterCapacityBudget:
+				if _, err := metav1.LabelSelectorAsSelector(&v.Spec.NamespaceSelector); err != nil {
+					return fmt.Errorf("%s:%d: ClusterCapacityBudget %s: spec.namespaceSelector: %w", d.File, d.Line, v.Name, err)
+				}
+				clusterBudgets = append(clusterBudgets, v)
 			case *policyv1.CapacityException:
 				exceptions = append(exceptions, *v)
 			case *corev1.Namespace:
 				namespaces = append(namespaces, v)
 			default:
-				return fmt.Errorf("%s:%d: %s is not a CapacityBudget, CapacityPolicy, CapacityException or Namespace", d.File, d.Line, d.GVK().Kind)
+				return fmt.Errorf("%s:%d: %s is not a CapacityBudget, ClusterCapacityBudget, CapacityPolicy, CapacityException or Namespace", d.File, d.Line, d.GVK().Kind)
 			}
 			return nil
 		})
 		if err == nil {
-			in.Planner, err = newPlanner(pols, budgets, exceptions, namespaces, now)
+			in.Planner, err = newPlanner(pols, budgets, clusterBudgets, exceptions, namespaces, now)
 		}
 	}
 	return err

@@ -141,6 +141,11 @@ func (c *Controller) run(ctx context.Context, now time.Time) error {
 			in.Budgets[b.Namespace] = b
 		}
 	}
+	for _, b := range snap.Objects.ClusterCapacityBudgets {
+		if b.DeletionTimestamp == nil {
+			in.ClusterBudgets = append(in.ClusterBudgets, b)
+		}
+	}
 	for i := range pols.Items {
 		if pols.Items[i].DeletionTimestamp == nil {
 			in.Policies = append(in.Policies, &pols.Items[i])

@@ -276,7 +276,7 @@ func (c *Controller) Snapshot(ctx context.Context) (*methods.Cluster, error) {
 	mc.InFlight(c.Orchestrator.InFlight())
 	mc.Hold(c.Orchestrator.Held())
 	if c.engine != nil {
-		g := methods.NewPolicyGate(planner.New(c.engine, snap.Objects.Namespaces, snap.Objects.CapacityBudgets, snap.Now), mc)
+		g := methods.NewPolicyGate(planner.New(c.engine, snap.Objects.Namespaces, snap.Objects.CapacityBudgets, snap.Objects.ClusterCapacityBudgets, snap.Now), mc)
 		c.recordGate(g)
 		mc.Gate = g
 	}

@@ -224,7 +224,7 @@ func (r *BudgetStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 			metrics.BudgetHourlyLimit.DeleteLabelValues(b.Namespace)
 		}
 		conds.set(policyv1.ConditionTypeSpotShareOutOfRange, spot.OutOfRange, "OutOfRange", "InRange", spot.Message)
-		r.forecastStatus(b, r.engine.EffectiveBudget(b, ns, now), st, bif, usage, conds, now)
+		r.forecastStatus(b, "CapacityBudget "+b.Namespace+"/"+b.Name, b, r.engine.EffectiveBudget(b, ns, now), st, bif, usage, conds, now)
 	}
 	metrics.BudgetHourlyCost.WithLabelValues(b.Namespace, "running").Set(usage.HourlyCost)
 	metrics.BudgetHourlyCost.WithLabelValues(b.Namespace, "inflight").Set(usage.InFlightHourlyCost)

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
@@ -90,25 +91,31 @@ func Alerts(alerts []policyv1.BudgetAlert, runRate, hourlyLimit float64, hasHour
 }
 
 // forecastStatus fills a budget's forecast, its AlertFiring condition and their metrics, and
-// says in an Event when the condition turns.
-func (r *BudgetStatus) forecastStatus(b, eff *policyv1.CapacityBudget, st *policyv1.CapacityBudgetStatus, bif *policies.BudgetInForce, usage policies.Usage, conds conditions, now time.Time) {
+// says in an Event when the condition turns. obj is the object the Events are about and name
+// how they name it; a ClusterCapacityBudget (no namespace) has no per-namespace gauges.
+func (r *BudgetStatus) forecastStatus(obj runtime.Object, name string, b, eff *policyv1.CapacityBudget, st *policyv1.CapacityBudgetStatus, bif *policies.BudgetInForce, usage policies.Usage, conds conditions, now time.Time) {
+	gauges := b.Namespace != ""
 	runRate := usage.HourlyCost + usage.InFlightHourlyCost
 	forecast := Forecast(parseMoney(st.MonthToDateCost), runRate, now)
 	st.ForecastMonthCost = money(forecast)
-	metrics.BudgetForecastMonthCost.WithLabelValues(b.Namespace).Set(forecast)
+	if gauges {
+		metrics.BudgetForecastMonthCost.WithLabelValues(b.Namespace).Set(forecast)
+		metrics.BudgetLimitUsed.DeletePartialMatch(map[string]string{"namespace": b.Namespace})
+		metrics.BudgetAlertFiring.DeletePartialMatch(map[string]string{"namespace": b.Namespace})
+	}
 	monthLimit, hasMonth := MonthLimit(eff, bif, now)
 	st.ForecastPercent = ""
-	metrics.BudgetLimitUsed.DeletePartialMatch(map[string]string{"namespace": b.Namespace})
 	if hasMonth && monthLimit > 0 {
 		pct := 100 * forecast / monthLimit
 		st.ForecastPercent = strconv.FormatFloat(round1(pct), 'f', 1, 64)
-		metrics.BudgetLimitUsed.WithLabelValues(b.Namespace, "forecast").Set(pct)
+		if gauges {
+			metrics.BudgetLimitUsed.WithLabelValues(b.Namespace, "forecast").Set(pct)
+		}
 	}
 	hasHourly := bif != nil && bif.HasLimit
-	if hasHourly && bif.HourlyLimit > 0 {
+	if gauges && hasHourly && bif.HourlyLimit > 0 {
 		metrics.BudgetLimitUsed.WithLabelValues(b.Namespace, "runrate").Set(100 * runRate / bif.HourlyLimit)
 	}
-	metrics.BudgetAlertFiring.DeletePartialMatch(map[string]string{"namespace": b.Namespace})
 	if len(b.Spec.Alerts) == 0 {
 		meta.RemoveStatusCondition(&st.Conditions, policyv1.ConditionTypeAlertFiring)
 		return
@@ -123,14 +130,16 @@ func (r *BudgetStatus) forecastStatus(b, eff *policyv1.CapacityBudget, st *polic
 		if reached {
 			v = 1
 		}
-		metrics.BudgetAlertFiring.WithLabelValues(b.Namespace, strconv.Itoa(int(p))).Set(v)
+		if gauges {
+			metrics.BudgetAlertFiring.WithLabelValues(b.Namespace, strconv.Itoa(int(p))).Set(v)
+		}
 	}
 	was := meta.IsStatusConditionTrue(b.Status.Conditions, policyv1.ConditionTypeAlertFiring)
 	conds.set(policyv1.ConditionTypeAlertFiring, a.Firing, fmt.Sprintf("Above%dPercent", a.Percent), "BelowThresholds", a.Message)
 	switch {
 	case a.Firing && !was && r.recorder != nil:
-		r.recorder.Eventf(b, nil, corev1.EventTypeWarning, "AlertFiring", "Alert", "CapacityBudget %s/%s: %s", b.Namespace, b.Name, a.Message)
+		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "AlertFiring", "Alert", "%s: %s", name, a.Message)
 	case !a.Firing && was && r.recorder != nil:
-		r.recorder.Eventf(b, nil, corev1.EventTypeNormal, "AlertResolved", "Alert", "CapacityBudget %s/%s: %s", b.Namespace, b.Name, a.Message)
+		r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, "AlertResolved", "Alert", "%s: %s", name, a.Message)
 	}
 }

@@ -3,8 +3,11 @@ package policy
 import (
 	"context"
 	"encoding/json"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -19,8 +22,8 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 )
 
-// NamespaceGate labels the namespaces whose CapacityBudget can hold pods back
-// (policyv1.NamespaceGateLabel), so that the CapacityBudget gate's webhook, which selects
+// NamespaceGate labels the namespaces whose CapacityBudget, or a ClusterCapacityBudget that
+// selects them, can hold pods back (policyv1.NamespaceGateLabel), so that the CapacityBudget gate's webhook, which selects
 // namespaces by that label, sees their new pods and no others; it takes the label off when
 // no such budget is left (docs/architecture.md, "CapacityBudget gate"). Like every
 // controller, it runs on the leader only.
@@ -36,15 +39,28 @@ func (g *NamespaceGate) Register(mgr ctrl.Manager) error {
 	byNamespace := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: o.GetNamespace()}}}
 	})
+	// A ClusterCapacityBudget changes every namespace it selects, before and after.
+	allNamespaces := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list corev1.NamespaceList
+		if err := g.client.List(ctx, &list); err != nil {
+			return nil
+		}
+		out := make([]reconcile.Request, len(list.Items))
+		for i := range list.Items {
+			out[i] = reconcile.Request{NamespacedName: client.ObjectKey{Name: list.Items[i].Name}}
+		}
+		return out
+	})
+	// Any label change: a ClusterCapacityBudget may select the namespace by it.
 	labelChanged := predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld.GetLabels()[policyv1.NamespaceGateLabel] != e.ObjectNew.GetLabels()[policyv1.NamespaceGateLabel]
+			return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
 		},
 		DeleteFunc: func(event.DeleteEvent) bool { return false },
 	}
 	return ctrl.NewControllerManagedBy(mgr).Named("policy.capacitybudget.gate").WithOptions(ratelimit.Options(1)).
 		For(&corev1.Namespace{}, builder.WithPredicates(labelChanged)).
-		Watches(&policyv1.CapacityBudget{}, byNamespace).Complete(g)
+		Watches(&policyv1.CapacityBudget{}, byNamespace).Watches(&policyv1.ClusterCapacityBudget{}, allNamespaces).Complete(g)
 }
 
 // Reconcile labels or unlabels one namespace.
@@ -64,6 +80,13 @@ func (g *NamespaceGate) Reconcile(ctx context.Context, req reconcile.Request) (r
 	for i := range list.Items {
 		want = want || list.Items[i].HoldsPods()
 	}
+	if !want {
+		var cluster policyv1.ClusterCapacityBudgetList
+		if err := g.client.List(ctx, &cluster); err != nil {
+			return reconcile.Result{}, err
+		}
+		want = clusterBudgetHolds(cluster.Items, ns.Labels)
+	}
 	_, has := ns.Labels[policyv1.NamespaceGateLabel]
 	if want == has && (!want || ns.Labels[policyv1.NamespaceGateLabel] == policyv1.NamespaceGateLabelValue) {
 		return reconcile.Result{}, nil
@@ -79,4 +102,17 @@ func (g *NamespaceGate) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	log.FromContext(ctx).Info("CapacityBudget gate", "namespace", ns.Name, "gated", want)
 	return reconcile.Result{}, nil
+}
+
+// clusterBudgetHolds reports whether a ClusterCapacityBudget that selects a namespace of
+// these labels can hold pods back.
+func clusterBudgetHolds(list []policyv1.ClusterCapacityBudget, nsLabels map[string]string) bool {
+	for i := range list {
+		c := &list[i]
+		sel, err := metav1.LabelSelectorAsSelector(&c.Spec.NamespaceSelector)
+		if err == nil && c.AsBudget().HoldsPods() && sel.Matches(labels.Set(nsLabels)) {
+			return true
+		}
+	}
+	return false
 }

@@ -344,7 +344,7 @@ func (p *Provisioner) solve(ctx context.Context, snap *snapshot.Snapshot) (*solv
 		res, err := solver.Solve(in)
 		return res, nil, err
 	}
-	pl := planner.New(p.engine, snap.Objects.Namespaces, snap.Objects.CapacityBudgets, snap.Now)
+	pl := planner.New(p.engine, snap.Objects.Namespaces, snap.Objects.CapacityBudgets, snap.Objects.ClusterCapacityBudgets, snap.Now)
 	out, err := pl.Solve(ctx, in)
 	if err != nil {
 		return nil, nil, err

@@ -40,6 +40,7 @@ type model struct {
 	pdbs       map[types.NamespacedName]*k8spolicyv1.PodDisruptionBudget
 	namespaces map[string]*corev1.Namespace
 	budgets    map[types.NamespacedName]*policyv1.CapacityBudget
+	cbudgets   map[string]*policyv1.ClusterCapacityBudget
 	limits     map[types.NamespacedName]*corev1.LimitRange
 	runtimes   map[string]*nodev1.RuntimeClass
 	pvs        map[string]*corev1.PersistentVolume
@@ -69,8 +70,9 @@ func newModel() *model {
 	return &model{pods: map[types.NamespacedName]*corev1.Pod{}, nodes: map[string]*corev1.Node{}, claims: map[string]*karpv1.NodeClaim{},
 		pools: map[string]*karpv1.NodePool{}, daemonSets: map[types.NamespacedName]*appsv1.DaemonSet{},
 		pdbs: map[types.NamespacedName]*k8spolicyv1.PodDisruptionBudget{}, namespaces: map[string]*corev1.Namespace{},
-		budgets: map[types.NamespacedName]*policyv1.CapacityBudget{},
-		limits:  map[types.NamespacedName]*corev1.LimitRange{}, runtimes: map[string]*nodev1.RuntimeClass{},
+		budgets:  map[types.NamespacedName]*policyv1.CapacityBudget{},
+		cbudgets: map[string]*policyv1.ClusterCapacityBudget{},
+		limits:   map[types.NamespacedName]*corev1.LimitRange{}, runtimes: map[string]*nodev1.RuntimeClass{},
 		pvs: map[string]*corev1.PersistentVolume{}, pvcs: map[types.NamespacedName]*corev1.PersistentVolumeClaim{},
 		classes: map[string]*storagev1.StorageClass{}, csiNodes: map[string]*storagev1.CSINode{}, overlays: map[string]*karpv1alpha1.NodeOverlay{}, policies: map[string]int64{}, provisionable: map[types.NamespacedName]bool{}}
 }
@@ -86,7 +88,7 @@ func (m *model) watched() []client.Object {
 // Watched are the kinds the model always holds.
 func Watched() []client.Object {
 	return []client.Object{&corev1.Pod{}, &corev1.Node{}, &karpv1.NodeClaim{}, &karpv1.NodePool{}, &appsv1.DaemonSet{},
-		&k8spolicyv1.PodDisruptionBudget{}, &corev1.Namespace{}, &policyv1.CapacityBudget{}, &policyv1.CapacityPolicy{},
+		&k8spolicyv1.PodDisruptionBudget{}, &corev1.Namespace{}, &policyv1.CapacityBudget{}, &policyv1.ClusterCapacityBudget{}, &policyv1.CapacityPolicy{},
 		&corev1.LimitRange{}, &nodev1.RuntimeClass{}, &corev1.PersistentVolume{}, &corev1.PersistentVolumeClaim{}, &storagev1.StorageClass{},
 		&storagev1.CSINode{}}
 }
@@ -214,6 +216,12 @@ func (c *Cluster) update(o any, live bool) {
 		if old == nil || old.Generation != v.Generation {
 			m.revision++
 		}
+	case *policyv1.ClusterCapacityBudget:
+		old := m.cbudgets[v.Name]
+		m.cbudgets[v.Name] = v
+		if old == nil || old.Generation != v.Generation {
+			m.revision++
+		}
 	case *corev1.LimitRange:
 		old := m.limits[client.ObjectKeyFromObject(v)]
 		m.limits[client.ObjectKeyFromObject(v)] = v
@@ -290,6 +298,8 @@ func (c *Cluster) Delete(o any) {
 		delete(m.overlays, v.Name)
 	case *policyv1.CapacityBudget:
 		delete(m.budgets, client.ObjectKeyFromObject(v))
+	case *policyv1.ClusterCapacityBudget:
+		delete(m.cbudgets, v.Name)
 	case *policyv1.CapacityPolicy:
 		delete(m.policies, v.Name)
 	case *corev1.LimitRange:
@@ -365,6 +375,7 @@ func (c *Cluster) Objects() *snapshot.Objects {
 		PDBs:                   sortedValues(m.pdbs, func(d *k8spolicyv1.PodDisruptionBudget) string { return d.Namespace + "/" + d.Name }),
 		Namespaces:             sortedValues(m.namespaces, func(n *corev1.Namespace) string { return n.Name }),
 		CapacityBudgets:        sortedValues(m.budgets, func(b *policyv1.CapacityBudget) string { return b.Namespace + "/" + b.Name }),
+		ClusterCapacityBudgets: sortedValues(m.cbudgets, func(b *policyv1.ClusterCapacityBudget) string { return b.Name }),
 		LimitRanges:            sortedValues(m.limits, func(l *corev1.LimitRange) string { return l.Namespace + "/" + l.Name }),
 		RuntimeClasses:         sortedValues(m.runtimes, func(r *nodev1.RuntimeClass) string { return r.Name }),
 		PersistentVolumes:      sortedValues(m.pvs, func(pv *corev1.PersistentVolume) string { return pv.Name }),

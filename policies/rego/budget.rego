@@ -2,7 +2,8 @@
 # (provisioning.rego, launch.rego, disruption.rego, admission.rego) call these functions with
 # one namespace's budget, usage and the time; they hold no decision of their own.
 #
-# A budget b is {"namespace", "name", "spec", "status", "activeSchedule"}: spec and status as
+# A budget b is {"namespace", "name", "spec", "status", "activeSchedule"} (and "kind" for a
+# ClusterCapacityBudget, whose namespace is ""; its usage is its namespaces' together): spec and status as
 # the API holds them (amounts are decimal strings), activeSchedule the index of the schedule
 # window open now (computed by the engine from the cron schedules), absent when none is.
 # usage u is {"hourlyCost", "inFlightHourlyCost", "idleHourlyCost", "spotCPU", "onDemandCPU"}:
@@ -11,8 +12,11 @@
 # now is nanoseconds since the epoch.
 package karpenter.budget
 
-# name is how messages name the budget: CapacityBudget team-a/default.
-name(b) := sprintf("CapacityBudget %s/%s", [b.namespace, b.name])
+# name is how messages name the budget: CapacityBudget team-a/default, or
+# ClusterCapacityBudget team-a for one shared by the namespaces it selects (kind set).
+name(b) := sprintf("ClusterCapacityBudget %s", [b.name]) if {
+	b.kind == "ClusterCapacityBudget"
+} else := sprintf("CapacityBudget %s/%s", [b.namespace, b.name])
 
 # money reads an amount; an absent or empty amount is zero.
 money(s) := 0 if s == ""

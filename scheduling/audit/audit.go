@@ -104,6 +104,8 @@ type Input struct {
 	// Namespaces with their labels, by name; Budgets by namespace.
 	Namespaces map[string]policies.Namespace
 	Budgets    map[string]*policyv1.CapacityBudget
+	// ClusterBudgets are the ClusterCapacityBudgets, judged in the ClusterReport.
+	ClusterBudgets []*policyv1.ClusterCapacityBudget
 	// Policies are the CapacityPolicies in force.
 	Policies []*policyv1.CapacityPolicy
 	// NodePools are every NodePool, for the admission rules.
@@ -130,6 +132,7 @@ func Evaluate(ctx context.Context, in Input) []Result {
 	a := &auditor{in: in, byNamespace: map[string]map[string]node{}, types: map[string]*cloudprovider.InstanceType{}}
 	a.index()
 	a.budgets(ctx)
+	a.clusterBudgets(ctx)
 	a.policies(ctx)
 	a.admission(ctx)
 	a.nodePools()

@@ -93,6 +93,9 @@ func (g *PolicyGate) Check(ctx context.Context, c *Cluster, cmd *Command) string
 	if g.Planner.Engine == nil {
 		return ""
 	}
+	if reason := g.checkTeams(ctx, cmd, in, deltas); reason != "" {
+		return reason
+	}
 	dec := g.Planner.Engine.Disruption(ctx, in)
 	if len(dec.Exemptions) > 0 && g.OnExemption != nil {
 		g.OnExemption(cmd, dec.Exemptions)

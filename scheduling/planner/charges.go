@@ -28,9 +28,19 @@ func denyLimited(namespaces map[string]*Namespace) map[string]float64 {
 	return out
 }
 
-// onExisting calls charge for every pod of the namespaces in limited that the result places
-// on a node with room, with its share of the node's price (the node's own, else the book's).
-func onExisting(res *solver.Result, nodes []*scheduling.Node, book PriceBook, z sizes, limited map[string]float64, charge func(pod *corev1.Pod, cost float64)) {
+// accountsOf are the budget accounts a namespace's pods are charged to: its own (keyed by
+// its name) and each ClusterCapacityBudget's that selects it (teams.go).
+func accountsOf(accounts map[string]*Namespace, ns string) []string {
+	if a := accounts[ns]; a != nil && len(a.teams) > 0 {
+		return append([]string{ns}, a.teams...)
+	}
+	return []string{ns}
+}
+
+// onExisting calls charge for every pod that the result places on a node with room, once per
+// account of its namespace in limited, with its share of the node's price (the node's own,
+// else the book's).
+func onExisting(res *solver.Result, nodes []*scheduling.Node, book PriceBook, z sizes, limited map[string]float64, accounts map[string]*Namespace, charge func(account string, pod *corev1.Pod, cost float64)) {
 	byName := make(map[string]*scheduling.Node, len(nodes))
 	for _, n := range nodes {
 		byName[n.Name] = n
@@ -47,9 +57,17 @@ func onExisting(res *solver.Result, nodes []*scheduling.Node, book PriceBook, z 
 			price, _ = book.Price(n.Labels)
 		}
 		for _, pod := range pods {
-			if _, ok := limited[pod.Namespace]; ok {
-				cost, _ := z.cost(pod, price, n.Allocatable)
-				charge(pod, cost)
+			var cost float64
+			priced := false
+			for _, a := range accountsOf(accounts, pod.Namespace) {
+				if _, ok := limited[a]; !ok {
+					continue
+				}
+				if !priced {
+					cost, _ = z.cost(pod, price, n.Allocatable)
+					priced = true
+				}
+				charge(a, pod, cost)
 			}
 		}
 	}
@@ -63,9 +81,9 @@ type nsShare struct {
 	cost, idle float64
 }
 
-// nsShares are, by namespace, its parts of the result's new NodeClaims, in the result's
-// order, leaving out the pods in skip (held back already).
-func nsShares(res *solver.Result, z sizes, skip map[*corev1.Pod]bool) map[string][]*nsShare {
+// nsShares are, by account (accountsOf), its parts of the result's new NodeClaims, in the
+// result's order, leaving out the pods in skip (held back already).
+func nsShares(res *solver.Result, z sizes, skip map[*corev1.Pod]bool, accounts map[string]*Namespace) map[string][]*nsShare {
 	byNS := map[string][]*nsShare{}
 	for _, c := range res.NodeClaims {
 		alloc := c.InstanceType.Allocatable()
@@ -77,13 +95,15 @@ func nsShares(res *solver.Result, z sizes, skip map[*corev1.Pod]bool) map[string
 			}
 			cost, _ := z.cost(pod, c.Offering.Price, alloc)
 			idle -= cost
-			sh, ok := shares[pod.Namespace]
-			if !ok {
-				sh = &nsShare{}
-				shares[pod.Namespace] = sh
-				byNS[pod.Namespace] = append(byNS[pod.Namespace], sh)
+			for _, a := range accountsOf(accounts, pod.Namespace) {
+				sh, ok := shares[a]
+				if !ok {
+					sh = &nsShare{}
+					shares[a] = sh
+					byNS[a] = append(byNS[a], sh)
+				}
+				sh.pods, sh.costs, sh.cost = append(sh.pods, pod), append(sh.costs, cost), sh.cost+cost
 			}
-			sh.pods, sh.costs, sh.cost = append(sh.pods, pod), append(sh.costs, cost), sh.cost+cost
 		}
 		for _, sh := range shares {
 			sh.idle = max(0, idle)

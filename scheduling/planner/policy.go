@@ -45,7 +45,9 @@ type Planner struct {
 	Namespaces map[string]policies.Namespace
 	// Budgets are the CapacityBudgets by namespace.
 	Budgets map[string]*policyv1.CapacityBudget
-	Now     time.Time
+	// ClusterBudgets are the ClusterCapacityBudgets, by name (teams.go).
+	ClusterBudgets []*ClusterBudget
+	Now            time.Time
 	// AssumeGated treats every pending pod of a namespace whose budget holds pods back as
 	// the CapacityBudget gate's admission would leave it, gated (karpenterctl, whose pods come
 	// from manifests); otherwise a pod is gated when it carries the gate.
@@ -68,6 +70,9 @@ type Outcome struct {
 	Exemptions []policies.Exemption
 	// Namespaces are the namespaces with pending pods, by name.
 	Namespaces map[string]*Namespace
+	// Teams are the ClusterCapacityBudgets that select a namespace with pending pods, by
+	// TeamKey: their namespaces' usage together, what the batch adds, and the pods they hold.
+	Teams map[string]*Namespace
 }
 
 // Blocked is a pod a policy keeps pending.
@@ -85,6 +90,14 @@ type Namespace struct {
 	// Budget is its budget in force, nil when it has none.
 	Budget  *policies.BudgetInForce
 	Blocked []Blocked
+	// Members are, for a ClusterCapacityBudget's account (Outcome.Teams), the namespaces it
+	// selects.
+	Members []string
+
+	// teams are the accounts of the ClusterCapacityBudgets that select a namespace; cluster
+	// is a team account's budget.
+	teams   []string
+	cluster *ClusterBudget
 }
 
 // After is the namespace's usage once the batch's NodeClaims launch.
@@ -122,6 +135,7 @@ func (p *Planner) Solve(ctx context.Context, in *solver.Input) (*Outcome, error)
 			order = append(order, pod.Namespace)
 		}
 	}
+	accounts := p.openTeams(before, out)
 	cons, err := p.evaluate(ctx, in, order, before, out)
 	if err != nil {
 		return nil, err
@@ -135,7 +149,7 @@ func (p *Planner) Solve(ctx context.Context, in *solver.Input) (*Outcome, error)
 		}
 		pending = append(pending, pod)
 	}
-	tr := &trimmer{p: p, in: in, h: h, book: book, namespaces: out.Namespaces, z: z}
+	tr := &trimmer{p: p, in: in, h: h, book: book, namespaces: out.Namespaces, accounts: accounts, z: z}
 	first, err := tr.trim(pending, h, nil)
 	if err != nil {
 		return nil, err
@@ -150,6 +164,7 @@ func (p *Planner) Solve(ctx context.Context, in *solver.Input) (*Outcome, error)
 	res := final.res
 	p.gate(ctx, res, out, z)
 	p.account(res, in.Nodes, book, out, z)
+	accountTeams(out)
 	for _, b := range out.Blocked {
 		res.Unschedulable = append(res.Unschedulable, solver.Unschedulable{Pod: b.Pod, Reason: b.Violation.Message})
 	}
@@ -185,14 +200,14 @@ func (p *Planner) uncommitIdle(pods []*corev1.Pod, nodes []*scheduling.Node, boo
 		if p.AssumeGated || scheduling.IsBudgetGated(pod) {
 			continue
 		}
-		if b := p.Budgets[pod.Namespace]; b == nil || !b.HoldsPods() {
+		if !p.HoldsPods(pod.Namespace) {
 			continue
 		}
 		cpu, mem := z.of(pod)
 		open[pod.Namespace] += (perCPU*cpu + perByte*mem) / 2
 	}
 	for ns, u := range before {
-		if b := p.Budgets[ns]; b == nil || !b.HoldsPods() {
+		if !p.HoldsPods(ns) {
 			continue
 		}
 		u.IdleHourlyCost = min(u.IdleHourlyCost, open[ns])
@@ -246,6 +261,7 @@ func (p *Planner) evaluate(ctx context.Context, in *solver.Input, namespaces []s
 			out.Namespaces[k.namespace].Budget = c.Budget
 		}
 	}
+	p.evaluateTeams(ctx, in, types, cons, out)
 	return cons, nil
 }
 
@@ -327,26 +343,43 @@ func (p *Planner) overBudgetByPod(res *solver.Result, nodes []*scheduling.Node, 
 	}
 	onClaims := map[string][]placed{}
 	added := map[string]float64{}
-	charge := func(pod *corev1.Pod, cost float64) {
-		onClaims[pod.Namespace] = append(onClaims[pod.Namespace], placed{pod: pod, cost: cost})
-		added[pod.Namespace] += cost
+	charge := func(account string, pod *corev1.Pod, cost float64) {
+		onClaims[account] = append(onClaims[account], placed{pod: pod, cost: cost})
+		added[account] += cost
 	}
 	// A pod placed on a node with room adds its share of that node to the run-rate as much as
 	// one on a new NodeClaim, and with the CapacityBudget gate it runs only if let through.
-	onExisting(res, nodes, book, z, running, charge)
-	for name, shares := range nsShares(res, z, nil) {
+	onExisting(res, nodes, book, z, running, namespaces, charge)
+	for name, shares := range nsShares(res, z, nil, namespaces) {
 		if _, ok := running[name]; ok {
 			for _, sh := range shares {
 				for i, pod := range sh.pods {
-					charge(pod, sh.costs[i])
+					charge(name, pod, sh.costs[i])
 				}
 			}
 		}
 	}
 	var over []Blocked
+	heldNow := map[*corev1.Pod]bool{}
+	// Namespaces' own budgets first, then the ClusterCapacityBudgets (their keys sort after:
+	// namespaces' names hold no capital letter), which do not count what the first held.
 	names := slices.Sorted(maps.Keys(onClaims))
+	sort.SliceStable(names, func(i, j int) bool { return !isTeam(names[i]) && isTeam(names[j]) })
 	for _, name := range names {
 		ps, b := onClaims[name], namespaces[name].Budget
+		if isTeam(name) {
+			kept := ps[:0:0]
+			for _, x := range ps {
+				if !heldNow[x.pod] {
+					kept = append(kept, x)
+				}
+			}
+			ps = kept
+			added[name] = 0
+			for _, x := range ps {
+				added[name] += x.cost
+			}
+		}
 		if running[name]+added[name] <= b.HourlyLimit+budgetTolerance {
 			continue // all of them fit
 		}
@@ -365,7 +398,10 @@ func (p *Planner) overBudgetByPod(res *solver.Result, nodes []*scheduling.Node, 
 				total += x.cost
 				continue
 			}
-			over = append(over, overrun(b, name, x.pod, total, x.cost))
+			if !heldNow[x.pod] {
+				heldNow[x.pod] = true
+				over = append(over, overrun(b, x.pod.Namespace, x.pod, total, x.cost))
+			}
 		}
 	}
 	return over
@@ -386,10 +422,17 @@ func (p *Planner) overBudgetBySpareRoom(res *solver.Result, namespaces map[strin
 	for _, b := range over {
 		heldNow[b.Pod] = true
 	}
-	byNS := nsShares(res, z, heldNow)
+	byNS := nsShares(res, z, heldNow, namespaces)
 	var more []Blocked
 	names := slices.Sorted(maps.Keys(byNS))
+	sort.SliceStable(names, func(i, j int) bool { return !isTeam(names[i]) && isTeam(names[j]) })
+	recounted := false
 	for _, name := range names {
+		if isTeam(name) && !recounted {
+			// The teams' shares without what the namespaces' own budgets gave up (in heldNow).
+			recounted = true
+			byNS = nsShares(res, z, heldNow, namespaces)
+		}
 		b := namespaces[name].Budget
 		if b == nil || !b.HasLimit || b.Enforcement != policyv1.EnforcementDeny {
 			continue
@@ -424,7 +467,10 @@ func (p *Planner) overBudgetBySpareRoom(res *solver.Result, namespaces map[strin
 		}
 		for _, sh := range gone {
 			for _, pod := range sh.pods {
-				more = append(more, overrun(b, name, pod, total, sh.cost+sh.idle))
+				if !heldNow[pod] {
+					heldNow[pod] = true
+					more = append(more, overrun(b, pod.Namespace, pod, total, sh.cost+sh.idle))
+				}
 			}
 		}
 	}
@@ -455,6 +501,7 @@ func (p *Planner) gate(ctx context.Context, res *solver.Result, out *Outcome, z 
 	decisions := make([]*policies.Decision, len(inputs))
 	parallel(len(inputs), func(i int) { decisions[i] = launch(ctx, inputs[i].in) })
 	launched = map[string]float64{}
+	teamLaunched := map[string]float64{}
 	kept := res.NodeClaims[:0:0]
 	redo := false
 	for i, c := range res.NodeClaims {
@@ -462,6 +509,16 @@ func (p *Planner) gate(ctx context.Context, res *solver.Result, out *Outcome, z 
 		if redo {
 			in = p.launchInput(c, launched, out, z)
 			d = p.Engine.Launch(ctx, in.in)
+		}
+		teamCosts, over := p.teamOver(c, teamLaunched, out, z)
+		if over != nil {
+			redo = true
+			for _, pod := range c.Pods {
+				v := *over
+				v.Namespace = pod.Namespace
+				out.block(pod, v)
+			}
+			continue
 		}
 		out.Warnings = append(out.Warnings, d.Warned()...)
 		out.DryRun = append(out.DryRun, d.DryRun()...)
@@ -486,6 +543,9 @@ func (p *Planner) gate(ctx context.Context, res *solver.Result, out *Outcome, z 
 		}
 		for n, s := range in.shares {
 			launched[n] += s.Cost
+		}
+		for key, cost := range teamCosts {
+			teamLaunched[key] += cost
 		}
 		kept = append(kept, c)
 	}
@@ -712,10 +772,10 @@ func toSolver(c *policies.Constraints, capacityType string) *solver.Constraints 
 	return out
 }
 
-// New is the planner over the engine for a cluster's namespaces (with their labels) and
-// CapacityBudgets: a namespace with several budgets is governed by the first by name, and a
-// budget being deleted governs nothing.
-func New(engine *policies.Engine, namespaces []*corev1.Namespace, budgets []*policyv1.CapacityBudget, now time.Time) *Planner {
+// New is the planner over the engine for a cluster's namespaces (with their labels),
+// CapacityBudgets and ClusterCapacityBudgets: a namespace with several budgets is governed by
+// the first by name, and a budget being deleted governs nothing.
+func New(engine *policies.Engine, namespaces []*corev1.Namespace, budgets []*policyv1.CapacityBudget, clusterBudgets []*policyv1.ClusterCapacityBudget, now time.Time) *Planner {
 	pl := &Planner{Engine: engine, Namespaces: make(map[string]policies.Namespace, len(namespaces)), Budgets: map[string]*policyv1.CapacityBudget{}, Now: now}
 	for _, ns := range namespaces {
 		pl.Namespaces[ns.Name] = policies.Namespace{Name: ns.Name, Labels: ns.Labels}
@@ -728,5 +788,6 @@ func New(engine *policies.Engine, namespaces []*corev1.Namespace, budgets []*pol
 			pl.Budgets[b.Namespace] = b
 		}
 	}
+	pl.ClusterBudgets = ClusterBudgets(clusterBudgets)
 	return pl
 }

@@ -34,7 +34,9 @@ type trimmer struct {
 	h          *hook
 	book       PriceBook
 	namespaces map[string]*Namespace
-	z          sizes
+	// accounts are the namespaces and the ClusterCapacityBudgets' accounts (teams.go).
+	accounts map[string]*Namespace
+	z        sizes
 	// perPod: the pods were assigned capacity types once (spotByPod); not again.
 	perPod bool
 }
@@ -57,7 +59,7 @@ func (t *trimmer) trim(pending []*corev1.Pod, policy solver.PolicyHook, seed []*
 			}
 		}
 		out.res, out.solved = res, pending
-		over := t.p.overBudget(res, t.in.Nodes, t.book, t.namespaces, t.z)
+		over := t.p.overBudget(res, t.in.Nodes, t.book, t.accounts, t.z)
 		if len(over) == 0 || round == trimRounds {
 			out.over = len(over)
 			return out, nil
@@ -95,7 +97,15 @@ func (t *trimmer) refill(cur trimmed) (trimmed, error) {
 		caps := map[*corev1.Pod]float64{}
 		var retry, stay []Blocked
 		for _, b := range cur.held {
-			if l, ok := left[b.Pod.Namespace]; ok && l > 0 {
+			// The least any of its accounts has left; a pod of a namespace with no limit of its
+			// own but under a ClusterCapacityBudget is capped by the team's.
+			l, capped := 0.0, false
+			for _, a := range accountsOf(t.accounts, b.Pod.Namespace) {
+				if x, ok := left[a]; ok && (!capped || x < l) {
+					l, capped = x, true
+				}
+			}
+			if capped && l > 0 {
 				caps[b.Pod] = l
 				retry = append(retry, b)
 			} else {
@@ -186,17 +196,18 @@ func placedIn(res *solver.Result) map[*corev1.Pod]bool {
 	return out
 }
 
-// headroom is, per namespace whose budget denies past an hourly limit, what is left of the
+// headroom is, per account (a namespace, or a ClusterCapacityBudget's) whose budget denies
+// past an hourly limit, what is left of the
 // limit once the result launches: what it commits, its pods' share of the nodes with room
 // they are placed on, and for each new NodeClaim it has pods on its pods' share and the
 // NodeClaim's idle room, as overBudget charges them.
 func (t *trimmer) headroom(res *solver.Result) map[string]float64 {
-	charged := denyLimited(t.namespaces)
+	charged := denyLimited(t.accounts)
 	if len(charged) == 0 {
 		return nil
 	}
-	onExisting(res, t.in.Nodes, t.book, t.z, charged, func(pod *corev1.Pod, cost float64) { charged[pod.Namespace] += cost })
-	for name, shares := range nsShares(res, t.z, nil) {
+	onExisting(res, t.in.Nodes, t.book, t.z, charged, t.accounts, func(a string, _ *corev1.Pod, cost float64) { charged[a] += cost })
+	for name, shares := range nsShares(res, t.z, nil, t.accounts) {
 		if _, ok := charged[name]; ok {
 			for _, sh := range shares {
 				charged[name] += sh.cost + sh.idle
@@ -205,7 +216,7 @@ func (t *trimmer) headroom(res *solver.Result) map[string]float64 {
 	}
 	left := make(map[string]float64, len(charged))
 	for name, c := range charged {
-		left[name] = t.namespaces[name].Budget.HourlyLimit + budgetTolerance - c
+		left[name] = t.accounts[name].Budget.HourlyLimit + budgetTolerance - c
 	}
 	return left
 }

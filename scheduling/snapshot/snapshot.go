@@ -42,6 +42,8 @@ type Objects struct {
 	PDBs            []*k8spolicyv1.PodDisruptionBudget
 	Namespaces      []*corev1.Namespace
 	CapacityBudgets []*policyv1.CapacityBudget
+	// ClusterCapacityBudgets are the budgets shared by the namespaces each selects.
+	ClusterCapacityBudgets []*policyv1.ClusterCapacityBudget
 	// LimitRanges and RuntimeClasses add to what a DaemonSet's pods request when the API
 	// server admits them (scheduling.Admission).
 	LimitRanges    []*corev1.LimitRange

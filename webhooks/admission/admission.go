@@ -224,6 +224,10 @@ func (a *Reviewer) Review(ctx context.Context, operation string, obj, old runtim
 		}
 		in.Usage = usage
 		msgs = a.budgetImpact(ctx, o, ns, usage, usageKnown, now)
+	case *policyv1.ClusterCapacityBudget:
+		// Cluster-scoped: the CapacityPolicies' admission rules read it as they read a
+		// CapacityPolicy, with no namespace.
+		in.Kind = "ClusterCapacityBudget"
 	case *policyv1.CapacityPolicy:
 		in.Kind = "CapacityPolicy"
 		msgs = a.policyImpact(ctx, o)

@@ -16,11 +16,25 @@ import (
 
 // CapacityBudget validates limits, Spot shares, family patterns and schedules.
 func (v *Validator) CapacityBudget(b *policyv1.CapacityBudget) field.ErrorList {
+	return budgetSpec(field.NewPath("spec"), &b.Spec)
+}
+
+// ClusterCapacityBudget validates what the CRD's schema cannot: a CapacityBudget's spec, and
+// a namespaceSelector that parses.
+func (v *Validator) ClusterCapacityBudget(b *policyv1.ClusterCapacityBudget) field.ErrorList {
 	spec := field.NewPath("spec")
+	errs := budgetSpec(spec, &b.Spec.CapacityBudgetSpec)
+	if _, err := metav1.LabelSelectorAsSelector(&b.Spec.NamespaceSelector); err != nil {
+		errs = append(errs, field.Invalid(spec.Child("namespaceSelector"), b.Spec.NamespaceSelector.String(), err.Error()))
+	}
+	return errs
+}
+
+func budgetSpec(spec *field.Path, s *policyv1.CapacityBudgetSpec) field.ErrorList {
 	var errs field.ErrorList
-	errs = append(errs, validateLimits(spec.Child("limits"), b.Spec.Limits)...)
-	errs = append(errs, validateSpot(spec.Child("spot"), b.Spec.Spot)...)
-	if f := b.Spec.InstanceFamilies; f != nil {
+	errs = append(errs, validateLimits(spec.Child("limits"), s.Limits)...)
+	errs = append(errs, validateSpot(spec.Child("spot"), s.Spot)...)
+	if f := s.InstanceFamilies; f != nil {
 		for i, g := range f.Allow {
 			errs = append(errs, validateGlob(spec.Child("instanceFamilies", "allow").Index(i), g)...)
 		}
@@ -28,7 +42,7 @@ func (v *Validator) CapacityBudget(b *policyv1.CapacityBudget) field.ErrorList {
 			errs = append(errs, validateGlob(spec.Child("instanceFamilies", "deny").Index(i), g)...)
 		}
 	}
-	for i, s := range b.Spec.Schedules {
+	for i, s := range s.Schedules {
 		p := spec.Child("schedules").Index(i)
 		errs = append(errs, validateSchedule(p.Child("schedule"), s.Schedule)...)
 		if s.Duration.Duration <= 0 {

@@ -19,13 +19,30 @@ func (p *CapacityPolicy) FieldsNotActedOn() field.ErrorList { return nil }
 func (b *CapacityBudget) FieldsNotActedOn() field.ErrorList { return nil }
 
 // FieldsNotActedOn are the fields set that the CRD accepts but nothing acts on yet: an
-// exemption from ClusterCapacityBudgets, a kind this version does not have.
+// exemption from ClusterCapacityBudgets (a team's shared budget is not lifted by one
+// namespace's exception in this version).
 func (e *CapacityException) FieldsNotActedOn() field.ErrorList {
 	var out field.ErrorList
 	for i, x := range e.Spec.Exempt {
 		if x.Kind == ExemptClusterCapacityBudget {
 			out = append(out, notActedOn(field.NewPath("spec", "exempt").Index(i).Child("kind"),
-				"this version has no ClusterCapacityBudget, so the entry exempts from nothing"))
+				"exceptions do not lift or raise ClusterCapacityBudgets in this version, so the entry exempts from nothing"))
+		}
+	}
+	return out
+}
+
+// FieldsNotActedOn are the fields set that the CRD accepts but nothing acts on: Spot bounds,
+// which are per namespace (each namespace's CapacityBudget); a shared Spot share is not
+// enforced across namespaces.
+func (c *ClusterCapacityBudget) FieldsNotActedOn() field.ErrorList {
+	var out field.ErrorList
+	if c.Spec.Spot != nil {
+		out = append(out, notActedOn(field.NewPath("spec", "spot"), "Spot shares are bounded per namespace: set them in each namespace's CapacityBudget"))
+	}
+	for i, s := range c.Spec.Schedules {
+		if s.Spot != nil {
+			out = append(out, notActedOn(field.NewPath("spec", "schedules").Index(i).Child("spot"), "Spot shares are bounded per namespace: set them in each namespace's CapacityBudget"))
 		}
 	}
 	return out

@@ -241,6 +241,8 @@ func (v *Validator) notActedOn(ctx context.Context, obj runtime.Object) field.Er
 		return o.FieldsNotActedOn()
 	case *policyv1.CapacityException:
 		return o.FieldsNotActedOn()
+	case *policyv1.ClusterCapacityBudget:
+		return o.FieldsNotActedOn()
 	}
 	return nil
 }
@@ -286,6 +288,8 @@ func (v *Validator) webhook(ctx context.Context, obj runtime.Object) (field.Erro
 		return v.Webhooks.CapacityPolicy(ctx, o), o
 	case *policyv1.CapacityException:
 		return v.Webhooks.CapacityException(o, nil), o
+	case *policyv1.ClusterCapacityBudget:
+		return v.Webhooks.ClusterCapacityBudget(o), o
 	}
 	return nil, obj
 }

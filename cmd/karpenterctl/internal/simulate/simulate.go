@@ -94,6 +94,9 @@ type Report struct {
 	Totals        Totals         `json:"totals"`
 	// Namespaces account for each namespace with pending pods when policies are applied.
 	Namespaces map[string]*NamespaceReport `json:"namespaces,omitempty"`
+	// Teams account for each ClusterCapacityBudget that selects a namespace with pending
+	// pods, by its name: its namespaces together.
+	Teams map[string]*TeamReport `json:"teams,omitempty"`
 	// PolicyWarnings are Warn results (and DryRun ones, marked so); they blocked nothing.
 	PolicyWarnings []string `json:"policyWarnings,omitempty"`
 	// Disruption is what disruption passes do to the cluster (simulate --disrupt).
@@ -111,6 +114,16 @@ type NamespaceReport struct {
 	// HourlyLimit is its CapacityBudget's limit in force, when it has one.
 	HourlyLimit *float64  `json:"hourlyLimit,omitempty"`
 	BlockedPods []Pending `json:"blockedPods"`
+}
+
+// TeamReport is one ClusterCapacityBudget's namespaces together under the policies: their
+// run-rate once the new NodeClaims launch, its hourly limit in force, the pods it keeps
+// pending.
+type TeamReport struct {
+	Namespaces   []string  `json:"namespaces"`
+	PricePerHour float64   `json:"pricePerHour"`
+	HourlyLimit  *float64  `json:"hourlyLimit,omitempty"`
+	BlockedPods  []Pending `json:"blockedPods"`
 }
 
 // NodeClaim is a node to launch.
@@ -218,6 +231,21 @@ func Run(ctx context.Context, in *Input) (*Report, error) {
 		}
 		sort.Slice(nr.BlockedPods, func(i, j int) bool { return NaturalLess(nr.BlockedPods[i].Pod, nr.BlockedPods[j].Pod) })
 		r.Namespaces[name] = nr
+	}
+	for key, t := range out.Teams {
+		if r.Teams == nil {
+			r.Teams = map[string]*TeamReport{}
+		}
+		tr := &TeamReport{Namespaces: t.Members, PricePerHour: round(t.PricePerHour()), BlockedPods: []Pending{}}
+		if t.Budget != nil && t.Budget.HasLimit {
+			l := round(t.Budget.HourlyLimit)
+			tr.HourlyLimit = &l
+		}
+		for _, b := range t.Blocked {
+			tr.BlockedPods = append(tr.BlockedPods, Pending{Pod: solver.PodKey(b.Pod), Reason: b.Violation.Message})
+		}
+		sort.Slice(tr.BlockedPods, func(i, j int) bool { return NaturalLess(tr.BlockedPods[i].Pod, tr.BlockedPods[j].Pod) })
+		r.Teams[strings.TrimPrefix(key, "ClusterCapacityBudget/")] = tr
 	}
 	for _, w := range out.Warnings {
 		r.PolicyWarnings = append(r.PolicyWarnings, w.Message)

@@ -1,0 +1,59 @@
+package disruption
+
+import (
+	"context"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/scheduling/planner"
+)
+
+// checkTeams refuses a command that takes the namespaces a ClusterCapacityBudget selects,
+// together, past its hourly limit, or onto instance types it refuses, as the built-in budget
+// policies judge a namespace's CapacityBudget; "" lets it through. The violations carry no
+// namespace: the ClusterCapacityBudget is cluster-scoped.
+func (g *PolicyGate) checkTeams(ctx context.Context, cmd *Command, in policies.DisruptionInput, deltas map[string]delta) string {
+	if len(g.Planner.ClusterBudgets) == 0 || g.Planner.Engine == nil {
+		return ""
+	}
+	var entries []policies.DisruptionNamespace
+	for _, cb := range g.Planner.ClusterBudgets {
+		e := policies.DisruptionNamespace{Namespace: policies.Namespace{Name: planner.TeamKey(cb.Budget.Name)}, Budget: cb.Budget}
+		touched := false
+		for ns, d := range deltas {
+			if cb.Selector.Matches(labels.Set(g.Planner.Namespaces[ns].Labels)) {
+				e.CostDelta += d.cost
+				touched = true
+			}
+		}
+		if !touched {
+			continue
+		}
+		for ns, u := range g.Usage {
+			if cb.Selector.Matches(labels.Set(g.Planner.Namespaces[ns].Labels)) {
+				e.Usage = e.Usage.Add(u)
+			}
+		}
+		entries = append(entries, e)
+	}
+	if len(entries) == 0 {
+		return ""
+	}
+	in.Namespaces = entries
+	dec := g.Planner.Engine.ClusterBudgetsDisruption(ctx, in)
+	denied := dec.Denied()
+	if len(denied) == 0 {
+		return ""
+	}
+	msgs := make([]string, 0, len(denied))
+	for i := range denied {
+		denied[i].Namespace = ""
+		msgs = append(msgs, denied[i].Message)
+	}
+	if g.OnRefusal != nil {
+		g.OnRefusal(cmd, denied)
+	}
+	return strings.Join(msgs, "; ")
+}
