@@ -44,9 +44,14 @@ type planDelta struct {
 	Nodes         int                        `json:"nodes"`
 	Namespaces    map[string]*namespaceDelta `json:"namespaces"`
 	// Teams are the ClusterCapacityBudgets' namespaces together, by its name.
-	Teams        map[string]*namespaceDelta `json:"teams,omitempty"`
-	NewlyBlocked []string                   `json:"newlyBlocked"`
-	Unblocked    []string                   `json:"unblocked"`
+	Teams        map[string]*teamDelta `json:"teams,omitempty"`
+	NewlyBlocked []string              `json:"newlyBlocked"`
+	Unblocked    []string              `json:"unblocked"`
+}
+
+// teamDelta is head minus base for one ClusterCapacityBudget's namespaces together.
+type teamDelta struct {
+	PricePerHour float64 `json:"pricePerHour"`
 }
 
 // namespaceDelta is head minus base for one namespace.
@@ -255,9 +260,9 @@ func delta(base, head *simulate.Report) *planDelta {
 			h = *t
 		}
 		if d.Teams == nil {
-			d.Teams = map[string]*namespaceDelta{}
+			d.Teams = map[string]*teamDelta{}
 		}
-		d.Teams[name] = &namespaceDelta{PricePerHour: round4(h.PricePerHour - b.PricePerHour)}
+		d.Teams[name] = &teamDelta{PricePerHour: round4(h.PricePerHour - b.PricePerHour)}
 	}
 	before, after := blocked(base), blocked(head)
 	for pod := range after {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -77,6 +78,15 @@ func TestWebhookRejections(t *testing.T) {
 		{"capacitybudget/glob that matches everything", test.CapacityBudget(func(b *policyv1.CapacityBudget) {
 			b.Spec.InstanceFamilies.Deny = []string{"**"}
 		}), "spec.instanceFamilies.deny[0]", "matches every family"},
+		{"clustercapacitybudget/selector that does not parse", &policyv1.ClusterCapacityBudget{ObjectMeta: metav1.ObjectMeta{Name: test.Name("ccb")},
+			Spec: policyv1.ClusterCapacityBudgetSpec{
+				NamespaceSelector:  metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn}}},
+				CapacityBudgetSpec: policyv1.CapacityBudgetSpec{Limits: &policyv1.BudgetLimits{HourlyCost: ptr.To[policyv1.Money]("5")}}}},
+			"spec.namespaceSelector", "values: Invalid value"},
+		{"clustercapacitybudget/schedule not cron", &policyv1.ClusterCapacityBudget{ObjectMeta: metav1.ObjectMeta{Name: test.Name("ccb")},
+			Spec: policyv1.ClusterCapacityBudgetSpec{CapacityBudgetSpec: policyv1.CapacityBudgetSpec{
+				Schedules: []policyv1.BudgetSchedule{{Schedule: "61 * * * *", Duration: metav1Duration("1h"), Limits: &policyv1.BudgetLimits{HourlyCost: ptr.To[policyv1.Money]("5")}}}}}},
+			"spec.schedules[0].schedule", "not a cron schedule"},
 		{"capacitypolicy/syntax error", test.CapacityPolicy(func(p *policyv1.CapacityPolicy) {
 			p.Spec.Modules[0].Rego = "package karpenter.provisioning\n\ndeny contains msg if {\n\tmsg := \n}\n"
 		}), "spec.modules[0].rego", "no-gpu.rego:5:1"},
