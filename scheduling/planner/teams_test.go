@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -157,5 +158,68 @@ func TestClusterBudgetHoldsPods(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no DryRun result names the ClusterCapacityBudget: %v", fmt.Sprint(out.DryRun))
+	}
+}
+
+// teamBurst is 1000 pods pending at once across 10 namespaces of one team, each namespace
+// with a CapacityBudget of its own far above the team's limit.
+func teamBurst(t testing.TB, limit string) (*Planner, *solver.Input) {
+	teams := map[string]string{}
+	var budgets []*policyv1.CapacityBudget
+	var all []*corev1.Pod
+	for i := range 10 {
+		ns := fmt.Sprintf("pay-%d", i)
+		teams[ns] = "payments"
+		budgets = append(budgets, budget(ns, "50"))
+		all = append(all, pods(ns, "web", 100, "500m", "1Gi")...)
+	}
+	e, err := policies.NewEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Planner{Engine: e, Namespaces: map[string]policies.Namespace{}, Budgets: map[string]*policyv1.CapacityBudget{}, Now: now}
+	for _, b := range budgets {
+		p.Budgets[b.Namespace] = b
+	}
+	for ns, team := range teams {
+		p.Namespaces[ns] = policies.Namespace{Name: ns, Labels: map[string]string{"team": team}}
+	}
+	p.ClusterBudgets = ClusterBudgets([]*policyv1.ClusterCapacityBudget{clusterBudget("payments", "payments", limit)})
+	return p, &solver.Input{Pods: all, NodePools: []*solver.NodePool{pool()}}
+}
+
+// 1000 pods pending at once across 10 namespaces: what the batch launches for the team costs
+// no more than its limit plus one node's price, and its run-rate after the batch stays within
+// the limit.
+func TestClusterBudgetHoldsABurstAcrossTenNamespaces(t *testing.T) {
+	p, in := teamBurst(t, "2.00")
+	out := solve(t, p, in)
+	launched := 0.0
+	for _, c := range out.Result.NodeClaims {
+		launched += c.Offering.Price
+	}
+	team := out.Teams[TeamKey("payments")]
+	runRate := team.After().HourlyCost + team.After().InFlightHourlyCost
+	t.Logf("launched $%.4f/hour on %d NodeClaims, run-rate $%.4f, %d pods held, limit $2.00", launched, len(out.Result.NodeClaims), runRate, len(team.Blocked))
+	if launched > 2.00+maxNodePrice(out.Result)+budgetTolerance {
+		t.Errorf("launched $%.4f/hour for a $2.00 team limit (dearest node $%.4f)", launched, maxNodePrice(out.Result))
+	}
+	if runRate > 2.00+budgetTolerance || runRate < 1.0 {
+		t.Errorf("the team's run-rate after the batch is $%.4f/hour of its $2.00", runRate)
+	}
+	if len(team.Blocked) == 0 || len(team.Blocked) == 1000 {
+		t.Errorf("%d of 1000 pods held", len(team.Blocked))
+	}
+}
+
+// The planner with a ClusterCapacityBudget over 10 namespaces, 1000 pods pending:
+//
+//	go test ./scheduling/planner -run='^$' -bench=TeamBurst -benchmem
+func BenchmarkTeamBurst(b *testing.B) {
+	for b.Loop() {
+		p, in := teamBurst(b, "2.00")
+		if _, err := p.Solve(context.Background(), in); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
