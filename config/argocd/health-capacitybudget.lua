@@ -1,6 +1,6 @@
--- ArgoCD health for policy.karpenter.sh/CapacityBudget.
--- Progressing until the controller has evaluated this generation; Degraded when it cannot
--- evaluate the budget or the namespace runs over its hourly limit; Healthy otherwise (a Spot
+-- ArgoCD health for policy.karpenter.sh/CapacityBudget and ClusterCapacityBudget (the same
+-- status). Progressing until the controller has evaluated this generation; Degraded when it
+-- cannot evaluate the budget or the namespace (its namespaces together) runs over its hourly limit; Healthy otherwise (a Spot
 -- share out of range is reported in the message).
 local hs = {}
 if obj.status == nil or obj.status.conditions == nil then

@@ -80,6 +80,22 @@ func check(t *testing.T, script, object, wantStatus, wantMessage string) {
 	}
 }
 
+// A ClusterCapacityBudget has the same status, and the same script: over its limit,
+// Degraded with the namespaces together.
+func TestClusterCapacityBudgetHealth(t *testing.T) {
+	const s = "health-capacitybudget.lua"
+	check(t, s, `metadata: {generation: 1}
+status:
+  observedGeneration: 1
+  namespaceCount: 3
+  hourlyCost: "1.2000"
+  hourlyLimit: "1.0000"
+  conditions:
+  - {type: Ready, status: "True", message: "selects 3 namespaces"}
+  - {type: BudgetExceeded, status: "True", message: "hourly cost 1.20 of its 3 namespaces (1.20 running, 0.00 in flight) of 1.00 (hourlyCost 1.00)"}`,
+		"Degraded", "Over budget: hourly cost 1.20 of its 3 namespaces")
+}
+
 func TestCapacityBudgetHealth(t *testing.T) {
 	const s = "health-capacitybudget.lua"
 	check(t, s, "metadata: {generation: 1}\nspec: {}", "Progressing", "Waiting")
@@ -181,6 +197,7 @@ func TestKustomizationNamesEveryScript(t *testing.T) {
 	}
 	for _, want := range []string{
 		"resource.customizations.health.policy.karpenter.sh_CapacityBudget=health-capacitybudget.lua",
+		"resource.customizations.health.policy.karpenter.sh_ClusterCapacityBudget=health-capacitybudget.lua",
 		"resource.customizations.health.policy.karpenter.sh_CapacityPolicy=health-capacitypolicy.lua",
 		"resource.customizations.health.policy.karpenter.sh_CapacityException=health-capacityexception.lua",
 		"resource.customizations.health.karpenter.sh_NodeOverlay=health-nodeoverlay.lua",

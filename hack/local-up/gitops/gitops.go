@@ -326,12 +326,13 @@ func (s *Stack) Stop() error {
 // checks and a short reconciliation period, argocd-secret) and the default AppProject.
 func configure(ctx context.Context, kube client.Client, o Options) error {
 	health := map[string]string{
-		"policy.karpenter.sh_CapacityBudget":    "health-capacitybudget.lua",
-		"policy.karpenter.sh_CapacityPolicy":    "health-capacitypolicy.lua",
-		"policy.karpenter.sh_CapacityException": "health-capacityexception.lua",
-		"karpenter.sh_NodeOverlay":              "health-nodeoverlay.lua",
-		"karpenter.kwok.sh_KWOKNodeClass":       "health-nodeclass.lua",
-		"karpenter.k8s.aws_EC2NodeClass":        "health-nodeclass.lua",
+		"policy.karpenter.sh_CapacityBudget":        "health-capacitybudget.lua",
+		"policy.karpenter.sh_ClusterCapacityBudget": "health-capacitybudget.lua",
+		"policy.karpenter.sh_CapacityPolicy":        "health-capacitypolicy.lua",
+		"policy.karpenter.sh_CapacityException":     "health-capacityexception.lua",
+		"karpenter.sh_NodeOverlay":                  "health-nodeoverlay.lua",
+		"karpenter.kwok.sh_KWOKNodeClass":           "health-nodeclass.lua",
+		"karpenter.k8s.aws_EC2NodeClass":            "health-nodeclass.lua",
 	}
 	cm := map[string]string{"timeout.reconciliation": o.Resync.String(), "timeout.reconciliation.jitter": "0s"}
 	for kind, file := range health {
