@@ -361,8 +361,8 @@ func (p *Planner) overBudgetByPod(res *solver.Result, nodes []*scheduling.Node, 
 	}
 	var over []Blocked
 	heldNow := map[*corev1.Pod]bool{}
-	// Namespaces' own budgets first, then the ClusterCapacityBudgets (their keys sort after:
-	// namespaces' names hold no capital letter), which do not count what the first held.
+	// Namespaces' own budgets first, then the ClusterCapacityBudgets, which do not count what
+	// the namespaces' budgets held.
 	names := slices.Sorted(maps.Keys(onClaims))
 	sort.SliceStable(names, func(i, j int) bool { return !isTeam(names[i]) && isTeam(names[j]) })
 	for _, name := range names {
