@@ -37,8 +37,10 @@ type PolicyGate struct {
 	Planner *planner.Planner
 	// Usage is each namespace's run-rate before the command.
 	Usage map[string]policies.Usage
-	// over caches, by namespace, whether its run-rate is over its hourly limit in force.
-	over map[string]bool
+	// over caches, by namespace, whether its run-rate is over its hourly limit in force, and
+	// teamOver, by ClusterCapacityBudget account, whether its namespaces' together is.
+	over     map[string]bool
+	teamOver map[string]bool
 	// OnRefusal, when set, hears of every command the gate refuses, with the violations that
 	// refused it, and of the exceptions that let a command through: the audit's decisions.
 	OnRefusal   func(cmd *Command, denied []policies.Violation)
@@ -114,8 +116,9 @@ func (g *PolicyGate) Check(ctx context.Context, c *Cluster, cmd *Command) string
 }
 
 // Prefer implements Preferrer: a candidate running pods of a namespace whose run-rate (with
-// its in-flight reservation) is over the hourly limit its CapacityBudget has in force now, so
-// that consolidation lowers that namespace's cost before anyone else's. The engine's rules let
+// its in-flight reservation) is over the hourly limit its CapacityBudget has in force now, or
+// of a namespace of a ClusterCapacityBudget whose namespaces together are over its limit, so
+// that consolidation lowers that cost before anyone else's. The engine's rules let
 // such a command through: they refuse only moves that raise an over-budget namespace's cost.
 func (g *PolicyGate) Prefer(ctx context.Context, c *Cluster, cand *Candidate) bool {
 	for _, p := range cand.Pods {
@@ -130,8 +133,8 @@ func (g *PolicyGate) overBudget(ctx context.Context, c *Cluster, ns string) bool
 	if over, ok := g.over[ns]; ok {
 		return over
 	}
-	over := false
-	if b := g.Planner.Budgets[ns]; b != nil && g.Planner.Engine != nil {
+	over := g.teamOverBudget(ctx, c, ns)
+	if b := g.Planner.Budgets[ns]; !over && b != nil && g.Planner.Engine != nil {
 		n, ok := g.Planner.Namespaces[ns]
 		if !ok {
 			n = policies.Namespace{Name: ns}

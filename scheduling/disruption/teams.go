@@ -57,3 +57,38 @@ func (g *PolicyGate) checkTeams(ctx context.Context, cmd *Command, in policies.D
 	}
 	return strings.Join(msgs, "; ")
 }
+
+// teamOverBudget reports whether a ClusterCapacityBudget that selects the namespace has its
+// namespaces' run-rate together over its hourly limit in force (cached per budget).
+func (g *PolicyGate) teamOverBudget(ctx context.Context, c *Cluster, ns string) bool {
+	if g.Planner.Engine == nil {
+		return false
+	}
+	set := labels.Set(g.Planner.Namespaces[ns].Labels)
+	for _, cb := range g.Planner.ClusterBudgets {
+		if !cb.Selector.Matches(set) {
+			continue
+		}
+		key := planner.TeamKey(cb.Budget.Name)
+		over, ok := g.teamOver[key]
+		if !ok {
+			var u policies.Usage
+			for name, x := range g.Usage {
+				if cb.Selector.Matches(labels.Set(g.Planner.Namespaces[name].Labels)) {
+					u = u.Add(x)
+				}
+			}
+			if in, err := g.Planner.Engine.BudgetInForce(ctx, policies.Namespace{}, cb.Budget, u, c.Now); err == nil && in != nil && in.HasLimit {
+				over = in.Committed > in.HourlyLimit
+			}
+			if g.teamOver == nil {
+				g.teamOver = map[string]bool{}
+			}
+			g.teamOver[key] = over
+		}
+		if over {
+			return true
+		}
+	}
+	return false
+}

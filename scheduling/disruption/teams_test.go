@@ -52,3 +52,38 @@ func TestClusterBudgetRefusesAReplacementItsFamiliesRefuse(t *testing.T) {
 		t.Errorf("refusals %+v, want the ClusterCapacityBudget named, with no namespace", refused)
 	}
 }
+
+// Consolidation tries first the nodes running pods of a team over its ClusterCapacityBudget:
+// b (pods of pay-b, whose team is over) goes before a, though a is cheaper to disrupt.
+func TestConsolidationPrefersTeamsOverBudget(t *testing.T) {
+	engine, err := policies.NewEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inPayB := func(p *corev1.Pod) { p.Namespace = "pay-b" }
+	pinned := func(p *corev1.Pod) { p.Annotations = map[string]string{"karpenter.sh/do-not-disrupt": "true"} }
+	w := world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a"), node("c", "m5.xlarge", "on-demand", "z-a")},
+		pods: []*corev1.Pod{pod("web", "a", "500m", "1Gi"), pod("job-0", "b", "500m", "1Gi", inPayB), pod("job-1", "b", "500m", "1Gi", inPayB),
+			pod("db", "c", "1", "2Gi", pinned)}}
+	for name, tc := range map[string]struct {
+		limit policyv1.Money
+		want  string
+	}{
+		"the team over its limit: its node first":   {"0.01", "delete:b"},
+		"the team within its limit: cheapest first": {"1.00", "delete:a"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			limit := tc.limit
+			cb := &policyv1.ClusterCapacityBudget{ObjectMeta: metav1.ObjectMeta{Name: "payments"}, Spec: policyv1.ClusterCapacityBudgetSpec{
+				NamespaceSelector:  metav1.LabelSelector{MatchLabels: map[string]string{"team": "payments"}},
+				CapacityBudgetSpec: policyv1.CapacityBudgetSpec{Limits: &policyv1.BudgetLimits{HourlyCost: &limit}, Enforcement: policyv1.EnforcementDeny}}}
+			c := w.cluster()
+			c.Gate = NewPolicyGate(&planner.Planner{Engine: engine, Now: now, Budgets: map[string]*policyv1.CapacityBudget{},
+				Namespaces:     map[string]policies.Namespace{"pay-b": {Name: "pay-b", Labels: map[string]string{"team": "payments"}}},
+				ClusterBudgets: planner.ClusterBudgets([]*policyv1.ClusterCapacityBudget{cb})}, c)
+			if got := strings.Join(commandNames(commands(t, &SingleNode{}, c)), " | "); got != tc.want {
+				t.Errorf("commands %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
