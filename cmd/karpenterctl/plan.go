@@ -52,6 +52,7 @@ type planDelta struct {
 // teamDelta is head minus base for one ClusterCapacityBudget's namespaces together.
 type teamDelta struct {
 	PricePerHour float64 `json:"pricePerHour"`
+	SpotPercent  float64 `json:"spotPercent"`
 }
 
 // namespaceDelta is head minus base for one namespace.
@@ -262,7 +263,7 @@ func delta(base, head *simulate.Report) *planDelta {
 		if d.Teams == nil {
 			d.Teams = map[string]*teamDelta{}
 		}
-		d.Teams[name] = &teamDelta{PricePerHour: round4(h.PricePerHour - b.PricePerHour)}
+		d.Teams[name] = &teamDelta{PricePerHour: round4(h.PricePerHour - b.PricePerHour), SpotPercent: round4(h.SpotPercent - b.SpotPercent)}
 	}
 	before, after := blocked(base), blocked(head)
 	for pod := range after {

@@ -122,8 +122,8 @@ func writePlanText(w io.Writer, r *planReport) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(r.Delta.Teams)) {
 		b, h := teamOf(r.Base, name), teamOf(r.Head, name)
-		fmt.Fprintf(w, "team %s (ClusterCapacityBudget, %d namespaces): $/hour %.4f -> %.4f (%+.4f)%s\n", name, len(h.Namespaces), b.PricePerHour, h.PricePerHour,
-			r.Delta.Teams[name].PricePerHour, limitNote(h.HourlyLimit))
+		fmt.Fprintf(w, "team %s (ClusterCapacityBudget, %d namespaces): $/hour %.4f -> %.4f (%+.4f)%s, Spot %.1f%% -> %.1f%%\n", name, len(h.Namespaces), b.PricePerHour, h.PricePerHour,
+			r.Delta.Teams[name].PricePerHour, limitNote(h.HourlyLimit), b.SpotPercent, h.SpotPercent)
 	}
 	why := reasons(r)
 	for _, g := range podGroups(r.Delta.NewlyBlocked, func(pod string) string { return why[pod] }) {
@@ -268,16 +268,16 @@ func writePlanMarkdown(w io.Writer, r *planReport) {
 		fmt.Fprintln(w)
 	}
 	if names := slices.Sorted(maps.Keys(r.Delta.Teams)); len(names) > 0 {
-		fmt.Fprintln(w, "| team (ClusterCapacityBudget) | namespaces | before $/hour | after $/hour | delta | limit |")
-		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+		fmt.Fprintln(w, "| team (ClusterCapacityBudget) | namespaces | before $/hour | after $/hour | delta | limit | Spot share |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
 		for _, name := range names {
 			b, h := teamOf(r.Base, name), teamOf(r.Head, name)
 			limit := "-"
 			if h.HourlyLimit != nil {
 				limit = fmt.Sprintf("%.2f", *h.HourlyLimit)
 			}
-			fmt.Fprintf(w, "| %s | %d | %.4f | %.4f | %+.4f | %s |\n", cell(name), len(h.Namespaces), b.PricePerHour, h.PricePerHour,
-				r.Delta.Teams[name].PricePerHour, limit)
+			fmt.Fprintf(w, "| %s | %d | %.4f | %.4f | %+.4f | %s | %.1f%% -> %.1f%% |\n", cell(name), len(h.Namespaces), b.PricePerHour, h.PricePerHour,
+				r.Delta.Teams[name].PricePerHour, limit, b.SpotPercent, h.SpotPercent)
 		}
 		fmt.Fprintln(w)
 	}

@@ -26,9 +26,9 @@ import (
 )
 
 // ClusterBudgetStatus keeps ClusterCapacityBudget status: the namespaces it selects, their
-// run-rate and in-flight reservation together (the shared attribution, Usage), their spend
-// this month accrued in status, the limit in force and what remains, the forecast and alerts,
-// and the pods it holds back. It reuses BudgetStatus's rules; a ClusterCapacityBudget has no
+// run-rate, in-flight reservation and Spot share together (the shared attribution, Usage),
+// their spend this month accrued in status, the limit in force and what remains, the
+// forecast and alerts, and the pods it holds back. It reuses BudgetStatus's rules; a ClusterCapacityBudget has no
 // per-namespace gauges.
 type ClusterBudgetStatus struct {
 	*BudgetStatus
@@ -102,7 +102,7 @@ func (r *ClusterBudgetStatus) Reconcile(ctx context.Context, req reconcile.Reque
 	view := c.AsBudget()
 	accrue(&st.CapacityBudgetStatus, now)
 	st.HourlyCost, st.InFlightHourlyCost = money(usage.HourlyCost), money(usage.InFlightHourlyCost)
-	st.SpotPercent = ""
+	spot := SpotStatusOf(usage, policies.SpecSpotBounds(view))
 	st.BlockedPods = int32(r.heldBy(audit.PolicyName(policies.BudgetSource(view))))
 	st.ActiveSchedule = nil
 	if i, ok := policies.ActiveSchedule(view, now); ok {
@@ -128,8 +128,11 @@ func (r *ClusterBudgetStatus) Reconcile(ctx context.Context, req reconcile.Reque
 			st.HourlyLimit, st.RemainingHourlyCost = "", ""
 			conds.set(policyv1.ConditionTypeBudgetExceeded, false, "", "NoLimit", "the budget limits no cost")
 		}
+		spot = SpotStatusOf(usage, bif.Spot)
+		conds.set(policyv1.ConditionTypeSpotShareOutOfRange, spot.OutOfRange, "OutOfRange", "InRange", spot.Message)
 		r.forecastStatus(c, "ClusterCapacityBudget "+c.Name, view, view, &st.CapacityBudgetStatus, bif, usage, conds, now)
 	}
+	st.SpotPercent = spot.Percent
 	a, z := c.Status.DeepCopy(), st.DeepCopy()
 	a.MonthToDateCost, a.AccruedAt, z.MonthToDateCost, z.AccruedAt = "", nil, "", nil
 	a.ForecastMonthCost, a.ForecastPercent, z.ForecastMonthCost, z.ForecastPercent = "", "", "", ""

@@ -18,8 +18,9 @@ import (
 )
 
 // clusterBudgets judges each ClusterCapacityBudget in the ClusterReport: its limit against the
-// run-rate of the namespaces it selects together, and its instance families against the types
-// their pods run on (each node named once).
+// run-rate of the namespaces it selects together, its Spot bounds against their Spot share
+// together, and its instance families against the types their pods run on (each node named
+// once).
 func (a *auditor) clusterBudgets(ctx context.Context) {
 	list := append([]*policyv1.ClusterCapacityBudget(nil), a.in.ClusterBudgets...)
 	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
@@ -72,6 +73,15 @@ func (a *auditor) clusterBudgets(ctx context.Context) {
 			result(rule, over, subject, fmt.Sprintf("%s: hourly cost %.2f of its %d namespaces (%.2f running, %.2f in flight) is %s the limit %.2f (%s)",
 				src, committed, len(members), u.HourlyCost, u.InFlightHourlyCost, verb, bif.HourlyLimit, bif.LimitReason),
 				map[string]string{"hourlyCost": money(u.HourlyCost), "inFlightHourlyCost": money(u.InFlightHourlyCost), "hourlyLimit": money(bif.HourlyLimit)})
+		}
+		if s := bif.Spot; s.MinPercent > 0 || s.MaxPercent < 100 {
+			share := u.SpotShare(s)
+			msg := fmt.Sprintf("%s: Spot share of its %d namespaces above the on-demand base is %.1f%%, bounds [%.0f, %.0f]", src, len(members), share.Percent, s.MinPercent, s.MaxPercent)
+			if !share.Counted {
+				msg = fmt.Sprintf("%s: nothing of its namespaces runs above the on-demand base", src)
+			}
+			result(policyv1.BudgetRuleSpot, !s.InRange(share), subject, msg, map[string]string{"spotPercent": fmt.Sprintf("%.1f", share.Percent),
+				"minPercent": fmt.Sprintf("%.0f", s.MinPercent), "maxPercent": fmt.Sprintf("%.0f", s.MaxPercent)})
 		}
 		if f := c.Spec.InstanceFamilies; f != nil && (len(f.Allow) > 0 || len(f.Deny) > 0) {
 			a.clusterBudgetFamilies(ctx, view, members, subject, result)

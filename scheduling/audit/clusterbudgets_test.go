@@ -22,7 +22,7 @@ func TestAuditJudgesClusterBudgets(t *testing.T) {
 	cb := &policyv1.ClusterCapacityBudget{ObjectMeta: metav1.ObjectMeta{Name: "red"}, Spec: policyv1.ClusterCapacityBudgetSpec{
 		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"team": "red"}},
 		CapacityBudgetSpec: policyv1.CapacityBudgetSpec{Limits: &policyv1.BudgetLimits{HourlyCost: &hourly}, Enforcement: policyv1.EnforcementDeny,
-			InstanceFamilies: &policyv1.InstanceFamilies{Deny: []string{"m*"}}}}}
+			InstanceFamilies: &policyv1.InstanceFamilies{Deny: []string{"m*"}}, Spot: &policyv1.SpotShare{MinPercent: ptr(int32(80))}}}}
 	in.ClusterBudgets = []*policyv1.ClusterCapacityBudget{cb}
 	rs := Evaluate(context.Background(), in)
 	limit := find(rs, "", "ClusterCapacityBudget/red", "hourlyCost")
@@ -32,6 +32,10 @@ func TestAuditJudgesClusterBudgets(t *testing.T) {
 	fam := find(rs, "", "ClusterCapacityBudget/red", "instanceFamilies")
 	if fam == nil || fam.Outcome != Fail || fam.Properties["nodes"] != "1" || len(fam.Subjects) != 2 || fam.Subjects[1].Name != "n1" {
 		t.Errorf("families %+v", fam)
+	}
+	// team-a's pod on the on-demand n1, team-b's on n1 and the Spot n2: 1 of 3 vCPU on Spot.
+	if spot := find(rs, "", "ClusterCapacityBudget/red", "spot"); spot == nil || spot.Outcome != Fail || spot.Properties["spotPercent"] != "33.3" {
+		t.Errorf("spot %+v", spot)
 	}
 	// Its limit raised past what they run, and the families allowed, both pass.
 	hourly = "100"

@@ -149,7 +149,7 @@ func (p *Planner) Solve(ctx context.Context, in *solver.Input) (*Outcome, error)
 		}
 		pending = append(pending, pod)
 	}
-	tr := &trimmer{p: p, in: in, h: h, book: book, namespaces: out.Namespaces, accounts: accounts, z: z}
+	tr := &trimmer{p: p, in: in, h: h, book: book, accounts: accounts, z: z}
 	first, err := tr.trim(pending, h, nil)
 	if err != nil {
 		return nil, err

@@ -29,12 +29,12 @@ type trimmed struct {
 
 // trimmer is what every solve of one batch shares.
 type trimmer struct {
-	p          *Planner
-	in         *solver.Input
-	h          *hook
-	book       PriceBook
-	namespaces map[string]*Namespace
-	// accounts are the namespaces and the ClusterCapacityBudgets' accounts (teams.go).
+	p    *Planner
+	in   *solver.Input
+	h    *hook
+	book PriceBook
+	// accounts are the namespaces with pending pods and the ClusterCapacityBudgets' accounts
+	// (teams.go).
 	accounts map[string]*Namespace
 	z        sizes
 	// perPod: the pods were assigned capacity types once (spotByPod); not again.
@@ -52,9 +52,9 @@ func (t *trimmer) trim(pending []*corev1.Pod, policy solver.PolicyHook, seed []*
 		if err != nil {
 			return out, err
 		}
-		if !spotByClaim(res, t.h, t.namespaces, t.z) && !t.perPod {
+		if !spotByClaim(res, t.h, t.accounts, t.z) && !t.perPod {
 			t.perPod = true
-			if res, err = spotByPod(res, &solveIn, t.h, t.namespaces, t.z); err != nil {
+			if res, err = spotByPod(res, &solveIn, t.h, t.accounts, t.z); err != nil {
 				return out, err
 			}
 		}

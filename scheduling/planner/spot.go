@@ -17,7 +17,9 @@ import (
 )
 
 // Spot shares. A namespace's Spot share is its Spot vCPU over its vCPU above the on-demand
-// base (policies.SpotBounds.Share; docs/policies.md, "Spot share"); a CapacityBudget bounds it. The planner meets the bounds in one
+// base (policies.SpotBounds.Share; docs/policies.md, "Spot share"); a CapacityBudget bounds it,
+// and a ClusterCapacityBudget bounds its namespaces' together: the functions below run over
+// accounts (teams.go), a pod's vCPU counted in each account of its namespace. The planner meets the bounds in one
 // of two ways:
 //
 //   - By NodeClaim, first: the batch is solved with no capacity type assigned, so every
@@ -98,7 +100,9 @@ func newShares(res *solver.Result, namespaces map[string]*Namespace, z sizes) *s
 		cs := &claimShare{c: c, byNS: map[string]float64{}, pods: make([]podShare, 0, len(c.Pods))}
 		for _, pod := range c.Pods {
 			cpu, mem := z.of(pod)
-			cs.byNS[pod.Namespace] += cpu
+			for _, a := range accountsOf(namespaces, pod.Namespace) {
+				cs.byNS[a] += cpu
+			}
 			cs.pods = append(cs.pods, podShare{pod, cpu, mem})
 		}
 		cs.setSpare()
@@ -152,7 +156,7 @@ func (s *shares) drift(spot, all map[string]float64) map[string]float64 {
 				continue
 			}
 			for _, p := range cs.pods {
-				if p.pod.Namespace == name && s.allows(p.pod, karpv1.CapacityTypeSpot) {
+				if slices.Contains(accountsOf(s.namespaces, p.pod.Namespace), name) && s.allows(p.pod, karpv1.CapacityTypeSpot) {
 					pods = append(pods, p)
 				}
 			}
@@ -413,8 +417,9 @@ func onDemandOptions(c *solver.NodeClaim, h *hook) ([]*cloudprovider.InstanceTyp
 	return types, opts[0].o, true
 }
 
-// assignCapacityTypes assigns each pod of a namespace with Spot bounds to Spot or on-demand
-// so the namespace's share of vCPU above its on-demand base ends within the bounds,
+// assignCapacityTypes assigns each pod of a namespace (or a ClusterCapacityBudget's
+// namespaces, for the pods their namespaces' bounds left free) with Spot bounds to Spot or
+// on-demand so the share of vCPU above the on-demand base ends within the bounds,
 // preferring Spot (cheaper) up to the maximum. Pods that can run on one capacity type only
 // (their own requirements, or the NodePools') count where they must.
 func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*solver.NodePool, namespaces map[string]*Namespace, z sizes, drift map[string]float64) {
@@ -429,9 +434,20 @@ func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*solver.NodePool, 
 	}
 	byNS := map[string][]*corev1.Pod{}
 	for _, pod := range pods {
-		byNS[pod.Namespace] = append(byNS[pod.Namespace], pod)
+		for _, a := range accountsOf(namespaces, pod.Namespace) {
+			byNS[a] = append(byNS[a], pod)
+		}
 	}
-	for name, nsPods := range byNS {
+	// Namespaces first, then the ClusterCapacityBudgets, each counting the pods the
+	// namespaces' bounds assigned where they were assigned.
+	names := slices.Sorted(maps.Keys(byNS))
+	sort.SliceStable(names, func(i, j int) bool { return !isTeam(names[i]) && isTeam(names[j]) })
+	assigned := map[*corev1.Pod]bool{}
+	for _, name := range names {
+		nsPods := byNS[name]
+		if namespaces[name] == nil {
+			continue
+		}
 		b := namespaces[name].Budget
 		if b == nil || b.Enforcement != policyv1.EnforcementDeny || (b.Spot.MinPercent <= 0 && b.Spot.MaxPercent >= 100) {
 			continue
@@ -445,6 +461,14 @@ func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*solver.NodePool, 
 		var flexible []flex
 		for _, pod := range nsPods {
 			cpu, _ := z.of(pod)
+			if assigned[pod] {
+				if h.capacityType[pod] == karpv1.CapacityTypeSpot {
+					spot += cpu
+				} else {
+					onDemand += cpu
+				}
+				continue
+			}
 			r := solver.PodRequirements(pod)[karpv1.CapacityTypeLabelKey]
 			canSpot := offered[karpv1.CapacityTypeSpot] && (r == nil || r.Has(karpv1.CapacityTypeSpot))
 			canOD := offered[karpv1.CapacityTypeOnDemand] && (r == nil || r.Has(karpv1.CapacityTypeOnDemand))
@@ -481,6 +505,7 @@ func assignCapacityTypes(h *hook, pods []*corev1.Pod, pools []*solver.NodePool, 
 			return solver.PodKey(flexible[i].pod) < solver.PodKey(flexible[j].pod)
 		})
 		for _, f := range flexible {
+			assigned[f.pod] = true
 			if spot+f.cpu <= target+1e-9 {
 				spot += f.cpu
 				h.capacityType[f.pod] = karpv1.CapacityTypeSpot

@@ -223,3 +223,33 @@ func BenchmarkTeamBurst(b *testing.B) {
 		}
 	}
 }
+
+// A ClusterCapacityBudget's Spot maximum bounds its namespaces' Spot share together, none of
+// them bounded on its own: what the batch launches for them ends within it; with maxPercent
+// 0, nothing of theirs launches on Spot.
+func TestClusterBudgetBoundsTheTeamsSpotShare(t *testing.T) {
+	teams := map[string]string{"red-a": "red", "red-b": "red", "red-c": "red"}
+	var all []*corev1.Pod
+	for _, ns := range []string{"red-a", "red-b", "red-c"} {
+		all = append(all, pods(ns, "web", 20, "1", "2Gi")...)
+	}
+	for _, maxPercent := range []int32{40, 0} {
+		p := teamPlanner(t, teams, []*policyv1.ClusterCapacityBudget{clusterBudget("red", "red", "100", func(c *policyv1.ClusterCapacityBudget) {
+			c.Spec.Spot = &policyv1.SpotShare{MaxPercent: &maxPercent}
+		})})
+		out := solve(t, p, &solver.Input{Pods: all, NodePools: []*solver.NodePool{pool()}})
+		team := out.Teams[TeamKey("red")]
+		after := team.After()
+		share := team.Budget.Spot.Share(after.SpotCPU, after.OnDemandCPU)
+		t.Logf("maxPercent %d: %.0f vCPU on Spot, %.0f on-demand: %.1f%%", maxPercent, after.SpotCPU, after.OnDemandCPU, share.Percent)
+		if after.SpotCPU+after.OnDemandCPU != 60 || len(out.Blocked) != 0 {
+			t.Fatalf("maxPercent %d: %.0f vCPU placed, %d held; want all 60", maxPercent, after.SpotCPU+after.OnDemandCPU, len(out.Blocked))
+		}
+		if !team.Budget.Spot.InRange(share) {
+			t.Errorf("maxPercent %d: the team's Spot share is %.1f%%", maxPercent, share.Percent)
+		}
+		if maxPercent == 40 && after.SpotCPU == 0 {
+			t.Error("maxPercent 40: nothing on Spot; the cheaper Spot should be used up to the maximum")
+		}
+	}
+}

@@ -14,9 +14,8 @@ type ClusterCapacityBudgetSpec struct {
 	// selector selects every namespace.
 	// +required
 	NamespaceSelector metav1.LabelSelector `json:"namespaceSelector"`
-	// The limits, instance families, enforcement, alerts and schedules of a CapacityBudget,
-	// over the namespaces together. Spot bounds are per namespace (a CapacityBudget's): spot
-	// here is warned about at admission and not acted on.
+	// The limits, Spot bounds, instance families, enforcement, alerts and schedules of a
+	// CapacityBudget, over the namespaces together.
 	CapacityBudgetSpec `json:",inline"`
 }
 
@@ -72,15 +71,10 @@ type ClusterCapacityBudgetList struct {
 }
 
 // AsBudget is the budget as the built-in budget policies and the planner read a
-// CapacityBudget: the same spec without Spot bounds (they are per namespace), its name, no
-// namespace, and its status's spend this month. The policies name it "ClusterCapacityBudget
-// NAME" (policies.Source with no namespace).
+// CapacityBudget: the same spec, its name, no namespace, and its status's spend this month.
+// The policies name it "ClusterCapacityBudget NAME" (policies.Source with no namespace).
 func (c *ClusterCapacityBudget) AsBudget() *CapacityBudget {
 	spec := *c.Spec.CapacityBudgetSpec.DeepCopy()
-	spec.Spot = nil
-	for i := range spec.Schedules {
-		spec.Schedules[i].Spot = nil
-	}
 	return &CapacityBudget{
 		TypeMeta:   metav1.TypeMeta{APIVersion: SchemeGroupVersion.String(), Kind: "ClusterCapacityBudget"},
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name, UID: c.UID, Generation: c.Generation, ResourceVersion: c.ResourceVersion, DeletionTimestamp: c.DeletionTimestamp},

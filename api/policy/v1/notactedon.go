@@ -32,18 +32,5 @@ func (e *CapacityException) FieldsNotActedOn() field.ErrorList {
 	return out
 }
 
-// FieldsNotActedOn are the fields set that the CRD accepts but nothing acts on: Spot bounds,
-// which are per namespace (each namespace's CapacityBudget); a shared Spot share is not
-// enforced across namespaces.
-func (c *ClusterCapacityBudget) FieldsNotActedOn() field.ErrorList {
-	var out field.ErrorList
-	if c.Spec.Spot != nil {
-		out = append(out, notActedOn(field.NewPath("spec", "spot"), "Spot shares are bounded per namespace: set them in each namespace's CapacityBudget"))
-	}
-	for i, s := range c.Spec.Schedules {
-		if s.Spot != nil {
-			out = append(out, notActedOn(field.NewPath("spec", "schedules").Index(i).Child("spot"), "Spot shares are bounded per namespace: set them in each namespace's CapacityBudget"))
-		}
-	}
-	return out
-}
+// FieldsNotActedOn are the fields set that the CRD accepts but nothing acts on: none.
+func (c *ClusterCapacityBudget) FieldsNotActedOn() field.ErrorList { return nil }

@@ -117,13 +117,15 @@ type NamespaceReport struct {
 }
 
 // TeamReport is one ClusterCapacityBudget's namespaces together under the policies: their
-// run-rate once the new NodeClaims launch, its hourly limit in force, the pods it keeps
-// pending.
+// run-rate and Spot share once the new NodeClaims launch, its hourly limit in force, the pods
+// it keeps pending.
 type TeamReport struct {
-	Namespaces   []string  `json:"namespaces"`
-	PricePerHour float64   `json:"pricePerHour"`
-	HourlyLimit  *float64  `json:"hourlyLimit,omitempty"`
-	BlockedPods  []Pending `json:"blockedPods"`
+	Namespaces   []string `json:"namespaces"`
+	PricePerHour float64  `json:"pricePerHour"`
+	// SpotPercent is their Spot share together, as the ClusterCapacityBudget judges it.
+	SpotPercent float64   `json:"spotPercent"`
+	HourlyLimit *float64  `json:"hourlyLimit,omitempty"`
+	BlockedPods []Pending `json:"blockedPods"`
 }
 
 // NodeClaim is a node to launch.
@@ -236,7 +238,7 @@ func Run(ctx context.Context, in *Input) (*Report, error) {
 		if r.Teams == nil {
 			r.Teams = map[string]*TeamReport{}
 		}
-		tr := &TeamReport{Namespaces: t.Members, PricePerHour: round(t.PricePerHour()), BlockedPods: []Pending{}}
+		tr := &TeamReport{Namespaces: t.Members, PricePerHour: round(t.PricePerHour()), SpotPercent: round(SpotPercent(t)), BlockedPods: []Pending{}}
 		if t.Budget != nil && t.Budget.HasLimit {
 			l := round(t.Budget.HourlyLimit)
 			tr.HourlyLimit = &l
