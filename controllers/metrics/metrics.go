@@ -126,6 +126,27 @@ var (
 	BudgetAlertFiring = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "karpenter_budget_alert_firing", Help: "1 while a CapacityBudget's alert threshold (percent) is reached by its run-rate or forecast, else 0.",
 	}, []string{"namespace", "percent"})
+	// ClusterBudgetHourlyCost is BudgetHourlyCost of a ClusterCapacityBudget: its namespaces'
+	// together, by its name; so are the other ClusterBudget* gauges.
+	ClusterBudgetHourlyCost = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_cluster_budget_hourly_cost_dollars", Help: "The attributed run-rate of a ClusterCapacityBudget's namespaces together, USD per hour, by state (running, inflight).",
+	}, []string{"clustercapacitybudget", "state"})
+	// ClusterBudgetHourlyLimit is BudgetHourlyLimit of a ClusterCapacityBudget.
+	ClusterBudgetHourlyLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_cluster_budget_hourly_limit_dollars", Help: "The hourly limit in force of a ClusterCapacityBudget, USD per hour.",
+	}, []string{"clustercapacitybudget"})
+	// ClusterBudgetForecastMonthCost is BudgetForecastMonthCost of a ClusterCapacityBudget.
+	ClusterBudgetForecastMonthCost = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_cluster_budget_forecast_month_cost_dollars", Help: "A ClusterCapacityBudget's namespaces' spend this month (UTC) if they run at their current run-rate to the month's end, USD.",
+	}, []string{"clustercapacitybudget"})
+	// ClusterBudgetLimitUsed is BudgetLimitUsed of a ClusterCapacityBudget.
+	ClusterBudgetLimitUsed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_cluster_budget_limit_used_percent", Help: "A ClusterCapacityBudget's run-rate as a share of its hourly limit (measure runrate), its forecast as a share of the month's limit (forecast), in percent.",
+	}, []string{"clustercapacitybudget", "measure"})
+	// ClusterBudgetAlertFiring is BudgetAlertFiring of a ClusterCapacityBudget.
+	ClusterBudgetAlertFiring = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "karpenter_cluster_budget_alert_firing", Help: "1 while a ClusterCapacityBudget's alert threshold (percent) is reached by its run-rate or forecast, else 0.",
+	}, []string{"clustercapacitybudget", "percent"})
 	// BudgetSpotPercent is a namespace's Spot share as its CapacityBudget judges it
 	// (policies.SpotBounds.Share; docs/policies.md, "Spot share").
 	BudgetSpotPercent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -348,6 +369,7 @@ var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 
 // order docs/metrics.md lists them (a test keeps the two the same).
 var Collectors = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, SchedulingDuration, UnschedulablePods, SchedulerQueueDepth, SchedulerUnfinishedWork, SchedulerIgnoredPods, SchedulerPendingPodsByZone, PodsStartupDuration, NodesAllocatable, NodePoolLimit, NodePoolUsage, NodePoolCost,
 	PolicyEvaluations, PolicyEvaluationDuration, policyBlockedPods, PolicyExceptions, PolicyExemptions, auditResults, showbackCosts, BudgetHourlyCost, BudgetHourlyLimit, BudgetForecastMonthCost, BudgetLimitUsed, BudgetAlertFiring, BudgetSpotPercent, BudgetSpotRange,
+	ClusterBudgetHourlyCost, ClusterBudgetHourlyLimit, ClusterBudgetForecastMonthCost, ClusterBudgetLimitUsed, ClusterBudgetAlertFiring,
 	DisruptionDecisions, DisruptionDecisionsByNodePool, DisruptionTerminateFirstDecisions, DisruptionQueueFailures, DisruptionEvaluationDuration, DisruptionFailedValidations, DisruptionEligibleNodes, NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, ConsolidationTimeouts, ConsolidationMoves, ConsolidationScore, InterruptionsReceived, InterruptionMessagesDeleted, InterruptionMessageLatency, InstanceStatusUnhealthy, InterruptionMessages, InterruptionMessageErrors,
 	EvictionRequests, PodsDeletedForDeadline, NodesDrained, DisruptionPassDuration, LaunchBackoffs, NodeClaimsUnhealthyDisrupted, NodeClaimsDisrupted, PodsDisruptionInitiated, NodeReboots, NodeRebootDuration, NodeRebootRecoveryDuration,
 	NodesCreated, NodesTerminated, CloudProviderDuration, CloudProviderErrors, InstanceTypeOfferingAvailable, InstanceTypeOfferingPrice, InstanceTypeCPU, InstanceTypeMemory, InstanceLaunchFailures, InstanceTerminationFailures, BatcherBatchTime, BatcherBatchSize, EC2NodeClassUserDataBytes, NodesSystemOverhead, NodesPodRequests, NodesPodLimits,

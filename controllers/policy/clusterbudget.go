@@ -6,8 +6,10 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,6 +22,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
+	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/scheduling/audit"
@@ -28,8 +31,8 @@ import (
 // ClusterBudgetStatus keeps ClusterCapacityBudget status: the namespaces it selects, their
 // run-rate, in-flight reservation and Spot share together (the shared attribution, Usage),
 // their spend this month accrued in status, the limit in force and what remains, the
-// forecast and alerts, and the pods it holds back. It reuses BudgetStatus's rules; a ClusterCapacityBudget has no
-// per-namespace gauges.
+// forecast and alerts, and the pods it holds back, and its karpenter_cluster_budget_* gauges. It reuses
+// BudgetStatus's rules.
 type ClusterBudgetStatus struct {
 	*BudgetStatus
 }
@@ -71,6 +74,9 @@ const maxListedNamespaces = 100
 func (r *ClusterBudgetStatus) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	c := &policyv1.ClusterCapacityBudget{}
 	if err := r.client.Get(ctx, req.NamespacedName, c); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetCluster(req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	all, err := r.usage.ByNamespace(ctx)
@@ -117,6 +123,7 @@ func (r *ClusterBudgetStatus) Reconcile(ctx context.Context, req reconcile.Reque
 	if evalErr != nil {
 		st.HourlyLimit, st.RemainingHourlyCost = "", ""
 		conds.set(policyv1.ConditionTypeReady, false, "", "EvaluationFailed", evalErr.Error())
+		metrics.ClusterBudgetHourlyLimit.DeleteLabelValues(c.Name)
 	} else {
 		conds.set(policyv1.ConditionTypeReady, true, "Evaluated", "", fmt.Sprintf("selects %d namespaces", len(members)))
 		committed := usage.HourlyCost + usage.InFlightHourlyCost
@@ -124,15 +131,19 @@ func (r *ClusterBudgetStatus) Reconcile(ctx context.Context, req reconcile.Reque
 			st.HourlyLimit, st.RemainingHourlyCost = money(bif.HourlyLimit), money(bif.Remaining)
 			conds.set(policyv1.ConditionTypeBudgetExceeded, committed > bif.HourlyLimit+0.005, "OverLimit", "WithinLimit",
 				fmt.Sprintf("hourly cost %.2f of its %d namespaces (%.2f running, %.2f in flight) of %.2f (%s)", committed, len(members), usage.HourlyCost, usage.InFlightHourlyCost, bif.HourlyLimit, bif.LimitReason))
+			metrics.ClusterBudgetHourlyLimit.WithLabelValues(c.Name).Set(bif.HourlyLimit)
 		} else {
 			st.HourlyLimit, st.RemainingHourlyCost = "", ""
 			conds.set(policyv1.ConditionTypeBudgetExceeded, false, "", "NoLimit", "the budget limits no cost")
+			metrics.ClusterBudgetHourlyLimit.DeleteLabelValues(c.Name)
 		}
 		spot = SpotStatusOf(usage, bif.Spot)
 		conds.set(policyv1.ConditionTypeSpotShareOutOfRange, spot.OutOfRange, "OutOfRange", "InRange", spot.Message)
 		r.forecastStatus(c, "ClusterCapacityBudget "+c.Name, view, view, &st.CapacityBudgetStatus, bif, usage, conds, now)
 	}
 	st.SpotPercent = spot.Percent
+	metrics.ClusterBudgetHourlyCost.WithLabelValues(c.Name, "running").Set(usage.HourlyCost)
+	metrics.ClusterBudgetHourlyCost.WithLabelValues(c.Name, "inflight").Set(usage.InFlightHourlyCost)
 	a, z := c.Status.DeepCopy(), st.DeepCopy()
 	a.MonthToDateCost, a.AccruedAt, z.MonthToDateCost, z.AccruedAt = "", nil, "", nil
 	a.ForecastMonthCost, a.ForecastPercent, z.ForecastMonthCost, z.ForecastPercent = "", "", "", ""
@@ -153,4 +164,13 @@ func (r *ClusterBudgetStatus) heldBy(policy string) int {
 		}
 	}
 	return n
+}
+
+// forgetCluster drops a deleted ClusterCapacityBudget's gauges.
+func forgetCluster(name string) {
+	id := map[string]string{"clustercapacitybudget": name}
+	for _, g := range []*prometheus.GaugeVec{metrics.ClusterBudgetHourlyCost, metrics.ClusterBudgetHourlyLimit, metrics.ClusterBudgetForecastMonthCost,
+		metrics.ClusterBudgetLimitUsed, metrics.ClusterBudgetAlertFiring} {
+		g.DeletePartialMatch(id)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -94,27 +95,23 @@ func Alerts(alerts []policyv1.BudgetAlert, runRate, hourlyLimit float64, hasHour
 // says in an Event when the condition turns. obj is the object the Events are about and name
 // how they name it; a ClusterCapacityBudget (no namespace) has no per-namespace gauges.
 func (r *BudgetStatus) forecastStatus(obj runtime.Object, name string, b, eff *policyv1.CapacityBudget, st *policyv1.CapacityBudgetStatus, bif *policies.BudgetInForce, usage policies.Usage, conds conditions, now time.Time) {
-	gauges := b.Namespace != ""
+	g := gaugesOf(b)
 	runRate := usage.HourlyCost + usage.InFlightHourlyCost
 	forecast := Forecast(parseMoney(st.MonthToDateCost), runRate, now)
 	st.ForecastMonthCost = money(forecast)
-	if gauges {
-		metrics.BudgetForecastMonthCost.WithLabelValues(b.Namespace).Set(forecast)
-		metrics.BudgetLimitUsed.DeletePartialMatch(map[string]string{"namespace": b.Namespace})
-		metrics.BudgetAlertFiring.DeletePartialMatch(map[string]string{"namespace": b.Namespace})
-	}
+	g.forecast.WithLabelValues(g.id).Set(forecast)
+	g.used.DeletePartialMatch(map[string]string{g.label: g.id})
+	g.firing.DeletePartialMatch(map[string]string{g.label: g.id})
 	monthLimit, hasMonth := MonthLimit(eff, bif, now)
 	st.ForecastPercent = ""
 	if hasMonth && monthLimit > 0 {
 		pct := 100 * forecast / monthLimit
 		st.ForecastPercent = strconv.FormatFloat(round1(pct), 'f', 1, 64)
-		if gauges {
-			metrics.BudgetLimitUsed.WithLabelValues(b.Namespace, "forecast").Set(pct)
-		}
+		g.used.WithLabelValues(g.id, "forecast").Set(pct)
 	}
 	hasHourly := bif != nil && bif.HasLimit
-	if gauges && hasHourly && bif.HourlyLimit > 0 {
-		metrics.BudgetLimitUsed.WithLabelValues(b.Namespace, "runrate").Set(100 * runRate / bif.HourlyLimit)
+	if hasHourly && bif.HourlyLimit > 0 {
+		g.used.WithLabelValues(g.id, "runrate").Set(100 * runRate / bif.HourlyLimit)
 	}
 	if len(b.Spec.Alerts) == 0 {
 		meta.RemoveStatusCondition(&st.Conditions, policyv1.ConditionTypeAlertFiring)
@@ -130,9 +127,7 @@ func (r *BudgetStatus) forecastStatus(obj runtime.Object, name string, b, eff *p
 		if reached {
 			v = 1
 		}
-		if gauges {
-			metrics.BudgetAlertFiring.WithLabelValues(b.Namespace, strconv.Itoa(int(p))).Set(v)
-		}
+		g.firing.WithLabelValues(g.id, strconv.Itoa(int(p))).Set(v)
 	}
 	was := meta.IsStatusConditionTrue(b.Status.Conditions, policyv1.ConditionTypeAlertFiring)
 	conds.set(policyv1.ConditionTypeAlertFiring, a.Firing, fmt.Sprintf("Above%dPercent", a.Percent), "BelowThresholds", a.Message)
@@ -142,4 +137,18 @@ func (r *BudgetStatus) forecastStatus(obj runtime.Object, name string, b, eff *p
 	case !a.Firing && was && r.recorder != nil:
 		r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, "AlertResolved", "Alert", "%s: %s", name, a.Message)
 	}
+}
+
+// budgetGauges are the forecast, limit-used and alert gauges of a budget, and its label:
+// karpenter_budget_* by namespace, or karpenter_cluster_budget_* by ClusterCapacityBudget.
+type budgetGauges struct {
+	forecast, used, firing *prometheus.GaugeVec
+	label, id              string
+}
+
+func gaugesOf(b *policyv1.CapacityBudget) budgetGauges {
+	if policies.IsClusterBudget(b) {
+		return budgetGauges{metrics.ClusterBudgetForecastMonthCost, metrics.ClusterBudgetLimitUsed, metrics.ClusterBudgetAlertFiring, "clustercapacitybudget", b.Name}
+	}
+	return budgetGauges{metrics.BudgetForecastMonthCost, metrics.BudgetLimitUsed, metrics.BudgetAlertFiring, "namespace", b.Namespace}
 }

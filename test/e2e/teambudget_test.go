@@ -167,6 +167,13 @@ func TestClusterCapacityBudgetStopsATeamBurstAtItsLimit(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(got.Status.Namespaces), namespaces[0]) {
 		t.Errorf("status names %v", got.Status.Namespaces)
 	}
+	body, err := httpGetBody(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := gauges(body, "karpenter_cluster_budget_hourly_limit_dollars")["karpenter_cluster_budget_hourly_limit_dollars"][team]; !ok || l != limit {
+		t.Errorf("karpenter_cluster_budget_hourly_limit_dollars{clustercapacitybudget=%q} is %v (present %v), want %v", team, l, ok, limit)
+	}
 }
 
 func ptrMoney(s string) *policyv1.Money {
