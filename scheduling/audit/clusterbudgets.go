@@ -39,10 +39,12 @@ func (a *auditor) clusterBudgets(ctx context.Context) {
 		for name, ns := range a.in.Namespaces {
 			if sel.Matches(labels.Set(ns.Labels)) {
 				members = append(members, name)
-				u = u.Add(a.usage[name])
 			}
 		}
 		sort.Strings(members)
+		for _, name := range members {
+			u = u.Add(a.usage[name])
+		}
 		bif, err := a.in.Engine.BudgetInForce(ctx, policies.Namespace{}, view, u, a.in.Now)
 		if err != nil {
 			a.add(Result{Policy: PolicyName(src), Rule: "evaluation", Outcome: Error, Severity: High, Subjects: subject, Message: err.Error()})

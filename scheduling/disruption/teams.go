@@ -2,6 +2,8 @@ package disruption
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -22,20 +24,16 @@ func (g *PolicyGate) checkTeams(ctx context.Context, cmd *Command, in policies.D
 	for _, cb := range g.Planner.ClusterBudgets {
 		e := policies.DisruptionNamespace{Namespace: policies.Namespace{Name: planner.TeamKey(cb.Budget.Name)}, Budget: cb.Budget}
 		touched := false
-		for ns, d := range deltas {
+		for _, ns := range slices.Sorted(maps.Keys(deltas)) {
 			if cb.Selector.Matches(labels.Set(g.Planner.Namespaces[ns].Labels)) {
-				e.CostDelta += d.cost
+				e.CostDelta += deltas[ns].cost
 				touched = true
 			}
 		}
 		if !touched {
 			continue
 		}
-		for ns, u := range g.Usage {
-			if cb.Selector.Matches(labels.Set(g.Planner.Namespaces[ns].Labels)) {
-				e.Usage = e.Usage.Add(u)
-			}
-		}
+		e.Usage = g.teamUsage(cb)
 		entries = append(entries, e)
 	}
 	if len(entries) == 0 {
@@ -72,13 +70,7 @@ func (g *PolicyGate) teamOverBudget(ctx context.Context, c *Cluster, ns string) 
 		key := planner.TeamKey(cb.Budget.Name)
 		over, ok := g.teamOver[key]
 		if !ok {
-			var u policies.Usage
-			for name, x := range g.Usage {
-				if cb.Selector.Matches(labels.Set(g.Planner.Namespaces[name].Labels)) {
-					u = u.Add(x)
-				}
-			}
-			if in, err := g.Planner.Engine.BudgetInForce(ctx, policies.Namespace{}, cb.Budget, u, c.Now); err == nil && in != nil && in.HasLimit {
+			if in, err := g.Planner.Engine.BudgetInForce(ctx, policies.Namespace{}, cb.Budget, g.teamUsage(cb), c.Now); err == nil && in != nil && in.HasLimit {
 				over = in.Committed > in.HourlyLimit
 			}
 			if g.teamOver == nil {
@@ -91,4 +83,15 @@ func (g *PolicyGate) teamOverBudget(ctx context.Context, c *Cluster, ns string) 
 		}
 	}
 	return false
+}
+
+// teamUsage is the usage of the namespaces a ClusterCapacityBudget selects, summed in order.
+func (g *PolicyGate) teamUsage(cb *planner.ClusterBudget) policies.Usage {
+	var u policies.Usage
+	for _, name := range slices.Sorted(maps.Keys(g.Usage)) {
+		if cb.Selector.Matches(labels.Set(g.Planner.Namespaces[name].Labels)) {
+			u = u.Add(g.Usage[name])
+		}
+	}
+	return u
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
 	"github.com/karpenter-policy/karpenter/test/bench"
 )
@@ -20,7 +21,26 @@ import (
 // something. Tight budgets and Spot bounds make ties common: a tie broken by map order (a sum
 // in map order, in spotByClaim, did) shows within a few runs.
 func TestSolveIsDeterministic(t *testing.T) {
+	t.Run("namespace budgets", func(t *testing.T) { solvesTheSame(t, false) })
+	// The same namespaces, half of them also under a ClusterCapacityBudget with Spot bounds
+	// of its own: the accounts' sums and orders must not depend on map order either.
+	t.Run("with a team budget", func(t *testing.T) { solvesTheSame(t, true) })
+}
+
+func solvesTheSame(t *testing.T, team bool) {
 	p, names := benchPlanner(t, "2")
+	if team {
+		for i, name := range names {
+			if i%2 == 0 {
+				ns := p.Namespaces[name]
+				ns.Labels = map[string]string{"tier": ns.Labels["tier"], "team": "evens"}
+				p.Namespaces[name] = ns
+			}
+		}
+		p.ClusterBudgets = ClusterBudgets([]*policyv1.ClusterCapacityBudget{clusterBudget("evens", "evens", "12", func(c *policyv1.ClusterCapacityBudget) {
+			c.Spec.Spot = &policyv1.SpotShare{MaxPercent: ptr(int32(70))}
+		})})
+	}
 	np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: karpv1.NodePoolSpec{Template: karpv1.NodeClaimTemplate{Spec: karpv1.NodeClaimTemplateSpec{
 		NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
 	}}}}

@@ -95,7 +95,8 @@ func (p *Planner) openTeams(before map[string]policies.Usage, out *Outcome) map[
 	for _, cb := range p.ClusterBudgets {
 		byKey[TeamKey(cb.Budget.Name)] = cb
 	}
-	for name, ns := range out.Namespaces {
+	for _, name := range slices.Sorted(maps.Keys(out.Namespaces)) {
+		ns := out.Namespaces[name]
 		ns.teams = p.teamsOf(name)
 		for _, key := range ns.teams {
 			if out.Teams[key] != nil {
@@ -108,10 +109,13 @@ func (p *Planner) openTeams(before map[string]policies.Usage, out *Outcome) map[
 			for member := range p.Namespaces {
 				if byKey[key].Selector.Matches(labels.Set(p.Namespaces[member].Labels)) {
 					t.Members = append(t.Members, member)
-					t.Before = t.Before.Add(before[member])
 				}
 			}
+			// Summed in order: a sum in map order differs in its last bits from run to run.
 			sort.Strings(t.Members)
+			for _, member := range t.Members {
+				t.Before = t.Before.Add(before[member])
+			}
 			out.Teams[key] = t
 			accounts[key] = t
 		}
@@ -211,7 +215,8 @@ func (p *Planner) teamOver(c *solver.NodeClaim, launched map[string]float64, out
 
 // accountTeams sums the batch's placements of each open ClusterCapacityBudget's namespaces.
 func accountTeams(out *Outcome) {
-	for _, ns := range out.Namespaces {
+	for _, name := range slices.Sorted(maps.Keys(out.Namespaces)) {
+		ns := out.Namespaces[name]
 		for _, key := range ns.teams {
 			t := out.Teams[key]
 			if t == nil {
