@@ -39,7 +39,8 @@ func (g *NamespaceGate) Register(mgr ctrl.Manager) error {
 	byNamespace := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: o.GetNamespace()}}}
 	})
-	// A ClusterCapacityBudget changes every namespace it selects, before and after.
+	// A ClusterCapacityBudget changes every namespace it selects, before and after; its
+	// status, written every few seconds, changes none.
 	allNamespaces := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		var list corev1.NamespaceList
 		if err := g.client.List(ctx, &list); err != nil {
@@ -60,7 +61,7 @@ func (g *NamespaceGate) Register(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).Named("policy.capacitybudget.gate").WithOptions(ratelimit.Options(1)).
 		For(&corev1.Namespace{}, builder.WithPredicates(labelChanged)).
-		Watches(&policyv1.CapacityBudget{}, byNamespace).Watches(&policyv1.ClusterCapacityBudget{}, allNamespaces).Complete(g)
+		Watches(&policyv1.CapacityBudget{}, byNamespace).Watches(&policyv1.ClusterCapacityBudget{}, allNamespaces, builder.WithPredicates(predicate.GenerationChangedPredicate{})).Complete(g)
 }
 
 // Reconcile labels or unlabels one namespace.

@@ -24,7 +24,8 @@ import (
 // A ClusterCapacityBudget over three namespaces, each with room of its own in its
 // CapacityBudget: a burst in all three at once stops at the team's limit (what the NodePool's
 // nodes cost never passes it by more than one node's price), the pods held stay gated, and
-// the reports and the budget's status say so.
+// the reports and the budget's status say so. A fourth namespace of the team, with no budget
+// of its own, is gated by the team's.
 func TestClusterCapacityBudgetStopsATeamBurstAtItsLimit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -46,9 +47,11 @@ func TestClusterCapacityBudgetStopsATeamBurstAtItsLimit(t *testing.T) {
 		create(t, ctx, budget(ns, "1.00", nil))
 		namespaces = append(namespaces, ns)
 	}
-	// Gated from their first pod on: the gate's label on all three.
+	// A fourth namespace of the team with no budget of its own: the team's budget gates it.
+	bare := namespace(t, ctx, "burst-d", map[string]string{"team": team})
+	// Gated from their first pod on: the gate's label on all four.
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		for _, name := range namespaces {
+		for _, name := range append([]string{bare}, namespaces...) {
 			ns := &corev1.Namespace{}
 			if kube.Get(ctx, client.ObjectKey{Name: name}, ns) != nil || ns.Labels[policyv1.NamespaceGateLabel] != policyv1.NamespaceGateLabelValue {
 				return false, nil
@@ -150,13 +153,13 @@ func TestClusterCapacityBudgetStopsATeamBurstAtItsLimit(t *testing.T) {
 		}
 		limitResult := false
 		for _, x := range cr.Results {
-			limitResult = limitResult || (x.Policy == policy && x.Rule == policyv1.BudgetRuleHourlyCost && x.Properties["namespaces"] == "3")
+			limitResult = limitResult || (x.Policy == policy && x.Rule == policyv1.BudgetRuleHourlyCost && x.Properties["namespaces"] == "4")
 		}
 		got := &policyv1.ClusterCapacityBudget{}
 		if kube.Get(ctx, client.ObjectKeyFromObject(cb), got) != nil {
 			return false, nil
 		}
-		return inReports > 0 && limitResult && got.Status.NamespaceCount == 3 && got.Status.BlockedPods > 0 && got.Status.HourlyLimit == policyv1.Money("0.4000"), nil
+		return inReports > 0 && limitResult && got.Status.NamespaceCount == 4 && got.Status.BlockedPods > 0 && got.Status.HourlyLimit == policyv1.Money("0.4000"), nil
 	}); err != nil {
 		got := &policyv1.ClusterCapacityBudget{}
 		_ = kube.Get(ctx, client.ObjectKeyFromObject(cb), got)
