@@ -36,12 +36,12 @@ generate: ## Generate DeepCopy methods with controller-gen.
 # the Pricing API with the usual AWS credentials.
 PRICING_CATALOG ?= testdata/aws-instance-types.json
 .PHONY: pricing-table
-pricing-table: ## Regenerate cloudprovider/aws/zz_generated.pricing.go.
+pricing-table: ## Regenerate providers/aws/zz_generated.pricing.go.
 	go run ./hack/pricing-table $(if $(PRICING_REGION),-from-api $(PRICING_REGION),-catalog $(PRICING_CATALOG))
 
 .PHONY: manifests
 manifests: ## Generate CRDs, RBAC and webhook configurations with controller-gen.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/...;./cmd/...;./controllers/...;./webhooks/...;./cloudprovider/..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/...;./cmd/...;./controllers/...;./webhooks/...;./cloudprovider/...;./providers/..." output:crd:artifacts:config=config/crd/bases
 	hack/openreports-crds.sh
 	hack/crd-conversion.sh $(CONVERTED_CRDS)
 	hack/crd-taint-patterns.sh config/crd/bases/karpenter.sh_nodeclaims.yaml

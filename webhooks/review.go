@@ -10,7 +10,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
-	policycontrollers "github.com/karpenter-policy/karpenter/controllers/policy"
+	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/webhooks/admission"
 )
@@ -25,7 +25,7 @@ type ClusterFacts struct {
 	Reader client.Reader
 	Cloud  cloudprovider.CloudProvider
 	// Attribution is the shared cost attribution (nil: usage is never known).
-	Attribution *policycontrollers.Usage
+	Attribution *state.Attribution
 }
 
 var _ admission.Facts = (*ClusterFacts)(nil)

@@ -20,10 +20,9 @@ import (
 
 	"github.com/karpenter-policy/karpenter/api/install"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
-	awsprovider "github.com/karpenter-policy/karpenter/cloudprovider/aws"
-	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
 	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
 	"github.com/karpenter-policy/karpenter/controllers/audit"
+	budgetcontrollers "github.com/karpenter-policy/karpenter/controllers/budget"
 	"github.com/karpenter-policy/karpenter/controllers/capacitybuffer"
 	"github.com/karpenter-policy/karpenter/controllers/disruption"
 	"github.com/karpenter-policy/karpenter/controllers/index"
@@ -48,7 +47,9 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/controllers/static"
 	"github.com/karpenter-policy/karpenter/policies"
-	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
+	awsprovider "github.com/karpenter-policy/karpenter/providers/aws"
+	"github.com/karpenter-policy/karpenter/providers/kwok"
+	"github.com/karpenter-policy/karpenter/scheduling/methods"
 	"github.com/karpenter-policy/karpenter/webhooks"
 	"github.com/karpenter-policy/karpenter/webhooks/admission"
 	"github.com/karpenter-policy/karpenter/webhooks/certs"
@@ -96,7 +97,7 @@ type deps struct {
 	cloud   cloudprovider.CloudProvider
 	cluster *state.Cluster
 	engine  *policies.Engine
-	usage   *policycontrollers.Usage
+	usage   *state.Attribution
 	// buffers are the CapacityBuffers' virtual pods (the CapacityBuffer gate); nil: off.
 	buffers *capacitybuffer.Store
 }
@@ -143,7 +144,7 @@ func newDeps(mgr ctrl.Manager, opts *options.Options) (*deps, error) {
 	if err := cluster.Register(context.Background(), mgr.GetCache()); err != nil {
 		return nil, fmt.Errorf("feeding the cluster model from the informers: %w", err)
 	}
-	return &deps{cloud: cloud, cluster: cluster, engine: engine, usage: policycontrollers.NewUsage(cluster, cloud, clock.RealClock{}), buffers: buffers}, nil
+	return &deps{cloud: cloud, cluster: cluster, engine: engine, usage: state.NewAttribution(cluster, cloud, clock.RealClock{}), buffers: buffers}, nil
 }
 
 // metered is the provider as a controller calls it: each call timed and each error counted
@@ -187,21 +188,21 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := policycontrollers.NewPolicyStatus(mgr.GetClient(), d.engine).Register(mgr); err != nil {
 		return fmt.Errorf("registering the capacitypolicy status controller: %w", err)
 	}
-	metrics.SetShowbackSource(policycontrollers.ShowbackSource(d.usage, mgr.Elected(), opts.ShowbackTeamLabel, opts.ShowbackMaxNamespaces))
+	metrics.SetShowbackSource(budgetcontrollers.ShowbackSource(d.usage, mgr.Elected(), opts.ShowbackTeamLabel, opts.ShowbackMaxNamespaces))
 	if err := mgr.Add(audit.NewController(mgr.GetClient(), cluster, metered(cloud, "audit"), d.engine, clock.RealClock{}, opts.AuditInterval)); err != nil {
 		return fmt.Errorf("registering the audit controller: %w", err)
 	}
 	if err := policycontrollers.NewExceptionStatus(mgr.GetClient(), recorder, clock.RealClock{}).Register(mgr); err != nil {
 		return fmt.Errorf("registering the capacityexception status controller: %w", err)
 	}
-	if err := policycontrollers.NewNamespaceGate(mgr.GetClient()).Register(mgr); err != nil {
+	if err := budgetcontrollers.NewNamespaceGate(mgr.GetClient()).Register(mgr); err != nil {
 		return fmt.Errorf("registering the capacitybudget gate controller: %w", err)
 	}
-	budgetStatus := policycontrollers.NewBudgetStatus(mgr.GetClient(), cluster, d.usage, d.engine, clock.RealClock{}).WithRecorder(recorder)
+	budgetStatus := budgetcontrollers.NewBudgetStatus(mgr.GetClient(), cluster, d.usage, d.engine, clock.RealClock{}).WithRecorder(recorder)
 	if err := budgetStatus.Register(mgr); err != nil {
 		return fmt.Errorf("registering the capacitybudget status controller: %w", err)
 	}
-	if err := policycontrollers.NewClusterBudgetStatus(budgetStatus).Register(mgr); err != nil {
+	if err := budgetcontrollers.NewClusterBudgetStatus(budgetStatus).Register(mgr); err != nil {
 		return fmt.Errorf("registering the clustercapacitybudget status controller: %w", err)
 	}
 	if err := lifecycle.NewController(mgr.GetClient(), metered(cloud, "nodeclaim.lifecycle"), recorder, clock.RealClock{}).WithValidation(validation.New().NodeClaim).WithRegistrations(cluster).Register(mgr); err != nil {

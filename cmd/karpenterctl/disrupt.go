@@ -8,16 +8,16 @@ import (
 
 	"github.com/karpenter-policy/karpenter/cmd/karpenter/options"
 	"github.com/karpenter-policy/karpenter/cmd/karpenterctl/internal/simulate"
-	"github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/methods"
 )
 
 // disruptOptions reads --feature-gates for simulate --disrupt, as the manager does.
-func disruptOptions(gates string) (disruption.Options, error) {
+func disruptOptions(gates string) (methods.Options, error) {
 	parsed, err := options.ParseFeatureGates(gates)
 	if err != nil {
-		return disruption.Options{}, err
+		return methods.Options{}, err
 	}
-	return disruption.Options{}.WithFeatureGates(parsed), nil
+	return methods.Options{}.WithFeatureGates(parsed), nil
 }
 
 func writeDisruptionTable(w io.Writer, d *simulate.DisruptionReport) {

@@ -12,7 +12,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
-	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/methods"
 )
 
 // The budget gauges are upstream's: the budget itself and the nodes consuming it, by NodePool

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
-	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/methods"
 )
 
 // What a consolidation tells, with upstream's names (docs/upstream.md, "Events"): the scored

@@ -18,7 +18,7 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
-	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/methods"
 	"github.com/karpenter-policy/karpenter/scheduling/planner"
 )
 
@@ -276,9 +276,9 @@ func (c *Controller) Snapshot(ctx context.Context) (*methods.Cluster, error) {
 	mc.InFlight(c.Orchestrator.InFlight())
 	mc.Hold(c.Orchestrator.Held())
 	if c.engine != nil {
-		g := methods.NewPolicyGate(planner.New(c.engine, snap.Objects.Namespaces, snap.Objects.CapacityBudgets, snap.Objects.ClusterCapacityBudgets, snap.Now), mc)
+		g := methods.NewPolicyCheck(planner.New(c.engine, snap.Objects.Namespaces, snap.Objects.CapacityBudgets, snap.Objects.ClusterCapacityBudgets, snap.Now), mc)
 		c.recordGate(g)
-		mc.Gate = g
+		mc.Check = g
 	}
 	return mc, nil
 }

@@ -29,7 +29,7 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/metrics/metricstest"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/scheduling"
-	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/methods"
 )
 
 var now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)

@@ -8,12 +8,12 @@ import (
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
 	"github.com/karpenter-policy/karpenter/policies"
 	"github.com/karpenter-policy/karpenter/scheduling/audit"
-	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/methods"
 )
 
 // recordGate makes the policy gate's refusals and exemptions decisions the audit reports
 // (docs/policies.md, "Audit"): the newest per namespace, policy, rule and first node.
-func (c *Controller) recordGate(g *methods.PolicyGate) {
+func (c *Controller) recordGate(g *methods.PolicyCheck) {
 	decisions := c.cluster.PolicyDecisions()
 	subjects := func(cmd *methods.Command) ([]audit.Subject, []string) {
 		var out []audit.Subject

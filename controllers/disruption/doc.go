@@ -1,4 +1,4 @@
-// Package disruption carries out what the pure disruption methods (scheduling/disruption)
+// Package disruption carries out what the pure disruption methods (scheduling/methods)
 // decide. The controller runs a pass on the leader when the cluster model has changed, or
 // when time alone can change a decision (consolidateAfter, expireAfter, a budget's schedule),
 // and hands each command to the orchestration queue, which tracks it to its end as a

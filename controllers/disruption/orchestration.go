@@ -32,7 +32,7 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 	"github.com/karpenter-policy/karpenter/controllers/state"
-	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/methods"
 	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
@@ -507,7 +507,7 @@ func recordDecision(cmd *command) {
 // timed out or one of them failed), the replacements that exist are released as ordinary
 // NodeClaims, as upstream keeps them: they launched and may yet initialize, and once they have,
 // consolidation treats them as any node; until then no command counts on their room
-// (scheduling/disruption, simulate). Without (it never got under way: creating a replacement
+// (scheduling/methods, simulate). Without (it never got under way: creating a replacement
 // failed, or the manager that started it stopped first), those not initialized are deleted,
 // as nothing waits for them. It runs with a context of its own: a rollback started must finish
 // even when the manager stops.

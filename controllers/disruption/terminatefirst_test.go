@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
-	methods "github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/methods"
 )
 
 // A terminate-first command counts as upstream's: decision terminate-first, and once in

@@ -274,12 +274,12 @@ var (
 		Name: "karpenter_cloudprovider_instance_type_memory_bytes", Help: "An instance type's memory, in bytes.",
 	}, []string{"instance_type"})
 	// InstanceLaunchFailures counts the offerings a CreateFleet reported an error for, as
-	// upstream's AWS provider (cloudprovider/aws Observer.LaunchFailure).
+	// upstream's AWS provider (providers/aws Observer.LaunchFailure).
 	InstanceLaunchFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_cloudprovider_instance_launch_failures_total", Help: "Instance launch (CreateFleet offering) failures, by zone, zone ID, capacity type and reason.",
 	}, []string{"zone", "zone_id", "capacity_type", "reason"})
 	// InstanceTerminationFailures counts the TerminateInstances that failed for an instance
-	// still there, as upstream's AWS provider (cloudprovider/aws Observer.TerminationFailure).
+	// still there, as upstream's AWS provider (providers/aws Observer.TerminationFailure).
 	InstanceTerminationFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "karpenter_cloudprovider_instance_termination_failures_total", Help: "Instance termination (TerminateInstances) failures, by zone and zone ID.",
 	}, []string{"zone", "zone_id"})

@@ -20,7 +20,7 @@ import (
 )
 
 // EC2Resolver finds what an EC2NodeClass selects in EC2 and IAM; the AWS provider
-// implements it (cloudprovider/aws.Resolver). Its errors name the selector that matched
+// implements it (providers/aws.Resolver). Its errors name the selector that matched
 // nothing.
 type EC2Resolver interface {
 	Subnets(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.Subnet, error)

@@ -1,9 +1,8 @@
-// Package policy keeps the policy objects' status and the policy engine's sets current:
-// CapacityPolicy status (compile errors by module, line and column; tests; evaluation errors),
-// CapacityBudget status (run-rate, in-flight reservation, spend this month, Spot share, the
-// limit in force and what remains) and CapacityException status (active or expired, the
-// namespaces it applies to). It never writes spec, labels or annotations, but for the
-// CapacityBudget gate's namespace label.
+// Package policy keeps the policy engine's sets current and the status of the objects that
+// change its verdicts: CapacityPolicy status (compile errors by module, line and column;
+// tests; evaluation errors) and CapacityException status (active or expired, the namespaces
+// it applies to). The budgets' controllers are in controllers/budget. It never writes spec,
+// labels or annotations.
 package policy
 
 import (
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/karpenter-policy/karpenter/controllers/status"
 
 	reportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -155,30 +156,30 @@ func (r *PolicyStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 		return reconcile.Result{}, err
 	}
 	st.Violations = v
-	conds := conditions{list: &st.Conditions, generation: p.Generation}
+	conds := status.Conditions{List: &st.Conditions, Generation: p.Generation}
 	if compiled {
-		conds.set(policyv1.ConditionTypeCompiled, true, "Compiled", "", fmt.Sprintf("joins %v", st.DecisionPoints))
+		conds.Set(policyv1.ConditionTypeCompiled, true, "Compiled", "", fmt.Sprintf("joins %v", st.DecisionPoints))
 	} else {
 		e := st.CompileErrors[0]
-		conds.set(policyv1.ConditionTypeCompiled, false, "", "CompileErrors", fmt.Sprintf("%d errors; first %s:%d:%d: %s", len(st.CompileErrors), e.Module, e.Line, e.Column, e.Message))
+		conds.Set(policyv1.ConditionTypeCompiled, false, "", "CompileErrors", fmt.Sprintf("%d errors; first %s:%d:%d: %s", len(st.CompileErrors), e.Module, e.Line, e.Column, e.Message))
 	}
 	testsOK := compiled && (st.Tests == nil || st.Tests.Failed == 0)
 	switch {
 	case !compiled:
-		conds.set(policyv1.ConditionTypeTestsPassed, false, "", "NotCompiled", "the modules do not compile")
+		conds.Set(policyv1.ConditionTypeTestsPassed, false, "", "NotCompiled", "the modules do not compile")
 	case st.Tests == nil:
-		conds.set(policyv1.ConditionTypeTestsPassed, true, "NoTests", "", "the policy has no _test.rego module")
+		conds.Set(policyv1.ConditionTypeTestsPassed, true, "NoTests", "", "the policy has no _test.rego module")
 	case st.Tests.Failed > 0:
-		conds.set(policyv1.ConditionTypeTestsPassed, false, "", "TestsFailed", fmt.Sprintf("%d of %d tests failed; first %s", st.Tests.Failed, st.Tests.Passed+st.Tests.Failed, st.Tests.Failures[0].Name))
+		conds.Set(policyv1.ConditionTypeTestsPassed, false, "", "TestsFailed", fmt.Sprintf("%d of %d tests failed; first %s", st.Tests.Failed, st.Tests.Passed+st.Tests.Failed, st.Tests.Failures[0].Name))
 	default:
-		conds.set(policyv1.ConditionTypeTestsPassed, true, "TestsPassed", "", fmt.Sprintf("%d tests passed", st.Tests.Passed))
+		conds.Set(policyv1.ConditionTypeTestsPassed, true, "TestsPassed", "", fmt.Sprintf("%d tests passed", st.Tests.Passed))
 	}
-	conds.set(policyv1.ConditionTypeEvaluationFailed, st.EvaluationErrors > 0, "EvaluationErrors", "NoErrors",
+	conds.Set(policyv1.ConditionTypeEvaluationFailed, st.EvaluationErrors > 0, "EvaluationErrors", "NoErrors",
 		fmt.Sprintf("%d evaluations failed (failurePolicy %s)", st.EvaluationErrors, failurePolicy(p)))
-	conds.set(policyv1.ConditionTypeReady, compiled && testsOK, "Ready", "NotReady", "")
+	conds.Set(policyv1.ConditionTypeReady, compiled && testsOK, "Ready", "NotReady", "")
 	changed := !equality.Semantic.DeepEqual(&p.Status, st)
 	p.Status = *st
-	return writeStatus(ctx, r.client, p, changed, statusRefresh)
+	return status.Write(ctx, r.client, p, changed, statusRefresh)
 }
 
 func failurePolicy(p *policyv1.CapacityPolicy) policyv1.FailurePolicy {

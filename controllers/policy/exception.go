@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/karpenter-policy/karpenter/controllers/status"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -97,20 +99,20 @@ func (r *ExceptionStatus) Reconcile(ctx context.Context, req reconcile.Request) 
 	st.NamespaceCount = int32(len(names))
 	st.Namespaces = names[:min(len(names), maxNamespacesListed)]
 	expires := ex.Spec.ExpiresAt.UTC().Format(time.RFC3339)
-	conds := conditions{list: &st.Conditions, generation: ex.Generation}
+	conds := status.Conditions{List: &st.Conditions, Generation: ex.Generation}
 	if active {
-		conds.set(policyv1.ConditionTypeActive, true, "InForce", "", fmt.Sprintf("applies to %d namespaces until %s", len(names), expires))
-		conds.set(policyv1.ConditionTypeExpired, false, "", "NotExpired", fmt.Sprintf("expires in %s", ex.Spec.ExpiresAt.Sub(now).Round(time.Second)))
+		conds.Set(policyv1.ConditionTypeActive, true, "InForce", "", fmt.Sprintf("applies to %d namespaces until %s", len(names), expires))
+		conds.Set(policyv1.ConditionTypeExpired, false, "", "NotExpired", fmt.Sprintf("expires in %s", ex.Spec.ExpiresAt.Sub(now).Round(time.Second)))
 	} else {
-		conds.set(policyv1.ConditionTypeActive, false, "", "Expired", fmt.Sprintf("expired at %s", expires))
-		conds.set(policyv1.ConditionTypeExpired, true, "Expired", "", fmt.Sprintf("expired at %s; its namespaces are held to their policies again", expires))
+		conds.Set(policyv1.ConditionTypeActive, false, "", "Expired", fmt.Sprintf("expired at %s", expires))
+		conds.Set(policyv1.ConditionTypeExpired, true, "Expired", "", fmt.Sprintf("expired at %s; its namespaces are held to their policies again", expires))
 	}
 	// Ready says the exception was evaluated: its namespaces are known (a selector that does
 	// not parse, written while the webhook was away, makes it select none).
 	if selectErr != nil {
-		conds.set(policyv1.ConditionTypeReady, false, "", "InvalidSelector", selectErr.Error())
+		conds.Set(policyv1.ConditionTypeReady, false, "", "InvalidSelector", selectErr.Error())
 	} else {
-		conds.set(policyv1.ConditionTypeReady, true, "Evaluated", "", "")
+		conds.Set(policyv1.ConditionTypeReady, true, "Evaluated", "", "")
 	}
 	changed := !equality.Semantic.DeepEqual(&ex.Status, st)
 	ex.Status = *st

@@ -280,7 +280,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		p.buffers(bufferPlacements(res))
 	}
 	// Pods with room on a node, or on a launched NodeClaim, go ahead now; those on NodeClaims
-	// still launching or new once these launch (gate.go).
+	// still launching or new once these launch (schedulinggate.go).
 	p.lift(ctx, placed)
 	// In parallel: a scale-out of hundreds of NodeClaims created one round trip after the
 	// other (each through the validating webhook) took a minute on a busy control plane. A

@@ -34,7 +34,7 @@ import (
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	"github.com/karpenter-policy/karpenter/controllers/ratelimit"
 	"github.com/karpenter-policy/karpenter/scheduling"
-	disruption "github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/methods"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
 
@@ -149,7 +149,7 @@ func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconc
 	case len(act.Delete) > 0:
 		decision, reason := "delete", strings.ToLower(staticReason(act.Why))
 		if act.TerminateFirst != "" {
-			decision = disruption.TerminateFirstDecision
+			decision = methods.TerminateFirstDecision
 		}
 		for _, nc := range act.Delete {
 			if err := c.client.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
@@ -184,7 +184,7 @@ func (c *Controller) Reconcile(ctx context.Context, np *karpv1.NodePool) (reconc
 func staticReason(why string) string {
 	switch why {
 	case WhyDrifted, WhyTerminateFirst:
-		return string(disruption.ReasonDrifted)
+		return string(methods.ReasonDrifted)
 	}
 	return "ScaleDown"
 }
@@ -267,7 +267,7 @@ func (c *Controller) survey(np *karpv1.NodePool, claims []karpv1.NodeClaim) Surv
 			s.Drifted = append(s.Drifted, nc)
 		}
 	}
-	s.DriftAllowed = disruption.AllowedDisruptions(np, disruption.ReasonDrifted, now, len(s.Active)+s.Deleting, s.Deleting)
+	s.DriftAllowed = methods.AllowedDisruptions(np, methods.ReasonDrifted, now, len(s.Active)+s.Deleting, s.Deleting)
 	return s
 }
 
@@ -294,7 +294,7 @@ type Action struct {
 	Blocked    []*karpv1.NodeClaim
 	BlockedWhy string
 	// TerminateFirst, when Delete goes before any replacement, says why it could not launch
-	// first (disruption.TerminateFirstStaticAtLimit or TerminateFirstNoReservedCapacity).
+	// first (methods.TerminateFirstStaticAtLimit or TerminateFirstNoReservedCapacity).
 	TerminateFirst string
 }
 
@@ -346,7 +346,7 @@ func Plan(s Survey) Action {
 			// TerminateFirstDrift the nodes the budget allows go first and the pool refills;
 			// else they stay until the limit or replicas change.
 			if s.TerminateFirst {
-				return Action{Delete: stale[:k], Why: WhyTerminateFirst, TerminateFirst: disruption.TerminateFirstStaticAtLimit, Wait: true}
+				return Action{Delete: stale[:k], Why: WhyTerminateFirst, TerminateFirst: methods.TerminateFirstStaticAtLimit, Wait: true}
 			}
 			return Action{Wait: true, Blocked: stale[:k], BlockedWhy: WhyAtLimit}
 		}

@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	disruption "github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/methods"
 )
 
 // refillable reports whether the pool launches again what goes: it is Ready and not being
@@ -66,7 +66,7 @@ func terminateFirstForRoom(s Survey, k int) Action {
 		}
 	}
 	if len(act.Delete) > 0 {
-		act.Why, act.TerminateFirst = WhyTerminateFirst, disruption.TerminateFirstNoReservedCapacity
+		act.Why, act.TerminateFirst = WhyTerminateFirst, methods.TerminateFirstNoReservedCapacity
 	}
 	return act
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	fakecloud "github.com/karpenter-policy/karpenter/cloudprovider/fake"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
-	"github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/methods"
 )
 
 var reconcileNow = time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
@@ -108,7 +108,7 @@ func TestDriftAtTheNodeLimitIsReportedBlocked(t *testing.T) {
 // does not (it would not refill).
 func TestTerminateFirstAtTheNodeLimit(t *testing.T) {
 	counted := func() float64 {
-		return testutil.ToFloat64(metrics.DisruptionTerminateFirstDecisions.WithLabelValues("static", "drifted", disruption.TerminateFirstStaticAtLimit))
+		return testutil.ToFloat64(metrics.DisruptionTerminateFirstDecisions.WithLabelValues("static", "drifted", methods.TerminateFirstStaticAtLimit))
 	}
 	before := counted()
 	cloud := fakecloud.New()

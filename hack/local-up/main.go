@@ -32,9 +32,9 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	awsprovider "github.com/karpenter-policy/karpenter/cloudprovider/aws"
 	"github.com/karpenter-policy/karpenter/hack/local-up/ec2kubelet"
 	"github.com/karpenter-policy/karpenter/hack/local-up/gitops"
+	awsprovider "github.com/karpenter-policy/karpenter/providers/aws"
 	"github.com/karpenter-policy/karpenter/test/awsemu"
 	"github.com/karpenter-policy/karpenter/test/cluster"
 )

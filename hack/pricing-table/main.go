@@ -1,5 +1,5 @@
 // Command pricing-table writes the AWS provider's built-in on-demand price table
-// (cloudprovider/aws/zz_generated.pricing.go), the prices a cluster without access to the
+// (providers/aws/zz_generated.pricing.go), the prices a cluster without access to the
 // Pricing API launches with. It reads them from a catalog of instance types with their
 // on-demand prices (the -catalog JSON: {"region", "instanceTypes": [{"name",
 // "onDemandPricePerHour"}]}) or, with -from-api, from the Pricing API itself, through the
@@ -20,13 +20,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 
-	"github.com/karpenter-policy/karpenter/cloudprovider/aws/pricelist"
+	"github.com/karpenter-policy/karpenter/providers/aws/pricelist"
 )
 
 func main() {
 	catalog := flag.String("catalog", "", "a catalog JSON file with on-demand prices")
 	fromAPI := flag.String("from-api", "", "read the prices of this region from the Pricing API instead")
-	out := flag.String("o", "cloudprovider/aws/zz_generated.pricing.go", "the Go file to write")
+	out := flag.String("o", "providers/aws/zz_generated.pricing.go", "the Go file to write")
 	flag.Parse()
 	var region, source string
 	var prices map[string]float64

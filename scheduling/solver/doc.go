@@ -3,7 +3,7 @@
 // to launch, cheapest first. It is a pure package: plain inputs in, a decision out, no
 // Kubernetes client, no clock, no randomness; the same input gives the same decision. The
 // provisioner calls it once per batch (through the planner when policies apply), disruption
-// (scheduling/disruption) for every move it weighs, karpenterctl on manifests; all of them
+// (scheduling/methods) for every move it weighs, karpenterctl on manifests; all of them
 // build its input from one snapshot (scheduling/snapshot).
 //
 // Where to look first:

@@ -19,7 +19,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
-	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
+	"github.com/karpenter-policy/karpenter/providers/kwok"
 )
 
 // gone waits up to limit for the node to be deleted, and says how long it took.

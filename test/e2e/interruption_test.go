@@ -13,7 +13,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
-	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
+	"github.com/karpenter-policy/karpenter/providers/kwok"
 )
 
 // A Spot node the kwok provider interrupts gets the notice; the interruption controller

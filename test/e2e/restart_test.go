@@ -14,7 +14,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
-	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
+	"github.com/karpenter-policy/karpenter/providers/kwok"
 )
 
 // Killing the controller in the middle of a scale-up and starting it again leaks no node and

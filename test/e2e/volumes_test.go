@@ -21,7 +21,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	kwokv1alpha1 "github.com/karpenter-policy/karpenter/api/kwok/v1alpha1"
-	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
+	"github.com/karpenter-policy/karpenter/providers/kwok"
 )
 
 const e2eDriver = "e2e.csi.example.com"

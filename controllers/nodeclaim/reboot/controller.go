@@ -8,7 +8,7 @@
 // lease in the middle neither reboots twice nor leaves a fence behind. It writes the
 // NodeClaim's Rebooting and Initialized conditions and reboot annotations, the Node's rebooting
 // taint and initialized label, and pods (evictions through the termination eviction queue);
-// it never decides to reboot (scheduling/disruption's Repair does) and never touches a node
+// it never decides to reboot (scheduling/methods's Repair does) and never touches a node
 // whose NodeClaim has no active Rebooting condition (docs/disruption.md, "Node repair").
 package reboot
 

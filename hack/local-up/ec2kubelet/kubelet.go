@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	awsprovider "github.com/karpenter-policy/karpenter/cloudprovider/aws"
+	awsprovider "github.com/karpenter-policy/karpenter/providers/aws"
 )
 
 // KwokAnnotation marks a Node for the local cluster's kwok, which then plays its status and

@@ -10,7 +10,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
-	awsprovider "github.com/karpenter-policy/karpenter/cloudprovider/aws"
+	awsprovider "github.com/karpenter-policy/karpenter/providers/aws"
 )
 
 // The user data the provider writes for each AMI family reads back as what it was given.

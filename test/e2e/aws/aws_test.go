@@ -22,7 +22,7 @@ import (
 
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	awsprovider "github.com/karpenter-policy/karpenter/cloudprovider/aws"
+	awsprovider "github.com/karpenter-policy/karpenter/providers/aws"
 )
 
 const app = "spread"

@@ -18,8 +18,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/karpenter-policy/karpenter/api/install"
-	awsprovider "github.com/karpenter-policy/karpenter/cloudprovider/aws"
 	"github.com/karpenter-policy/karpenter/hack/local-up/ec2kubelet"
+	awsprovider "github.com/karpenter-policy/karpenter/providers/aws"
 	"github.com/karpenter-policy/karpenter/test/awsemu"
 	"github.com/karpenter-policy/karpenter/test/cluster"
 	"github.com/karpenter-policy/karpenter/test/env"

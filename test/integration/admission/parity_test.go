@@ -32,10 +32,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
 
-	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
 	policycontrollers "github.com/karpenter-policy/karpenter/controllers/policy"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/providers/kwok"
 	"github.com/karpenter-policy/karpenter/test/env"
 	"github.com/karpenter-policy/karpenter/webhooks"
 	"github.com/karpenter-policy/karpenter/webhooks/admission"
@@ -80,7 +80,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	facts := &webhooks.ClusterFacts{Client: mgr.GetClient(), Cloud: cloud, Attribution: policycontrollers.NewUsage(cluster, cloud, clock.RealClock{})}
+	facts := &webhooks.ClusterFacts{Client: mgr.GetClient(), Cloud: cloud, Attribution: state.NewAttribution(cluster, cloud, clock.RealClock{})}
 	review := webhooks.NewClusterReview(admission.New(engine, facts, time.Now))
 	if err := webhooks.Register(mgr, &conversion.Converter{DefaultNodeClass: conversion.KWOKNodeClass}, validation.New(), review); err != nil {
 		fmt.Fprintln(os.Stderr, err)

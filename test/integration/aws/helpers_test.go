@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/karpenter-policy/karpenter/cloudprovider/aws"
+	"github.com/karpenter-policy/karpenter/providers/aws"
 	"github.com/karpenter-policy/karpenter/test/awsemu"
 )
 

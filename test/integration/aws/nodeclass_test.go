@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	awsv1 "github.com/karpenter-policy/karpenter/api/aws/v1"
-	"github.com/karpenter-policy/karpenter/cloudprovider/aws"
 	"github.com/karpenter-policy/karpenter/controllers/nodeclass"
+	"github.com/karpenter-policy/karpenter/providers/aws"
 	"github.com/karpenter-policy/karpenter/test"
 	"github.com/karpenter-policy/karpenter/test/awsemu"
 	"github.com/karpenter-policy/karpenter/test/env"

@@ -17,11 +17,11 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
-	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
+	budgetcontrollers "github.com/karpenter-policy/karpenter/controllers/budget"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
-	policycontrollers "github.com/karpenter-policy/karpenter/controllers/policy"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/providers/kwok"
 	"github.com/karpenter-policy/karpenter/test"
 )
 
@@ -38,7 +38,7 @@ func TestBudgetForecastAndAlerts(t *testing.T) {
 	recorder := events.NewFakeRecorder(10)
 	cloud := kwok.New(testEnv.Client, clk, 1)
 	cluster := state.NewCluster(testEnv.Client, clk)
-	r := policycontrollers.NewBudgetStatus(testEnv.Client, cluster, policycontrollers.NewUsage(cluster, cloud, clk), engine, clk).WithRecorder(recorder)
+	r := budgetcontrollers.NewBudgetStatus(testEnv.Client, cluster, state.NewAttribution(cluster, cloud, clk), engine, clk).WithRecorder(recorder)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: test.Name("alerts")}}
 	class := test.KWOKNodeClass()
 	np := test.NodePool(func(np *karpv1.NodePool) { np.Spec.Template.Spec.NodeClassRef.Name = class.Name })

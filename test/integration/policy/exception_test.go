@@ -16,11 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
-	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
+	budgetcontrollers "github.com/karpenter-policy/karpenter/controllers/budget"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	policycontrollers "github.com/karpenter-policy/karpenter/controllers/policy"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/providers/kwok"
 	"github.com/karpenter-policy/karpenter/test"
 )
 
@@ -84,7 +85,7 @@ func TestCapacityExceptionStatusFollowsTheClock(t *testing.T) {
 	cloud := kwok.New(testEnv.Client, clk, 1)
 	cluster := state.NewCluster(testEnv.Client, clk)
 	cluster.Update(shop)
-	budgets := policycontrollers.NewBudgetStatus(testEnv.Client, cluster, policycontrollers.NewUsage(cluster, cloud, clk), engine, clk)
+	budgets := budgetcontrollers.NewBudgetStatus(testEnv.Client, cluster, state.NewAttribution(cluster, cloud, clk), engine, clk)
 	budget := func() policyv1.CapacityBudgetStatus {
 		reconcile1(t, budgets, client.ObjectKeyFromObject(b))
 		out := &policyv1.CapacityBudget{}

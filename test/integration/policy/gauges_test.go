@@ -12,11 +12,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
-	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
+	budgetcontrollers "github.com/karpenter-policy/karpenter/controllers/budget"
 	"github.com/karpenter-policy/karpenter/controllers/metrics"
 	policycontrollers "github.com/karpenter-policy/karpenter/controllers/policy"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/providers/kwok"
 	"github.com/karpenter-policy/karpenter/test"
 )
 
@@ -31,7 +32,7 @@ func TestBudgetLimitGaugeGoesWithTheLimit(t *testing.T) {
 	}
 	cloud := kwok.New(testEnv.Client, clk, 1)
 	cluster := state.NewCluster(testEnv.Client, clk)
-	r := policycontrollers.NewBudgetStatus(testEnv.Client, cluster, policycontrollers.NewUsage(cluster, cloud, clk), engine, clk)
+	r := budgetcontrollers.NewBudgetStatus(testEnv.Client, cluster, state.NewAttribution(cluster, cloud, clk), engine, clk)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: test.Name("gauge")}}
 	hourly := policyv1.Money("2.00")
 	b := &policyv1.CapacityBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "default"},

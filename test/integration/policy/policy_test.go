@@ -22,10 +22,11 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	policyv1 "github.com/karpenter-policy/karpenter/api/policy/v1"
-	"github.com/karpenter-policy/karpenter/cloudprovider/kwok"
+	budgetcontrollers "github.com/karpenter-policy/karpenter/controllers/budget"
 	policycontrollers "github.com/karpenter-policy/karpenter/controllers/policy"
 	"github.com/karpenter-policy/karpenter/controllers/state"
 	"github.com/karpenter-policy/karpenter/policies"
+	"github.com/karpenter-policy/karpenter/providers/kwok"
 	"github.com/karpenter-policy/karpenter/test"
 	"github.com/karpenter-policy/karpenter/test/env"
 	"github.com/karpenter-policy/karpenter/webhooks"
@@ -106,7 +107,7 @@ func TestCapacityBudgetStatusAccruesSpend(t *testing.T) {
 	}
 	cloud := kwok.New(testEnv.Client, clk, 1)
 	cluster := state.NewCluster(testEnv.Client, clk)
-	r := policycontrollers.NewBudgetStatus(testEnv.Client, cluster, policycontrollers.NewUsage(cluster, cloud, clk), engine, clk)
+	r := budgetcontrollers.NewBudgetStatus(testEnv.Client, cluster, state.NewAttribution(cluster, cloud, clk), engine, clk)
 
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: test.Name("team")}}
 	class := test.KWOKNodeClass()
@@ -171,7 +172,7 @@ func TestCapacityBudgetStatusAccruesSpend(t *testing.T) {
 		t.Errorf("month to date %s after 2h at 0.048", st.MonthToDateCost)
 	}
 	// A restart loses nothing: a new controller picks up from status.
-	r2 := policycontrollers.NewBudgetStatus(testEnv.Client, cluster, policycontrollers.NewUsage(cluster, cloud, clk), engine, clk)
+	r2 := budgetcontrollers.NewBudgetStatus(testEnv.Client, cluster, state.NewAttribution(cluster, cloud, clk), engine, clk)
 	clk.Step(time.Hour)
 	reconcile1(t, r2, client.ObjectKeyFromObject(b))
 	if spent, _ := strconv.ParseFloat(string(get().Status.MonthToDateCost), 64); spent < 0.1439 || spent > 0.1441 {
@@ -220,7 +221,7 @@ warn contains msg if {
 	cloud := kwok.New(testEnv.Client, clk, 1)
 	cluster := state.NewCluster(testEnv.Client, clk)
 	review := webhooks.NewClusterReview(admission.New(engine, &webhooks.ClusterFacts{Client: testEnv.Client, Cloud: cloud,
-		Attribution: policycontrollers.NewUsage(cluster, cloud, clk)}, clk.Now))
+		Attribution: state.NewAttribution(cluster, cloud, clk)}, clk.Now))
 	class := test.KWOKNodeClass()
 	if err := testEnv.Client.Create(ctx, class); err != nil {
 		t.Fatal(err)

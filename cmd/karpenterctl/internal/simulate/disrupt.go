@@ -10,7 +10,7 @@ import (
 	k8spolicyv1 "k8s.io/api/policy/v1"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
-	"github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/methods"
 	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
@@ -25,7 +25,7 @@ type DisruptInput struct {
 	Now        time.Time
 	// MaxCommands stops after that many commands; 0 runs until no method acts.
 	MaxCommands int
-	Options     disruption.Options
+	Options     methods.Options
 }
 
 // DisruptionReport is what disruption passes would do to the cluster, command by command.
@@ -89,7 +89,7 @@ func Disrupt(ctx context.Context, in *DisruptInput) (*Report, error) {
 	}
 	running.NodeClaims, running.PDBs = in.NodeClaims, in.PDBs
 	runningSnap := in.snapshot(running, in.Now)
-	c := disruption.NewCluster(runningSnap, in.Options)
+	c := methods.NewCluster(runningSnap, in.Options)
 	r := &Report{NodeClaims: []NodeClaim{}, ExistingNodes: []ExistingNode{}, Unschedulable: []Pending{}, Nodes: pricedNodes(runningSnap)}
 	withPending, err := in.objects(true)
 	if err != nil {
@@ -101,16 +101,16 @@ func Disrupt(ctx context.Context, in *DisruptInput) (*Report, error) {
 			return nil, err
 		}
 	}
-	gate := func(c *disruption.Cluster) {
+	gate := func(c *methods.Cluster) {
 		if in.Planner != nil {
-			c.Gate = disruption.NewPolicyGate(in.Planner, c)
+			c.Check = methods.NewPolicyCheck(in.Planner, c)
 		}
 	}
 	gate(c)
 	d := &DisruptionReport{Commands: []CommandReport{}, Unconsolidatable: []UnconsolidatableReport{},
 		Totals: DisruptionTotals{PricePerHourBefore: round(c.PricePerHour()), NodesBefore: len(c.Nodes)}}
 	replacements := 0
-	methods := disruption.Methods()
+	all := methods.Methods()
 	// Expired NodeClaims go first, as the expiration controller deletes them whatever a
 	// pass would do; then the passes.
 	expired, err := c.Expirations(ctx)
@@ -121,7 +121,7 @@ func Disrupt(ctx context.Context, in *DisruptInput) (*Report, error) {
 		cmds := expired
 		expired = nil
 		if len(cmds) == 0 {
-			if cmds, _, err = disruption.Pass(ctx, c, methods); err != nil {
+			if cmds, _, err = methods.Pass(ctx, c, all); err != nil {
 				return nil, err
 			}
 		}
@@ -158,7 +158,7 @@ func Disrupt(ctx context.Context, in *DisruptInput) (*Report, error) {
 
 // placePending solves the pending pods onto the cluster as the provisioner would and applies
 // the placements, so that disruption weighs the cluster with them running.
-func placePending(ctx context.Context, c *disruption.Cluster, in *DisruptInput, pending *snapshot.Snapshot) (*disruption.Cluster, *Report, error) {
+func placePending(ctx context.Context, c *methods.Cluster, in *DisruptInput, pending *snapshot.Snapshot) (*methods.Cluster, *Report, error) {
 	solverIn := pending.SolverInput()
 	var res *solver.Result
 	if in.Planner != nil {
@@ -173,16 +173,16 @@ func placePending(ctx context.Context, c *disruption.Cluster, in *DisruptInput, 
 			return nil, nil, err
 		}
 	}
-	placed := &disruption.Command{Replacements: res.NodeClaims}
+	placed := &methods.Command{Replacements: res.NodeClaims}
 	for _, name := range sortedNames(res.Existing) {
 		for _, p := range res.Existing[name] {
-			placed.Moves = append(placed.Moves, disruption.Move{Pod: p, To: name})
+			placed.Moves = append(placed.Moves, methods.Move{Pod: p, To: name})
 		}
 	}
 	for _, nc := range res.NodeClaims {
 		nc.Hostname = "provisioned-" + nc.Hostname
 		for _, p := range nc.Pods {
-			placed.Moves = append(placed.Moves, disruption.Move{Pod: p, To: nc.Hostname})
+			placed.Moves = append(placed.Moves, methods.Move{Pod: p, To: nc.Hostname})
 		}
 	}
 	r := report(res)
@@ -192,7 +192,7 @@ func placePending(ctx context.Context, c *disruption.Cluster, in *DisruptInput, 
 
 // renameReplacements names a command's replacements replacement-N, unique across the run,
 // and points the moves at the new names.
-func renameReplacements(cmd *disruption.Command, n *int) {
+func renameReplacements(cmd *methods.Command, n *int) {
 	names := map[string]string{}
 	for _, r := range cmd.Replacements {
 		name := fmt.Sprintf("replacement-%d", *n)
@@ -206,11 +206,11 @@ func renameReplacements(cmd *disruption.Command, n *int) {
 	}
 }
 
-func commandReport(cmd *disruption.Command, before, after float64) CommandReport {
+func commandReport(cmd *methods.Command, before, after float64) CommandReport {
 	cr := CommandReport{Reason: string(cmd.Reason), Decision: string(cmd.Decision), Nodes: []string{}, Replacements: []ReplacementReport{},
 		Moves: []MoveReport{}, PricePerHourBefore: round(before), PricePerHourAfter: round(after)}
 	if cmd.TerminateFirst != "" {
-		cr.Decision = disruption.TerminateFirstDecision
+		cr.Decision = methods.TerminateFirstDecision
 	}
 	for _, cand := range cmd.Candidates {
 		cr.Nodes = append(cr.Nodes, cand.Name())

@@ -11,7 +11,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
-	"github.com/karpenter-policy/karpenter/scheduling/disruption"
+	"github.com/karpenter-policy/karpenter/scheduling/methods"
 )
 
 // simulate --disrupt with TerminateFirstDrift: a drifted node in a full reservation that is
@@ -38,7 +38,7 @@ func TestDisruptReportsTerminateFirstWithItsRefill(t *testing.T) {
 	for _, gate := range []bool{false, true} {
 		r, err := Disrupt(context.Background(), &DisruptInput{Input: Input{NodePools: []*karpv1.NodePool{np}, Nodes: []*corev1.Node{node},
 			BoundPods: []*corev1.Pod{pod}, InstanceTypes: []*cloudprovider.InstanceType{it}}, Now: now,
-			Options: disruption.Options{TerminateFirstDrift: gate}})
+			Options: methods.Options{TerminateFirstDrift: gate}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestDisruptReportsTerminateFirstWithItsRefill(t *testing.T) {
 			t.Fatalf("commands %+v, want one", d.Commands)
 		}
 		c := d.Commands[0]
-		if c.Decision != disruption.TerminateFirstDecision || len(c.Replacements) != 1 || c.Replacements[0].CapacityType != karpv1.CapacityTypeReserved {
+		if c.Decision != methods.TerminateFirstDecision || len(c.Replacements) != 1 || c.Replacements[0].CapacityType != karpv1.CapacityTypeReserved {
 			t.Errorf("command %+v, want terminate-first with its refill into the reservation", c)
 		}
 		if d.Totals.NodesAfter != 1 || d.Totals.PricePerHourAfter != d.Totals.PricePerHourBefore {
