@@ -8,6 +8,7 @@ package cloudprovider
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -146,18 +147,42 @@ func (ofs Offerings) Available() Offerings {
 	return out
 }
 
-// Cheapest returns the cheapest offering and true, or false when there is none.
+// Cheapest returns the cheapest offering and true, or false when there is none; ties go as
+// CompareOfferings orders them.
 func (ofs Offerings) Cheapest() (Offering, bool) {
 	if len(ofs) == 0 {
 		return Offering{}, false
 	}
 	best := ofs[0]
 	for _, o := range ofs[1:] {
-		if o.Price < best.Price {
+		if CompareOfferings("", o, "", best) < 0 {
 			best = o
 		}
 	}
 	return best, true
+}
+
+// CompareOfferings is the one price rule (docs/architecture.md, "One price rule"): offering a
+// of instance type typeA before offering b of typeB when a is cheaper, ties by instance type
+// name, then zone, capacity type and capacity reservation, so that every caller that asks
+// for the cheapest (the solver, disruption, the cluster state, the policy attribution and the
+// providers' launches) picks the same one. Negative when a comes first, zero when the two are
+// the same offering.
+func CompareOfferings(typeA string, a Offering, typeB string, b Offering) int {
+	switch {
+	case a.Price != b.Price:
+		if a.Price < b.Price {
+			return -1
+		}
+		return 1
+	case typeA != typeB:
+		return strings.Compare(typeA, typeB)
+	case a.Zone != b.Zone:
+		return strings.Compare(a.Zone, b.Zone)
+	case a.CapacityType != b.CapacityType:
+		return strings.Compare(a.CapacityType, b.CapacityType)
+	}
+	return strings.Compare(a.ReservationID, b.ReservationID)
 }
 
 // NoticeKind is what a cloud's notice about an instance says.

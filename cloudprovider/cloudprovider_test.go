@@ -3,6 +3,7 @@ package cloudprovider
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,5 +61,52 @@ func TestAllocatableAndOfferings(t *testing.T) {
 	}
 	if _, ok := Offerings(nil).Cheapest(); ok {
 		t.Error("no offerings must have no cheapest")
+	}
+}
+
+// The one price rule orders by price, then instance type, zone, capacity type and
+// reservation, and says 0 only for the same offering; Cheapest agrees with it on ties.
+func TestCompareOfferings(t *testing.T) {
+	od := func(zone string, price float64) Offering {
+		return Offering{Zone: zone, CapacityType: "on-demand", Price: price, Available: true}
+	}
+	for _, tc := range []struct {
+		ta    string
+		a     Offering
+		tb    string
+		b     Offering
+		order int
+	}{
+		{"m5.large", od("a", 0.1), "c5.large", od("a", 0.2), -1},
+		{"m5.large", od("a", 0.2), "c5.large", od("a", 0.2), 1},
+		{"m5.large", od("b", 0.2), "m5.large", od("a", 0.2), 1},
+		{"m5.large", Offering{Zone: "a", CapacityType: "spot", Price: 0.2}, "m5.large", od("a", 0.2), 1},
+		{"m5.large", Offering{Zone: "a", CapacityType: "reserved", ReservationID: "cr-2"}, "m5.large", Offering{Zone: "a", CapacityType: "reserved", ReservationID: "cr-1"}, 1},
+		{"m5.large", od("a", 0.2), "m5.large", od("a", 0.2), 0},
+	} {
+		if got := CompareOfferings(tc.ta, tc.a, tc.tb, tc.b); got != tc.order || CompareOfferings(tc.tb, tc.b, tc.ta, tc.a) != -tc.order {
+			t.Errorf("%s %+v vs %s %+v: %d, want %d (and its opposite)", tc.ta, tc.a, tc.tb, tc.b, got, tc.order)
+		}
+	}
+	if o, _ := (Offerings{od("c", 0.1), od("a", 0.1), od("b", 0.1)}).Cheapest(); o.Zone != "a" {
+		t.Errorf("Cheapest of three at one price: zone %s, want a", o.Zone)
+	}
+}
+
+// The priced offering reads back as written; bad values are errors naming the annotation.
+func TestPricedOfferingRoundTrip(t *testing.T) {
+	for _, p := range []PricedOffering{
+		{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot", Price: 0.0345},
+		{InstanceType: "p5.48xlarge", Zone: "us-east-1b", CapacityType: "reserved", ReservationID: "cr-0123", Price: 9.8e-6},
+	} {
+		got, err := ParsePricedOffering(p.String())
+		if err != nil || got != p {
+			t.Errorf("%s read back as %+v (%v)", p, got, err)
+		}
+	}
+	for _, bad := range []string{"", "m5.large/us-east-1a/spot", "m5.large/us-east-1a@0.1", "m5.large/a/spot@-1", "m5.large/a/spot@x", "a/b/c/d/e@1"} {
+		if _, err := ParsePricedOffering(bad); err == nil || !strings.Contains(err.Error(), PricedOfferingAnnotation) {
+			t.Errorf("%q: %v", bad, err)
+		}
 	}
 }

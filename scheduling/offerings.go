@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"fmt"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -104,6 +105,38 @@ func Offerings(its []*cloudprovider.InstanceType, reqs Requirements, requests co
 	return out
 }
 
+// LaunchOffers is the order a provider tries a NodeClaim's offerings in: those of its
+// instance types its requirements allow and keep keeps, whose allocatable holds its requests,
+// by the one price rule, but with the offering the solver priced it at
+// (cloudprovider.PricedOfferingAnnotation) first. priced is false when that offering is not
+// among them (gone from the catalog, unavailable, or refused by keep); the provider says so
+// (cloudprovider.LaunchDeviationAnnotation) if it launches.
+func LaunchOffers(its []*cloudprovider.InstanceType, nc *karpv1.NodeClaim, keep OfferingFilter) (offers []Launchable, priced bool) {
+	offers = Offerings(its, NewRequirements(nc.Spec.Requirements...), nc.Spec.Resources.Requests, keep)
+	p, ok := cloudprovider.PricedOfferingOf(nc)
+	if !ok {
+		return offers, false
+	}
+	for i, l := range offers {
+		if p.Is(l.InstanceType.Name, l.Offering) {
+			copy(offers[1:i+1], offers[:i])
+			offers[0] = l
+			return offers, true
+		}
+	}
+	return offers, false
+}
+
+// Deviation says why a NodeClaim launched as l and not as its priced offering; "" when it
+// launched as priced or has no priced offering.
+func Deviation(nc *karpv1.NodeClaim, l Launchable, why string) string {
+	p, ok := cloudprovider.PricedOfferingOf(nc)
+	if !ok || p.Is(l.InstanceType.Name, l.Offering) {
+		return ""
+	}
+	return fmt.Sprintf("priced %s, launched %s: %s", p, cloudprovider.Priced(l.InstanceType.Name, l.Offering), why)
+}
+
 // AnyOffering reports whether Offerings would return any, stopping at the first.
 func AnyOffering(its []*cloudprovider.InstanceType, reqs Requirements, keep OfferingFilter) bool {
 	for _, it := range its {
@@ -143,16 +176,12 @@ func CheapestOffering(its []*cloudprovider.InstanceType, reqs Requirements, requ
 	return best, found
 }
 
-func cheaper(a, b Launchable) bool {
-	switch {
-	case a.Offering.Price != b.Offering.Price:
-		return a.Offering.Price < b.Offering.Price
-	case a.InstanceType.Name != b.InstanceType.Name:
-		return a.InstanceType.Name < b.InstanceType.Name
-	case a.Offering.Zone != b.Offering.Zone:
-		return a.Offering.Zone < b.Offering.Zone
-	}
-	return a.Offering.CapacityType < b.Offering.CapacityType
+// cheaper is cloudprovider.CompareOfferings over launchables.
+func cheaper(a, b Launchable) bool { return Compare(a, b) < 0 }
+
+// Compare orders launchables by the one price rule, cloudprovider.CompareOfferings.
+func Compare(a, b Launchable) int {
+	return cloudprovider.CompareOfferings(a.InstanceType.Name, a.Offering, b.InstanceType.Name, b.Offering)
 }
 
 // NodePrice is what a running node with these labels costs per hour, from the instance types

@@ -210,6 +210,17 @@ func (p *Provider) fleetInput(req *fleetRequest) (*ec2.CreateFleetInput, map[str
 	return in, zoneOfSubnet
 }
 
+// allocation names the allocation strategy fleetInput gives a capacity type's CreateFleet.
+func allocation(capacityType string) string {
+	switch capacityType {
+	case karpv1.CapacityTypeSpot:
+		return string(ec2types.SpotAllocationStrategyPriceCapacityOptimized)
+	case karpv1.CapacityTypeReserved:
+		return string(ec2types.FleetOnDemandAllocationStrategyPrioritized)
+	}
+	return string(ec2types.FleetOnDemandAllocationStrategyLowestPrice)
+}
+
 func fleetCapacityType(ct string) string {
 	if ct == karpv1.CapacityTypeSpot {
 		return string(ec2types.DefaultTargetCapacityTypeSpot)

@@ -159,11 +159,12 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1
 	if pool := claim.Labels[karpv1.NodePoolLabelKey]; p.Overlays != nil && pool != "" {
 		types = p.Overlays(pool, types)
 	}
-	// The launchable offerings, cheapest first (scheduling.Offerings), grouped by capacity type
-	// and instance type in that order.
+	// The launchable offerings in launch order (scheduling.LaunchOffers: the priced one first,
+	// then cheapest first), grouped by capacity type and instance type in that order.
 	byCT := map[string][]candidate{}
 	at := map[string]map[string]int{}
-	for _, l := range scheduling.Offerings(types, scheduling.NewRequirements(claim.Spec.Requirements...), claim.Spec.Resources.Requests, scheduling.Available) {
+	offers, priced := scheduling.LaunchOffers(types, claim, scheduling.Available)
+	for _, l := range offers {
 		image := imageFor(nc, l.InstanceType.Labels)
 		if image == "" {
 			continue
@@ -180,8 +181,14 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1
 		}
 		byCT[ct][i].offerings = append(byCT[ct][i].offerings, l.Offering)
 	}
+	// The priced offering's capacity type first; without one (a NodeClaim not made by the
+	// solver), reserved, Spot, then on-demand, as upstream.
+	prefer := []string{karpv1.CapacityTypeReserved, karpv1.CapacityTypeSpot, karpv1.CapacityTypeOnDemand}
+	if priced && imageFor(nc, offers[0].InstanceType.Labels) != "" {
+		prefer = append([]string{offers[0].Offering.CapacityType}, prefer...)
+	}
 	ct := ""
-	for _, want := range []string{karpv1.CapacityTypeReserved, karpv1.CapacityTypeSpot, karpv1.CapacityTypeOnDemand} {
+	for _, want := range prefer {
 		if len(byCT[want]) > 0 {
 			ct = want
 			break
@@ -216,6 +223,27 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1
 		out.Annotations = map[string]string{}
 	}
 	out.Annotations[NodeClassHashAnnotation] = NodeClassHash(nc)
+	// Which offering it is: the zone and capacity type CreateFleet launched in (a reserved
+	// launch goes into the first reservation of that zone the candidates offered).
+	launchedAs := scheduling.Launchable{InstanceType: it, Offering: cloudprovider.Offering{Zone: inst.zone, CapacityType: inst.capacityType}}
+	for _, c := range cands {
+		if c.it != it {
+			continue
+		}
+		for _, o := range c.offerings {
+			if o.Zone == inst.zone && o.CapacityType == inst.capacityType {
+				launchedAs.Offering = o
+				break
+			}
+		}
+	}
+	why := fmt.Sprintf("CreateFleet (%s allocation) chose it among %d instance types", allocation(ct), len(cands))
+	if !priced {
+		why = "the priced offering is not available, not in the catalog, or has no AMI"
+	}
+	if d := scheduling.Deviation(claim, launchedAs, why); d != "" {
+		out.Annotations[cloudprovider.LaunchDeviationAnnotation] = d
+	}
 	return out, nil
 }
 

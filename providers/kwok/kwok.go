@@ -244,14 +244,18 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim) (*karpv1
 	if pool := claim.Labels[karpv1.NodePoolLabelKey]; p.overlays != nil && pool != "" {
 		types = p.overlays(pool, types)
 	}
-	offers := scheduling.Offerings(types, scheduling.NewRequirements(claim.Spec.Requirements...), claim.Spec.Resources.Requests, scheduling.Available)
+	offers, priced := scheduling.LaunchOffers(types, claim, scheduling.Available)
 	var failed []string
 	for _, c := range offers {
 		if p.injectInsufficientCapacity(nc, c) {
 			failed = append(failed, offeringKey(c.InstanceType.Name, c.Offering))
 			continue
 		}
-		return p.launch(ctx, claim, nc, c)
+		why := "the priced offering is not available or not in the catalog"
+		if priced {
+			why = "no capacity for " + strings.Join(failed, ", ")
+		}
+		return p.launch(ctx, claim, nc, c, scheduling.Deviation(claim, c, why))
 	}
 	if len(failed) > 0 {
 		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("no capacity for %s", strings.Join(failed, ", ")))
@@ -288,7 +292,7 @@ func (p *Provider) injectInsufficientCapacity(nc *kwokv1alpha1.KWOKNodeClass, c 
 }
 
 // launch makes the instance of offering c for claim and returns the NodeClaim as launched.
-func (p *Provider) launch(ctx context.Context, claim *karpv1.NodeClaim, nc *kwokv1alpha1.KWOKNodeClass, c scheduling.Launchable) (*karpv1.NodeClaim, error) {
+func (p *Provider) launch(ctx context.Context, claim *karpv1.NodeClaim, nc *kwokv1alpha1.KWOKNodeClass, c scheduling.Launchable, deviation string) (*karpv1.NodeClaim, error) {
 	hash := nodeClassHash(nc)
 	node := nodeFor(claim, c.InstanceType.Labels, c.Offering.Zone, c.Offering.CapacityType, nc.Name, hash)
 	capacity, allocatable := c.InstanceType.Capacity.DeepCopy(), c.InstanceType.Allocatable()
@@ -305,6 +309,9 @@ func (p *Provider) launch(ctx context.Context, claim *karpv1.NodeClaim, nc *kwok
 		out.Annotations = map[string]string{}
 	}
 	out.Annotations[NodeClassHashAnnotation] = hash
+	if deviation != "" {
+		out.Annotations[cloudprovider.LaunchDeviationAnnotation] = deviation
+	}
 	out.Status.ProviderID = node.Spec.ProviderID
 	out.Status.ImageID = "kwok"
 	out.Status.Capacity = capacity

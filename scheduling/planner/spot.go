@@ -386,35 +386,24 @@ func onDemandOptions(c *solver.NodeClaim, h *hook) ([]*cloudprovider.InstanceTyp
 		}
 		return true
 	}
-	zone := c.Requirements[karpv1.LabelTopologyZone]
-	type option struct {
-		it *cloudprovider.InstanceType
-		o  cloudprovider.Offering
-	}
-	var opts []option
-	for _, it := range c.InstanceTypes {
-		found, best := false, cloudprovider.Offering{}
-		for _, o := range it.Offerings {
-			if !o.Available || o.CapacityType != karpv1.CapacityTypeOnDemand || (zone != nil && !zone.Has(o.Zone)) || !allowed(it, o) {
-				continue
-			}
-			if !found || o.Price < best.Price {
-				found, best = true, o
-			}
-		}
-		if found {
-			opts = append(opts, option{it, best})
-		}
-	}
-	if len(opts) == 0 {
+	reqs := c.Requirements.Copy()
+	reqs[karpv1.CapacityTypeLabelKey] = scheduling.NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, karpv1.CapacityTypeOnDemand)
+	// The one price rule orders them; a type comes in at its cheapest allowed offering.
+	offers := scheduling.Offerings(c.InstanceTypes, reqs, nil, func(it *cloudprovider.InstanceType, o cloudprovider.Offering) bool {
+		return o.Available && allowed(it, o)
+	})
+	if len(offers) == 0 {
 		return nil, cloudprovider.Offering{}, false
 	}
-	sort.SliceStable(opts, func(i, j int) bool { return opts[i].o.Price < opts[j].o.Price })
-	types := make([]*cloudprovider.InstanceType, 0, len(opts))
-	for _, o := range opts {
-		types = append(types, o.it)
+	var types []*cloudprovider.InstanceType
+	seenType := map[string]bool{}
+	for _, l := range offers {
+		if !seenType[l.InstanceType.Name] {
+			seenType[l.InstanceType.Name] = true
+			types = append(types, l.InstanceType)
+		}
 	}
-	return types, opts[0].o, true
+	return types, offers[0].Offering, true
 }
 
 // assignCapacityTypes assigns each pod of a namespace (or a ClusterCapacityBudget's

@@ -591,10 +591,18 @@ func hasTaintKey(taints []corev1.Taint, key string) bool {
 }
 
 // launchOffer is what an in-flight NodeClaim will be: its launched offering's price, or
-// before launch the cheapest available offering its requirements allow
-// (scheduling.CheapestOffering, as the provider's launch picks), with that instance type's
-// allocatable, among its NodePool's instance types; zero when it cannot be told.
+// before launch the offering the solver priced it at (cloudprovider.PricedOfferingAnnotation,
+// which the provider launches first) or, without one, the cheapest available offering its
+// requirements allow (the one price rule, scheduling.CheapestOffering), with that instance
+// type's allocatable, among its NodePool's instance types; zero when it cannot be told.
 func launchOffer(nc *karpv1.NodeClaim, its []*cloudprovider.InstanceType) (float64, corev1.ResourceList) {
+	if p, ok := cloudprovider.PricedOfferingOf(nc); ok && nc.Labels[karpv1.LabelInstanceType] == "" {
+		for _, it := range its {
+			if it.Name == p.InstanceType {
+				return p.Price, it.Allocatable()
+			}
+		}
+	}
 	reqs := scheduling.NewRequirements(nc.Spec.Requirements...)
 	for k, v := range nc.Labels {
 		if k == karpv1.LabelInstanceType || k == karpv1.LabelTopologyZone || k == karpv1.CapacityTypeLabelKey || k == karpv1.LabelCapacityReservationID {

@@ -11,6 +11,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
@@ -45,6 +46,11 @@ func NodeClaimFor(np *karpv1.NodePool, c *NodeClaim) *karpv1.NodeClaim {
 		karpv1.NodeClaimMinValuesRelaxedAnnotationKey: strconv.FormatBool(c.MinValuesRelaxed)}
 	for k, v := range np.Spec.Template.Annotations {
 		annotations[k] = v
+	}
+	// The offering the solve priced it at: the provider launches it first, and the cluster
+	// state prices the NodeClaim by it until then (the one price rule).
+	if c.InstanceType != nil {
+		annotations[cloudprovider.PricedOfferingAnnotation] = cloudprovider.Priced(c.InstanceType.Name, c.Offering).String()
 	}
 	// As upstream's, a NodeClaim says when a NodeOverlay changed the price or the capacity of
 	// an instance type it may launch as.

@@ -293,12 +293,14 @@ func (t *instanceType) allows(filters []*offerFilter) scheduling.OfferingFilter 
 	}
 }
 
+// cheapestType is the type whose cheapest offering the requirements and filters allow comes
+// first by the one price rule.
 func cheapestType(types []*instanceType, reqs scheduling.Requirements, filters []*offerFilter) *instanceType {
 	var best *instanceType
-	bestPrice := 0.0
+	var bestOffering cloudprovider.Offering
 	for _, t := range types {
-		if o, ok := t.cheapestOffering(reqs, filters); ok && (best == nil || o.Price < bestPrice || (o.Price == bestPrice && t.it.Name < best.it.Name)) {
-			best, bestPrice = t, o.Price
+		if o, ok := t.cheapestOffering(reqs, filters); ok && (best == nil || cloudprovider.CompareOfferings(t.it.Name, o, best.it.Name, bestOffering) < 0) {
+			best, bestOffering = t, o
 		}
 	}
 	return best

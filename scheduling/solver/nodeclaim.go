@@ -175,20 +175,17 @@ func withinLimits(capacity, limit corev1.ResourceList) (bool, corev1.ResourceNam
 func (s *solver) finalize(c *NodeClaim) {
 	// Only the price is kept per type: the offering is looked up again for the one chosen.
 	type priced struct {
-		t     *instanceType
-		price float64
+		t *instanceType
+		o cloudprovider.Offering
 	}
 	ps := make([]priced, 0, len(c.types))
 	for _, t := range c.types {
 		if o, ok := t.cheapestOffering(c.Requirements, c.filters); ok {
-			ps = append(ps, priced{t, o.Price})
+			ps = append(ps, priced{t, o})
 		}
 	}
 	sort.SliceStable(ps, func(i, j int) bool {
-		if ps[i].price != ps[j].price {
-			return ps[i].price < ps[j].price
-		}
-		return ps[i].t.it.Name < ps[j].t.it.Name
+		return cloudprovider.CompareOfferings(ps[i].t.it.Name, ps[i].o, ps[j].t.it.Name, ps[j].o) < 0
 	})
 	if len(ps) > MaxInstanceTypes {
 		ps = ps[:MaxInstanceTypes]

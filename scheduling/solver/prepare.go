@@ -136,16 +136,10 @@ func (s *solver) prepareType(it *cloudprovider.InstanceType) *instanceType {
 	t.reqs[karpv1.LabelTopologyZone] = scheduling.NewRequirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, sets.List(zones)...)
 	t.reqs[karpv1.CapacityTypeLabelKey] = scheduling.NewRequirement(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, sets.List(cts)...)
 	t.zones, t.capacityTypes, t.in, t.reserved = zones, cts, s.intern, s.reserved
-	// Cheapest first, ties in scheduling.Offerings's order (zone, then capacity type).
+	// Cheapest first, by the one price rule (the type is the same, so zone, capacity type
+	// and reservation break ties).
 	sort.SliceStable(t.offerings, func(i, j int) bool {
-		a, b := t.offerings[i], t.offerings[j]
-		if a.Price != b.Price {
-			return a.Price < b.Price
-		}
-		if a.Zone != b.Zone {
-			return a.Zone < b.Zone
-		}
-		return a.CapacityType < b.CapacityType
+		return cloudprovider.CompareOfferings(it.Name, t.offerings[i], it.Name, t.offerings[j]) < 0
 	})
 	for _, o := range t.offerings {
 		zb, cb := s.intern.bit(s.intern.zones, o.Zone), s.intern.bit(s.intern.cts, o.CapacityType)

@@ -55,6 +55,11 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	if fresh {
 		log.FromContext(ctx).Info("launched nodeclaim", "NodeClaim", nc.Name, "providerID", nc.Status.ProviderID,
 			"instanceType", nc.Labels[karpv1.LabelInstanceType], "zone", nc.Labels[karpv1.LabelTopologyZone], "capacityType", nc.Labels[karpv1.CapacityTypeLabelKey])
+		// The provider launched another offering than the solve priced: the plan and the
+		// cluster differ here, and the NodeClaim's annotation and this Event say why.
+		if why := launched.Annotations[cloudprovider.LaunchDeviationAnnotation]; why != "" {
+			c.recorder.Eventf(nc, nil, corev1.EventTypeNormal, "LaunchedOtherThanPriced", "Launch", "NodeClaim %s %s", nc.Name, why)
+		}
 	}
 	return reconcile.Result{}, nil
 }
