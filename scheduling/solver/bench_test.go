@@ -80,3 +80,9 @@ func BenchmarkEffectiveZonesCatalog5000(b *testing.B) {
 		}
 	}
 }
+
+// The mixed workload on the EC2 catalog of testdata/ (1363 real types, three zones, on-demand
+// and synthetic Spot prices): what `karpenterctl simulate --instance-types
+// testdata/aws-instance-types.json` solves.
+func BenchmarkMixedEC2Catalog5000(b *testing.B)  { benchmarkMixedOn(b, 5000, ec2Catalog(b)) }
+func BenchmarkMixedEC2Catalog20000(b *testing.B) { benchmarkMixedOn(b, 20000, ec2Catalog(b)) }

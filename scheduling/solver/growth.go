@@ -60,6 +60,27 @@ func (s *solver) efficientTypes(c *NodeClaim, reqs scheduling.Requirements, type
 		}
 	}
 	best := 0.0
+	if len(typeFilters) == 0 {
+		if prices := s.typePrices(c.pool, reqs, c.filters); prices != nil {
+			for _, o := range c.pool.types {
+				if p := prices[o.idx]; p >= 0 {
+					if v := cover(o.alloc, p); v > 0 && (best == 0 || v < best) {
+						best = v
+					}
+				}
+			}
+			var out []*instanceType
+			for _, t := range types {
+				if total.cpu+s.aheadCPU < t.alloc.cpu && total.mem+s.aheadMem < t.alloc.mem {
+					continue
+				}
+				if p := prices[t.idx]; p >= 0 && cover(t.alloc, p) <= best*growthTolerance {
+					out = append(out, t)
+				}
+			}
+			return out
+		}
+	}
 	sel := s.intern.sel(reqs)
 	checks, exact := s.intern.checks(reqs, keys)
 	for _, o := range c.pool.types {

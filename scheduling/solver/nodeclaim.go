@@ -179,17 +179,29 @@ func (s *solver) finalize(c *NodeClaim) {
 		o cloudprovider.Offering
 	}
 	ps := make([]priced, 0, len(c.types))
-	for _, t := range c.types {
-		if o, ok := t.cheapestOffering(c.Requirements, c.filters); ok {
-			ps = append(ps, priced{t, o})
+	if prices := s.typePrices(c.pool, c.Requirements, c.filters); prices != nil {
+		// Types have distinct names, so the one price rule orders them by price and name;
+		// the offering's zone and capacity type break no tie between them.
+		for _, t := range c.types {
+			if p := prices[t.idx]; p >= 0 {
+				ps = append(ps, priced{t, cloudprovider.Offering{Price: p}})
+			}
+		}
+	} else {
+		for _, t := range c.types {
+			if o, ok := t.cheapestOffering(c.Requirements, c.filters); ok {
+				ps = append(ps, priced{t, o})
+			}
 		}
 	}
-	sort.SliceStable(ps, func(i, j int) bool {
-		return cloudprovider.CompareOfferings(ps[i].t.it.Name, ps[i].o, ps[j].t.it.Name, ps[j].o) < 0
-	})
+	byPrice := func(a, b priced) int { return cloudprovider.CompareOfferings(a.t.it.Name, a.o, b.t.it.Name, b.o) }
 	if len(ps) > MaxInstanceTypes {
+		// Only the cheapest MaxInstanceTypes are kept: select them (the rule is a total
+		// order, so which they are does not depend on how), then sort those.
+		selectFirst(ps, MaxInstanceTypes, byPrice)
 		ps = ps[:MaxInstanceTypes]
 	}
+	slices.SortFunc(ps, byPrice)
 	c.InstanceTypes = make([]*cloudprovider.InstanceType, 0, len(ps))
 	for _, p := range ps {
 		c.InstanceTypes = append(c.InstanceTypes, p.t.it)
@@ -276,4 +288,39 @@ func (c *NodeClaim) domains(in *interner, key string, reqs scheduling.Requiremen
 		return r.Values()
 	}
 	return nil
+}
+
+// selectFirst moves the k smallest elements of s by cmp (a total order) to s[:k], in no
+// particular order: quickselect, linear on average where sorting is n log n.
+func selectFirst[T any](s []T, k int, cmp func(a, b T) int) {
+	lo, hi := 0, len(s)-1
+	for lo < hi {
+		// The median of three as the pivot, moved to hi.
+		mid := lo + (hi-lo)/2
+		if cmp(s[mid], s[lo]) < 0 {
+			s[mid], s[lo] = s[lo], s[mid]
+		}
+		if cmp(s[hi], s[lo]) < 0 {
+			s[hi], s[lo] = s[lo], s[hi]
+		}
+		if cmp(s[mid], s[hi]) < 0 {
+			s[mid], s[hi] = s[hi], s[mid]
+		}
+		pivot, store := s[hi], lo
+		for i := lo; i < hi; i++ {
+			if cmp(s[i], pivot) < 0 {
+				s[i], s[store] = s[store], s[i]
+				store++
+			}
+		}
+		s[store], s[hi] = s[hi], s[store]
+		switch {
+		case store == k-1 || store == k:
+			return
+		case store < k:
+			lo = store + 1
+		default:
+			hi = store - 1
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package solver
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -41,6 +42,10 @@ type claimPlan struct {
 
 // tryClaim adds the pod to the NodeClaim if it fits.
 func (s *solver) tryClaim(c *NodeClaim, p *corev1.Pod, requests corev1.ResourceList, reqs scheduling.Requirements, strict bool) error {
+	if !c.roomFor(s.resOf(p, requests)) {
+		// fit would refuse it: most tries of a large solve end here, before a plan is built.
+		return errNoRoom
+	}
 	plan, err := s.planClaim(c, p, requests, reqs, strict)
 	if err != nil {
 		return err
@@ -67,10 +72,23 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	if conflict := portsConflict(c.ports, pl.ports); conflict != "" {
 		return claimPlan{}, fmt.Errorf("host port %s in use", conflict)
 	}
-	if err := s.filterTypes(&pl); err != nil {
-		return claimPlan{}, err
+	key, memo := s.refusal(&pl)
+	if memo {
+		if err, ok := s.refusals[key]; ok {
+			return claimPlan{}, err
+		}
 	}
-	if err := s.grow(&pl); err != nil {
+	err := s.filterTypes(&pl)
+	if err == nil {
+		err = s.grow(&pl)
+	}
+	if err != nil {
+		if memo {
+			if s.refusals == nil || len(s.refusals) >= refusalMax {
+				s.refusals = map[refusalKey]error{}
+			}
+			s.refusals[key] = err
+		}
 		return claimPlan{}, err
 	}
 	if err := minValues(pl.merged, pl.kept); err != nil {
@@ -101,6 +119,23 @@ func (s *solver) fit(pl *claimPlan) error {
 		}
 	}
 	return s.topo.precheckHostname(p, pl.strict, c.hostCounts)
+}
+
+// errNoRoom is tryClaim's refusal of a pod with no room in the NodeClaim's largest type (or,
+// frozen, its cheapest); planClaim's fit says which resource.
+var errNoRoom = errors.New("no room for the pod's cpu, memory or pods")
+
+// roomFor is fit's room check on cpu, memory and pods alone, without building a plan.
+func (c *NodeClaim) roomFor(pod res) bool {
+	cpu, mem, pods := c.req.cpu+pod.cpu, c.req.mem+pod.mem, c.req.pods+pod.pods
+	if cpu > c.maxAlloc.cpu || mem > c.maxAlloc.mem || pods > c.maxAlloc.pods {
+		return false
+	}
+	if c.frozen {
+		a := c.cheapest.alloc
+		return cpu <= a.cpu && mem <= a.mem && pods <= a.pods
+	}
+	return true
 }
 
 // applyPolicy adds the pod's policy constraints: its requirements, and the first time the
@@ -189,6 +224,13 @@ func (s *solver) filterTypes(pl *claimPlan) error {
 		limit = limit.DeepCopy()
 		scheduling.AddResources(limit, c.reserved)
 	}
+	return s.filterTypesWith(pl, narrowed, limit, s.typePrices(c.pool, merged, pl.filters))
+}
+
+// filterTypesWith is filterTypes over the narrowed keys and the limit left, with the types'
+// prices kept by typePrices (nil: found type by type).
+func (s *solver) filterTypesWith(pl *claimPlan, narrowed []string, limit corev1.ResourceList, prices []float64) error {
+	c, merged := pl.c, pl.merged
 	kept := s.keptBuf[:0]
 	// The reason reported is the one of the type that got furthest: requirements, resources,
 	// limits, policy, offerings. It is formatted only if read.
@@ -198,9 +240,15 @@ func (s *solver) filterTypes(pl *claimPlan) error {
 			miss.stage, miss.t, miss.r, miss.req = stage, t, r, req
 		}
 	}
+	// With the types' prices under these requirements and filters kept (typePrices), a type
+	// they rule out is skipped without its reason, which is found again below if no type is
+	// left.
 	mergedSel := s.intern.sel(merged)
 	checks, exact := s.intern.checks(merged, narrowed)
 	for _, t := range c.types {
+		if prices != nil && prices[t.idx] < 0 {
+			continue
+		}
 		if r := t.check(merged, narrowed, checks, exact); r != nil {
 			note(missRequirement, t, "", r)
 			continue
@@ -219,19 +267,29 @@ func (s *solver) filterTypes(pl *claimPlan) error {
 			note(missPolicy, t, "", nil)
 			continue
 		}
-		o, ok := t.cheapestOfferingSel(mergedSel, pl.filters)
-		if !ok {
-			note(missOffering, t, "", nil)
-			continue
+		var price float64
+		if prices != nil {
+			price = prices[t.idx]
+		} else {
+			o, ok := t.cheapestOfferingSel(mergedSel, pl.filters)
+			if !ok {
+				note(missOffering, t, "", nil)
+				continue
+			}
+			price = o.Price
 		}
 		kept = append(kept, t)
-		if pl.cheapest == nil || o.Price < pl.price {
-			pl.cheapest, pl.price = t, o.Price
+		if pl.cheapest == nil || price < pl.price {
+			pl.cheapest, pl.price = t, price
 		}
 		pl.maxAlloc = pl.maxAlloc.largest(t.alloc)
 	}
 	s.keptBuf = kept[:0]
 	if len(kept) == 0 {
+		if prices != nil {
+			// The reason: the same filter without the kept prices.
+			return s.filterTypesWith(pl, narrowed, limit, nil)
+		}
 		miss.merged, miss.policy = merged, s.policy(pl.p, c.pool)
 		return miss
 	}

@@ -118,12 +118,16 @@ type solver struct {
 	requests *scheduling.PodRequestCache
 	// standalone caches what a node of its own would cost a pod on a NodePool.
 	standalone map[standaloneKey]float64
-	in         *Input
-	pools      []*pool
-	nodes      []*existing
-	claims     []*NodeClaim
-	topo       *topology
-	intern     *interner
+	// priceMemo keeps typePrices's answers by requirements and filters.
+	priceMemo map[string][]float64
+	// refusals keeps the plans' type filtering and growth refusals (refusal).
+	refusals map[refusalKey]error
+	in       *Input
+	pools    []*pool
+	nodes    []*existing
+	claims   []*NodeClaim
+	topo     *topology
+	intern   *interner
 	// reserved is how much room each capacity reservation has left in this solve.
 	reserved reservations
 	// typeCount is how many instance types prepare made; offerFilters are the policies'
