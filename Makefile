@@ -95,11 +95,14 @@ fuzz-short: ## Fuzz every target for a fixed number of executions, a few seconds
 envtest: ## Integration suites on a real kube-apiserver and etcd (envtest).
 	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh)" go test -p $(GO_TEST_P) $(GO_TEST_FLAGS) -timeout 30m ./test/integration/...
 
-# -count=1: the suite builds the manager itself, which go test's cache cannot see, so a cached
-# pass could hide a change to the manager.
+# E2E_LANES suite processes run at once, each with its own local cluster on its own loopback
+# ports; hack/e2e-lanes spreads the tests over them by test/e2e/durations.json (E2E_RECORD=1
+# writes this run's times back) and prints the whole log of a failed one. E2E_RUN picks tests
+# by regular expression. Every run builds the manager and the suites anew.
+E2E_LANES ?= 4
 .PHONY: e2e
-e2e: ## End-to-end suites: the manager against the local cluster of make run, started by the tests.
-	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh)" go test -count=1 -p 1 $(GO_TEST_FLAGS) -timeout 55m ./test/e2e/...
+e2e: ## End-to-end suites in E2E_LANES parallel lanes: the manager against local clusters like make run's, started by the tests.
+	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh)" go run ./hack/e2e-lanes -lanes $(E2E_LANES) $(if $(E2E_RECORD),-record)
 
 # SEED replays a chaos or soak run (each prints its seed); 0 picks one. DURATION is the soak's length.
 SEED ?= 0

@@ -522,7 +522,10 @@ func waitHTTP(ctx context.Context, client *http.Client, url string, timeout time
 }
 
 // FreePorts returns n distinct free ports on 127.0.0.1, held open together while they are
-// chosen so that no two are the same.
+// chosen so that no two are the same. Under KARPENTER_E2E_PORT_BASE (set by the e2e lanes,
+// hack/e2e-lanes) they come from [base, base+KARPENTER_E2E_PORT_SPAN), each port handed out at
+// most once per process, so that clusters of parallel lanes never race for a port; otherwise
+// the kernel picks them.
 func FreePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -530,16 +533,57 @@ func FreePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
+	base, span, ranged := portRange()
 	ports := make([]int, 0, n)
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if !ranged {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			ls = append(ls, l)
+			ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+			continue
+		}
+		l, port, err := nextRangedPort(base, span)
 		if err != nil {
 			return nil, err
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// nextPort is the offset in the lane's range of the next port to try.
+var (
+	nextPortMu sync.Mutex
+	nextPort   int
+)
+
+func portRange() (base, span int, ok bool) {
+	base, err := strconv.Atoi(os.Getenv("KARPENTER_E2E_PORT_BASE"))
+	if err != nil || base <= 0 {
+		return 0, 0, false
+	}
+	if span, err = strconv.Atoi(os.Getenv("KARPENTER_E2E_PORT_SPAN")); err != nil || span <= 0 {
+		span = 1000
+	}
+	return base, span, true
+}
+
+// nextRangedPort listens on the next port of the range no one holds.
+func nextRangedPort(base, span int) (net.Listener, int, error) {
+	nextPortMu.Lock()
+	defer nextPortMu.Unlock()
+	for nextPort < span {
+		port := base + nextPort
+		nextPort++
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+			return l, port, nil
+		}
+	}
+	return nil, 0, fmt.Errorf("no free port left in 127.0.0.1:%d-%d (KARPENTER_E2E_PORT_BASE)", base, base+span-1)
 }
 
 func portFree(port int) error {
