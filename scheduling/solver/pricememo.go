@@ -8,6 +8,10 @@ import (
 	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
+// memoize turns typePrices and the refusal memo on; the property test solves with them off as
+// well and requires the same result.
+var memoize = true
+
 // priceMemoMax bounds the memo: past it, it is dropped and built again.
 const priceMemoMax = 4096
 
@@ -19,7 +23,7 @@ const priceMemoMax = 4096
 // on the pool's type keys and the filters. nil when it cannot be kept: capacity reservations
 // (their room changes during the solve) decide offerings.
 func (s *solver) typePrices(pl *pool, reqs scheduling.Requirements, filters []*offerFilter) []float64 {
-	if len(s.reserved) > 0 {
+	if !memoize || len(s.reserved) > 0 {
 		return nil
 	}
 	key, keys := typeKey(pl, reqs, filters)
@@ -91,7 +95,7 @@ const refusalMax = 1 << 16
 // the same frozen NodeClaims thousands of times; this answers those at the cost of the key.
 func (s *solver) refusal(pl *claimPlan) (refusalKey, bool) {
 	c := pl.c
-	if c.pool.remaining != nil || pl.fresh != nil || len(pl.typeFilters) > 0 || len(pl.podReq.ext) > 0 || len(s.reserved) > 0 {
+	if !memoize || c.pool.remaining != nil || pl.fresh != nil || len(pl.typeFilters) > 0 || len(pl.podReq.ext) > 0 || len(s.reserved) > 0 {
 		return refusalKey{}, false
 	}
 	key, _ := typeKey(c.pool, pl.merged, pl.filters)
