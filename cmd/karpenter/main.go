@@ -139,7 +139,7 @@ func newDeps(mgr ctrl.Manager, opts *options.Options) (*deps, error) {
 		buffers = capacitybuffer.NewStore()
 		cluster.WithBuffers(buffers.Pods)
 	}
-	metrics.SetPolicyBlockedSource(cluster.PolicyBlockedByNamespace)
+	metrics.SetPolicyBlockedSource(cluster.PolicyBlocks().PolicyBlockedByNamespace)
 	metrics.SetClusterStateSource(metrics.ClusterStateSource{NodeCount: cluster.NodeCount, Synced: cluster.Synced})
 	if err := cluster.Register(context.Background(), mgr.GetCache()); err != nil {
 		return nil, fmt.Errorf("feeding the cluster model from the informers: %w", err)
@@ -223,7 +223,7 @@ func registerControllers(mgr ctrl.Manager, opts *options.Options, d *deps) error
 	if err := mgr.Add(garbagecollection.NewController(mgr.GetClient(), cluster, mgr.GetAPIReader(), metered(cloud, "nodeclaim.garbagecollection"), clock.RealClock{})); err != nil {
 		return fmt.Errorf("registering the garbage collector: %w", err)
 	}
-	if err := podmetrics.NewController(mgr.GetClient(), clock.RealClock{}).WithDecisions(cluster).Register(mgr); err != nil {
+	if err := podmetrics.NewController(mgr.GetClient(), clock.RealClock{}).WithDecisions(cluster.Decisions()).Register(mgr); err != nil {
 		return fmt.Errorf("registering the pod metrics controller: %w", err)
 	}
 	if err := mgr.Add(nodemetrics.NewController(cluster, clock.RealClock{})); err != nil {

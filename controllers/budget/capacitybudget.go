@@ -124,7 +124,7 @@ func (r *BudgetStatus) Reconcile(ctx context.Context, req reconcile.Request) (re
 	metrics.BudgetSpotRange.WithLabelValues(b.Namespace, "min").Set(bounds.MinPercent)
 	metrics.BudgetSpotRange.WithLabelValues(b.Namespace, "max").Set(bounds.MaxPercent)
 	st.SpotPercent = spot.Percent
-	st.BlockedPods = int32(r.cluster.PolicyBlocked(b.Namespace))
+	st.BlockedPods = int32(r.cluster.PolicyBlocks().PolicyBlocked(b.Namespace))
 	st.ActiveSchedule = nil
 	if i, ok := policies.ActiveSchedule(b, now); ok {
 		i32 := int32(i)

@@ -281,7 +281,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, req reconcile.Request) (re
 		o.recorder.Eventf(nc, nil, corev1.EventTypeNormal, "DisruptionLaunching", "Disruption", "Launching NodeClaim: %s", cmd.reason)
 		for _, m := range cmd.moves {
 			if m.To == r.Hostname {
-				o.cluster.Nominate(m.Pod, nc.Name)
+				o.cluster.Nominations().Nominate(m.Pod, nc.Name)
 			}
 		}
 		cmd.created = append(cmd.created, nc.Name)

@@ -102,7 +102,7 @@ const (
 // nominate records that the pod should schedule on the NodeClaim, and says so in an Event while
 // the event rate allows.
 func (p *Provisioner) nominate(pod *corev1.Pod, nc *karpv1.NodeClaim) {
-	p.cluster.Nominate(pod, nc.Name)
+	p.cluster.Nominations().Nominate(pod, nc.Name)
 	if p.nominationEvents.TryAccept() {
 		p.recorder.Eventf(pod, nc, corev1.EventTypeNormal, "Nominated", "Provisioning", "Pod should schedule on NodeClaim %s", nc.Name)
 	}
@@ -133,17 +133,17 @@ func (p *Provisioner) Register(mgr ctrl.Manager) error {
 			// its room, or kube-scheduler refused it on its schedulable node).
 			switch {
 			case !scheduling.IsProvisionable(pod):
-			case p.cluster.Nominated(pod):
+			case p.cluster.Nominations().Nominated(pod):
 				// kube-scheduler marked it again: if its node was schedulable by then, the
 				// nomination failed (see state.Cluster.Rejected).
-				p.cluster.Rejected(pod)
+				p.cluster.Nominations().Rejected(pod)
 				p.batcher.Nudge()
 			default:
 				p.batcher.TriggerFor(pod.UID, state.ReplicaSetOf(pod))
 			}
 			if scheduling.IsProvisionable(pod) {
 				// Seen pending: the provisioning-latency metrics count from here.
-				p.cluster.AckPods(pod)
+				p.cluster.Decisions().AckPods(pod)
 			}
 			return reconcile.Result{}, nil
 		}))
@@ -238,7 +238,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	}
 	if len(snap.Pods) == 0 {
 		// Nothing pending: nothing is held back either.
-		p.cluster.SetPolicyBlocked(nil, nil)
+		p.cluster.PolicyBlocks().SetPolicyBlocked(nil, nil)
 		metrics.UnschedulablePods.WithLabelValues("provisioner").Set(0)
 		metrics.SetPendingPodsByZone("provisioner", nil)
 		return nil
@@ -268,7 +268,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	for name, pods := range res.Existing {
 		pods = realPods(pods)
 		for _, pod := range pods {
-			p.cluster.Nominate(pod, name)
+			p.cluster.Nominations().Nominate(pod, name)
 		}
 		if p.cluster.Launched(name) {
 			placed = append(placed, pods...)
@@ -373,7 +373,7 @@ func (p *Provisioner) markDecisions(res *solver.Result) {
 // decided records a batch's decisions and observes how long the pods decided for the first
 // time waited for one.
 func (p *Provisioner) decided(placed, unplaced []*corev1.Pod) {
-	for _, d := range p.cluster.MarkDecisions(placed, unplaced) {
+	for _, d := range p.cluster.Decisions().MarkDecisions(placed, unplaced) {
 		metrics.PodsSchedulingDecisionDuration.Observe(d.Seconds())
 	}
 }
@@ -384,7 +384,7 @@ func (p *Provisioner) decided(placed, unplaced []*corev1.Pod) {
 func (p *Provisioner) reportPolicies(ctx context.Context, out *planner.Outcome) map[*corev1.Pod]bool {
 	blocked := map[*corev1.Pod]bool{}
 	if out == nil {
-		p.cluster.SetPolicyBlocked(nil, nil)
+		p.cluster.PolicyBlocks().SetPolicyBlocked(nil, nil)
 		return blocked
 	}
 	namespaces := make([]string, 0, len(out.Namespaces))
@@ -402,7 +402,7 @@ func (p *Provisioner) reportPolicies(ctx context.Context, out *planner.Outcome) 
 		p.recorder.Eventf(b.Pod, nil, corev1.EventTypeWarning, "PolicyDenied", "Provisioning", "%s", b.Violation.Message)
 	}
 	// karpenter_policy_blocked_pods and status.blockedPods count those still pending.
-	p.cluster.SetPolicyBlocked(namespaces, pods)
+	p.cluster.PolicyBlocks().SetPolicyBlocked(namespaces, pods)
 	p.recordDecisions(out)
 	for _, v := range out.Warnings {
 		p.eventOn(ctx, v.Source, corev1.EventTypeWarning, "PolicyWarning", v.Message)

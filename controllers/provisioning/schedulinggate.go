@@ -69,7 +69,7 @@ func isLaunched(o client.Object) bool {
 func (p *Provisioner) liftLaunched(ctx context.Context) {
 	var pods []*corev1.Pod
 	for _, pod := range p.cluster.BudgetGated() {
-		if target, ok := p.cluster.NominationOf(pod); ok && p.cluster.Launched(target) {
+		if target, ok := p.cluster.Nominations().NominationOf(pod); ok && p.cluster.Launched(target) {
 			pods = append(pods, pod)
 		}
 	}

@@ -31,8 +31,8 @@ func TestMisfitsAreDisplacedPodsTheNodeCannotHold(t *testing.T) {
 	onA, onB := pendingPod("on-a"), pendingPod("on-b")
 	onA.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1500m")
 	c := newCluster(clk, a, aClaim, b, bClaim, onA, onB, daemonPod("agent-a", "a", "1"), daemonPod("agent-b", "b", "500m"))
-	c.Nominate(onA, "a")
-	c.Nominate(onB, "b")
+	c.Nominations().Nominate(onA, "a")
+	c.Nominations().Nominate(onB, "b")
 	snap, err := c.Snapshot(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ package state
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -141,9 +140,6 @@ func (c *Cluster) BufferPods() []*corev1.Pod {
 	return c.buffers()
 }
 
-// DisplacedGrace is how long a displaced pod waits after its node became Ready.
-func (c *Cluster) DisplacedGrace() time.Duration { return c.displacedGrace }
-
 // WithDisplacedGrace sets how long a displaced pod waits after its node became Ready.
 func (c *Cluster) WithDisplacedGrace(d time.Duration) *Cluster {
 	c.displacedGrace = d
@@ -189,67 +185,9 @@ func (c *Cluster) withCreated(claims []*karpv1.NodeClaim) []*karpv1.NodeClaim {
 	return claims
 }
 
-// Nominate records that a pod should run on a node, or on a NodeClaim being launched.
-func (c *Cluster) Nominate(pod *corev1.Pod, target string) {
-	c.mu.Lock()
-	c.nominations[pod.UID] = nomination{target: target, at: c.clock.Now()}
-	delete(c.rejected, pod.UID)
-	c.mu.Unlock()
-	c.changed()
-}
-
-// Nominated reports whether the pod has a nomination not yet forgotten.
-func (c *Cluster) Nominated(pod *corev1.Pod) bool {
-	_, _, ok := c.NominatedTo(pod)
-	return ok
-}
-
-// NominatedTo returns where a pod is nominated and since when; nominations older than
-// LaunchNominationTTL are forgotten.
-func (c *Cluster) NominatedTo(pod *corev1.Pod) (string, time.Time, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n, ok := c.nominations[pod.UID]
-	if !ok {
-		return "", time.Time{}, false
-	}
-	if c.clock.Since(n.at) > LaunchNominationTTL {
-		delete(c.nominations, pod.UID)
-		delete(c.rejected, pod.UID)
-		return "", time.Time{}, false
-	}
-	return n.target, n.at, true
-}
-
-// Rejected records that kube-scheduler has just marked a nominated pod unschedulable again. Once
-// the pod's node has been schedulable (its NodeClaim initialized) for RejectionSettle before
-// that, kube-scheduler tried the pod there and refused it: for want of room, or for a
-// constraint (topology spread, anti-affinity) that the pods it bound off-plan now break. The
-// pod is then displaced, as when its node has no room left, and does not wait out
-// ExistingNominationTTL. Pods kube-scheduler has not marked unschedulable are not recorded.
-func (c *Cluster) Rejected(pod *corev1.Pod) {
-	marked := slices.ContainsFunc(pod.Status.Conditions, func(cond corev1.PodCondition) bool {
-		return cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable
-	})
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.nominations[pod.UID]; ok && marked {
-		c.rejected[pod.UID] = c.clock.Now()
-	}
-}
-
 // RejectionSettle is how long a node must have been schedulable before a rejection counts:
 // kube-scheduler's cache sees the node a moment after ours.
 const RejectionSettle = time.Second
-
-// RejectedSince reports whether kube-scheduler refused the pod after since plus
-// RejectionSettle.
-func (c *Cluster) RejectedSince(pod *corev1.Pod, since time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	at, ok := c.rejected[pod.UID]
-	return ok && !since.IsZero() && at.After(since.Add(RejectionSettle))
-}
 
 // forgetSettled drops the nominations and rejections, made before now, of pods no longer
 // pending: bound, deleted or finished.
@@ -303,59 +241,6 @@ func (c *Cluster) LastPodEvent(node string) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.podEvents[node]
-}
-
-// NominationOf is the node or NodeClaim the pod is nominated to, if its nomination holds.
-// Nominations of pods that have since bound are forgotten only at the provisioner's next
-// snapshot, so callers ask for pending pods only.
-func (c *Cluster) NominationOf(pod *corev1.Pod) (string, bool) {
-	target, _, ok := c.NominatedTo(pod)
-	return target, ok
-}
-
-// SetPolicyBlocked records the pods policies kept pending in a batch, and the namespaces the
-// batch accounted for (each with none blocked unless a pod says otherwise); a batch of no
-// pods passes none and clears what the last one recorded.
-func (c *Cluster) SetPolicyBlocked(namespaces []string, pods []*corev1.Pod) {
-	blocked := make(map[string]map[types.NamespacedName]types.UID, len(namespaces))
-	for _, ns := range namespaces {
-		blocked[ns] = map[types.NamespacedName]types.UID{}
-	}
-	for _, p := range pods {
-		if blocked[p.Namespace] == nil {
-			blocked[p.Namespace] = map[types.NamespacedName]types.UID{}
-		}
-		blocked[p.Namespace][types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = p.UID
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.blocked = blocked
-}
-
-// PolicyBlocked is how many of a namespace's pods policies kept pending in the last batch
-// and are pending still: a pod deleted or bound since no longer counts, so the number goes
-// back to zero when the pods are gone, batch or not.
-func (c *Cluster) PolicyBlocked(namespace string) int {
-	return c.PolicyBlockedByNamespace()[namespace]
-}
-
-// PolicyBlockedByNamespace is PolicyBlocked for every namespace the last batch accounted for.
-func (c *Cluster) PolicyBlockedByNamespace() map[string]int {
-	c.mu.Lock()
-	blocked := c.blocked
-	c.mu.Unlock()
-	out := make(map[string]int, len(blocked))
-	c.model.mu.RLock()
-	defer c.model.mu.RUnlock()
-	for ns, pods := range blocked {
-		out[ns] = 0
-		for key, uid := range pods {
-			if p := c.model.pods[key]; p != nil && p.UID == uid && c.model.provisionable[key] {
-				out[ns]++
-			}
-		}
-	}
-	return out
 }
 
 // PodsComing reports whether one of the ReplicaSets has fewer pods than it wants: it is
@@ -414,7 +299,7 @@ func (c *Cluster) snapshot(ctx context.Context, cp cloudprovider.CloudProvider, 
 		}
 		return c.instanceTypes(ctx, cp, np)
 	}
-	snap := snapshot.Build(objs, snapshot.Env{Now: now, InstanceTypes: types, Nominations: c, SeenPodEvent: c.LastPodEvent, Overlays: &c.overlays})
+	snap := snapshot.Build(objs, snapshot.Env{Now: now, InstanceTypes: types, Nominations: c.Nominations(), SeenPodEvent: c.LastPodEvent, Overlays: &c.overlays})
 	c.mu.Lock()
 	c.overlaySet = snap.Overlays
 	c.mu.Unlock()

@@ -79,7 +79,7 @@ func TestTheNodeStandsForItsNodeClaimOnceItReportsCapacity(t *testing.T) {
 	}
 	c := newCluster(clk, objs...)
 	for _, name := range []string{"slow", "ready", "early", "cordoned", "bare", "launching"} {
-		c.Nominate(pendingPod("on-"+name), name)
+		c.Nominations().Nominate(pendingPod("on-"+name), name)
 	}
 
 	snap, pending := snapshotPending(t, c)
@@ -162,7 +162,7 @@ func TestNominationsHoldUntilTheNodeIsReady(t *testing.T) {
 	c := newCluster(clk, objs...)
 	clk.Step(-2 * time.Minute)
 	for _, name := range []string{"slow", "fresh", "stale", "full"} {
-		c.Nominate(pendingPod("on-"+name), name)
+		c.Nominations().Nominate(pendingPod("on-"+name), name)
 	}
 	clk.Step(2 * time.Minute)
 
@@ -209,8 +209,8 @@ func TestDisplacedPodsWaitForKubeScheduler(t *testing.T) {
 		p.Spec.NodeName, p.Status = "a", corev1.PodStatus{Phase: corev1.PodRunning}
 	}
 	c := newCluster(clk, a, aClaim, b, bClaim, onA, onB, other)
-	c.Nominate(onA, "a")
-	c.Nominate(onB, "b")
+	c.Nominations().Nominate(onA, "a")
+	c.Nominations().Nominate(onB, "b")
 
 	snap, err := c.Snapshot(ctx, nil)
 	if err != nil {
@@ -257,18 +257,18 @@ func TestPodsKubeSchedulerRefusedAreDisplaced(t *testing.T) {
 	onA, onB, unmarked := pendingPod("on-a"), pendingPod("on-b"), pendingPod("unmarked")
 	unmarked.Status.Conditions = nil
 	c := newCluster(clk, a, aClaim, b, bClaim, onA, onB, unmarked)
-	c.Nominate(onA, "a")
-	c.Nominate(onB, "b")
-	c.Nominate(unmarked, "a")
+	c.Nominations().Nominate(onA, "a")
+	c.Nominations().Nominate(onB, "b")
+	c.Nominations().Nominate(unmarked, "a")
 	for _, p := range []*corev1.Pod{onA, onB, unmarked} {
-		c.Rejected(p)
+		c.Nominations().Rejected(p)
 	}
 
 	if _, pending := snapshotPending(t, c); !pending["on-a"] || len(pending) != 1 {
 		t.Errorf("pending for the solver: %v; want on-a only (refused 3 s after a was initialized; b was initialized only 0.5 s before the mark, and unmarked carries no mark)", pending)
 	}
 	// A new nomination starts afresh.
-	c.Nominate(onA, "a")
+	c.Nominations().Nominate(onA, "a")
 	if _, pending := snapshotPending(t, c); len(pending) != 0 {
 		t.Errorf("pending for the solver: %v; want none, on-a renominated", pending)
 	}
@@ -283,13 +283,13 @@ func TestSettledPodsAreForgotten(t *testing.T) {
 	bound.Spec.NodeName = "a"
 	c := newCluster(clk, bound, waiting)
 	for _, p := range []*corev1.Pod{bound, waiting, gone} {
-		c.Nominate(p, "general-abcde")
-		c.Rejected(p)
+		c.Nominations().Nominate(p, "general-abcde")
+		c.Nominations().Rejected(p)
 	}
 	clk.Step(time.Second)
 	snapshotPending(t, c)
-	if c.Nominated(bound) || c.Nominated(gone) || !c.Nominated(waiting) {
-		t.Errorf("nominated: bound %v, gone %v, waiting %v; want only the pod still pending", c.Nominated(bound), c.Nominated(gone), c.Nominated(waiting))
+	if c.Nominations().Nominated(bound) || c.Nominations().Nominated(gone) || !c.Nominations().Nominated(waiting) {
+		t.Errorf("nominated: bound %v, gone %v, waiting %v; want only the pod still pending", c.Nominations().Nominated(bound), c.Nominations().Nominated(gone), c.Nominations().Nominated(waiting))
 	}
 	if len(c.rejected) != 1 {
 		t.Errorf("%d refusals remembered, want the pending pod's", len(c.rejected))
@@ -400,7 +400,7 @@ func TestCreatedClaimsCountBeforeTheCacheShowsThem(t *testing.T) {
 	c := newCluster(clk, pod)
 	claim := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "general-abcde", Labels: map[string]string{karpv1.NodePoolLabelKey: "general"}}}
 	c.Created(claim)
-	c.Nominate(pod, claim.Name)
+	c.Nominations().Nominate(pod, claim.Name)
 
 	held := func() bool {
 		snap, err := c.Snapshot(ctx, nil)
@@ -445,8 +445,8 @@ func TestPolicyBlockedGoesBackToZero(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
 	a, b, c2 := pendingPod("a"), pendingPod("b"), pendingPod("c")
 	c := newCluster(clk, a, b, c2)
-	c.SetPolicyBlocked([]string{"default", "other"}, []*corev1.Pod{a, b, c2})
-	if got := c.PolicyBlockedByNamespace(); got["default"] != 3 || got["other"] != 0 || len(got) != 2 {
+	c.PolicyBlocks().SetPolicyBlocked([]string{"default", "other"}, []*corev1.Pod{a, b, c2})
+	if got := c.PolicyBlocks().PolicyBlockedByNamespace(); got["default"] != 3 || got["other"] != 0 || len(got) != 2 {
 		t.Fatalf("blocked %v, want default 3, other 0", got)
 	}
 	c.Delete(a)
@@ -456,11 +456,11 @@ func TestPolicyBlockedGoesBackToZero(t *testing.T) {
 	again := c2.DeepCopy()
 	again.UID = "another"
 	c.Update(again)
-	if got := c.PolicyBlocked("default"); got != 0 {
+	if got := c.PolicyBlocks().PolicyBlocked("default"); got != 0 {
 		t.Errorf("blocked %d after the pods went, bound or were replaced; want 0", got)
 	}
-	c.SetPolicyBlocked(nil, nil)
-	if got := c.PolicyBlockedByNamespace(); len(got) != 0 {
+	c.PolicyBlocks().SetPolicyBlocked(nil, nil)
+	if got := c.PolicyBlocks().PolicyBlockedByNamespace(); len(got) != 0 {
 		t.Errorf("a batch of no pods leaves %v", got)
 	}
 }

@@ -8,6 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// Decisions are the provisioner's decisions per pod (placed or not, and when first), which the
+// pod metrics read.
+type Decisions struct{ c *Cluster }
+
+// Decisions is the model's record of the provisioner's decisions per pod.
+func (c *Cluster) Decisions() Decisions { return Decisions{c} }
+
 // Scheduling decisions are remembered per pod for upstream's provisioning-latency metrics
 // (controllers/metrics/pod): when the provisioner first saw a pending pod, when a batch first
 // decided on it (placed or not), and since when it has a place. They live in memory, by pod
@@ -30,7 +37,8 @@ type PodDecision struct {
 }
 
 // AckPods records when the provisioner first saw each pending pod.
-func (c *Cluster) AckPods(pods ...*corev1.Pod) {
+func (ds Decisions) AckPods(pods ...*corev1.Pod) {
+	c := ds.c
 	now := c.clock.Now()
 	c.decisions.mu.Lock()
 	defer c.decisions.mu.Unlock()
@@ -48,7 +56,8 @@ func (c *Cluster) AckPods(pods ...*corev1.Pod) {
 // (unless they had one already), those it could not place none. It returns, for each pod
 // decided for the first time, how long it waited since it was seen (upstream's
 // karpenter_pods_scheduling_decision_duration_seconds). Pods already bound are left alone.
-func (c *Cluster) MarkDecisions(placed, unplaced []*corev1.Pod) []time.Duration {
+func (ds Decisions) MarkDecisions(placed, unplaced []*corev1.Pod) []time.Duration {
+	c := ds.c
 	now := c.clock.Now()
 	c.decisions.mu.Lock()
 	defer c.decisions.mu.Unlock()
@@ -86,7 +95,8 @@ func (c *Cluster) MarkDecisions(placed, unplaced []*corev1.Pod) []time.Duration 
 }
 
 // Decision is what the provisioner decided about the pod, if it saw it.
-func (c *Cluster) Decision(uid types.UID) (PodDecision, bool) {
+func (ds Decisions) Decision(uid types.UID) (PodDecision, bool) {
+	c := ds.c
 	c.decisions.mu.Lock()
 	defer c.decisions.mu.Unlock()
 	d, ok := c.decisions.pods[uid]
@@ -97,7 +107,8 @@ func (c *Cluster) Decision(uid types.UID) (PodDecision, bool) {
 }
 
 // ForgetDecision drops what was recorded about the pod.
-func (c *Cluster) ForgetDecision(uid types.UID) {
+func (ds Decisions) ForgetDecision(uid types.UID) {
+	c := ds.c
 	c.decisions.mu.Lock()
 	defer c.decisions.mu.Unlock()
 	delete(c.decisions.pods, uid)

@@ -280,7 +280,7 @@ func (c *Cluster) Delete(o any) {
 		}
 		delete(m.pods, key)
 		delete(m.provisionable, key)
-		c.ForgetDecision(v.UID)
+		c.Decisions().ForgetDecision(v.UID)
 	case *corev1.Node:
 		delete(m.nodes, v.Name)
 		c.forgetPodEvents(v.Name)

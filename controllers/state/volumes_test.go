@@ -36,7 +36,7 @@ func TestNominationsHoldWithinAttachLimits(t *testing.T) {
 	}
 	c := newCluster(clk, objs...)
 	for _, p := range pods {
-		c.Nominate(p, "a")
+		c.Nominations().Nominate(p, "a")
 	}
 	snap, pending := snapshotPending(t, c)
 	if len(pending) != 1 || !pending["db-2"] {

@@ -30,7 +30,7 @@ func TestProvisioningLatency(t *testing.T) {
 		Status: corev1.PodStatus{Phase: corev1.PodPending}}
 	kube := fake.NewClientBuilder().WithScheme(install.NewScheme()).WithObjects(pod).Build()
 	cluster := state.NewCluster(nil, clk)
-	c := NewController(kube, clk).WithDecisions(cluster)
+	c := NewController(kube, clk).WithDecisions(cluster.Decisions())
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "api-1"}}
 	reconcileOnce := func() {
 		t.Helper()
@@ -41,7 +41,7 @@ func TestProvisioningLatency(t *testing.T) {
 	name := map[string]string{"name": "api-1", "namespace": "shop"}
 
 	// Seen at +2 s; no batch yet at +5 s.
-	cluster.AckPods(pod)
+	cluster.Decisions().AckPods(pod)
 	clk.Step(3 * time.Second)
 	reconcileOnce()
 	if got := testutil.ToFloat64(metrics.PodsSchedulingUndecidedTime.WithLabelValues("api-1", "shop")); got != 3 {
@@ -52,11 +52,11 @@ func TestProvisioningLatency(t *testing.T) {
 	}
 
 	// A batch at +5 s finds it no place, one at +8 s places it.
-	if waited := cluster.MarkDecisions(nil, []*corev1.Pod{pod}); len(waited) != 1 || waited[0] != 3*time.Second {
+	if waited := cluster.Decisions().MarkDecisions(nil, []*corev1.Pod{pod}); len(waited) != 1 || waited[0] != 3*time.Second {
 		t.Errorf("first decision waited %v, want [3s]", waited)
 	}
 	clk.Step(3 * time.Second)
-	if waited := cluster.MarkDecisions([]*corev1.Pod{pod}, nil); len(waited) != 0 {
+	if waited := cluster.Decisions().MarkDecisions([]*corev1.Pod{pod}, nil); len(waited) != 0 {
 		t.Errorf("a second decision is not a first one: %v", waited)
 	}
 	clk.Step(4 * time.Second)
@@ -94,7 +94,7 @@ func TestProvisioningLatency(t *testing.T) {
 	if n := metricstest.Series(t, metrics.PodsProvisioningUnboundTime, name) + metricstest.Series(t, metrics.PodsProvisioningUnstartedTime, name); n != 0 {
 		t.Errorf("%d provisioning gauges remain for a bound, ready pod", n)
 	}
-	if _, ok := cluster.Decision(pod.UID); ok {
+	if _, ok := cluster.Decisions().Decision(pod.UID); ok {
 		t.Error("the decision of a pod that started is still remembered")
 	}
 }
@@ -106,26 +106,26 @@ func TestDecisionsAreRecordedOnce(t *testing.T) {
 	cluster := state.NewCluster(nil, clk)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", UID: "a"}}
 	bound := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", UID: "b"}, Spec: corev1.PodSpec{NodeName: "n1"}}
-	cluster.AckPods(pod, bound)
+	cluster.Decisions().AckPods(pod, bound)
 	clk.Step(2 * time.Second)
-	if waited := cluster.MarkDecisions([]*corev1.Pod{pod, bound}, nil); len(waited) != 1 || waited[0] != 2*time.Second {
+	if waited := cluster.Decisions().MarkDecisions([]*corev1.Pod{pod, bound}, nil); len(waited) != 1 || waited[0] != 2*time.Second {
 		t.Fatalf("waited %v, want [2s] (the bound pod is left alone)", waited)
 	}
-	d, _ := cluster.Decision(pod.UID)
+	d, _ := cluster.Decisions().Decision(pod.UID)
 	if !d.Schedulable.Equal(clk.Now()) || !d.Decided.Equal(clk.Now()) {
 		t.Errorf("decision %+v", d)
 	}
 	clk.Step(time.Second)
-	cluster.MarkDecisions([]*corev1.Pod{pod}, nil)
-	if again, _ := cluster.Decision(pod.UID); !again.Schedulable.Equal(d.Schedulable) {
+	cluster.Decisions().MarkDecisions([]*corev1.Pod{pod}, nil)
+	if again, _ := cluster.Decisions().Decision(pod.UID); !again.Schedulable.Equal(d.Schedulable) {
 		t.Errorf("placed again: schedulable moved from %v to %v", d.Schedulable, again.Schedulable)
 	}
-	cluster.MarkDecisions(nil, []*corev1.Pod{pod})
-	if lost, _ := cluster.Decision(pod.UID); !lost.Schedulable.IsZero() || !lost.Decided.Equal(d.Decided) {
+	cluster.Decisions().MarkDecisions(nil, []*corev1.Pod{pod})
+	if lost, _ := cluster.Decisions().Decision(pod.UID); !lost.Schedulable.IsZero() || !lost.Decided.Equal(d.Decided) {
 		t.Errorf("found no place: %+v, want no schedulable time and the first decision kept", lost)
 	}
 	cluster.Delete(pod)
-	if _, ok := cluster.Decision(pod.UID); ok {
+	if _, ok := cluster.Decisions().Decision(pod.UID); ok {
 		t.Error("a deleted pod's decision is still remembered")
 	}
 }
