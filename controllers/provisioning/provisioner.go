@@ -243,9 +243,12 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		metrics.SetPendingPodsByZone("provisioner", nil)
 		return nil
 	}
-	p.observeEffectiveZones(ctx, snap)
+	in, prepared, err := p.prepare(snap)
+	if err != nil {
+		return fmt.Errorf("solving: %w", err)
+	}
 	start := p.clock.Now()
-	res, outcome, err := p.solve(ctx, snap)
+	res, outcome, err := p.solve(ctx, snap, in, prepared)
 	if err != nil {
 		return fmt.Errorf("solving: %w", err)
 	}
@@ -323,33 +326,29 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	return nil
 }
 
-// observeEffectiveZones sets the batch's pending pods by effective zone; a solver error is
-// only logged: the metric does not hold the batch up.
-func (p *Provisioner) observeEffectiveZones(ctx context.Context, snap *snapshot.Snapshot) {
-	zones, err := solver.EffectiveZones(p.scheduling.Apply(snap.SolverInput()))
-	if err != nil {
-		log.FromContext(ctx).Error(err, "counting pending pods by effective zone")
-		return
-	}
-	metrics.SetPendingPodsByZone("provisioner", zones)
-}
-
-// solve runs the batch through the policies when the engine is set, else the solver alone.
-func (p *Provisioner) solve(ctx context.Context, snap *snapshot.Snapshot) (*solver.Result, *planner.Outcome, error) {
+// prepare builds the batch's solver input and prepares it once: the pending pods by effective
+// zone are read from it, and without policies the batch is solved from it.
+func (p *Provisioner) prepare(snap *snapshot.Snapshot) (*solver.Input, *solver.Prepared, error) {
 	in := p.scheduling.Apply(snap.SolverInput())
-	run := metrics.StartSolve("provisioner", len(in.Pods), p.clock.Now(), p.clock.Since)
-	defer run.Done()
-	in.Progress = run.Progress
-	if p.engine == nil {
-		res, err := solver.Solve(in)
-		return res, nil, err
-	}
-	pl := planner.New(p.engine, snap.Objects.Namespaces, snap.Objects.CapacityBudgets, snap.Objects.ClusterCapacityBudgets, snap.Now)
-	out, err := pl.Solve(ctx, in)
+	prepared, err := solver.Prepare(in)
 	if err != nil {
 		return nil, nil, err
 	}
-	return out.Result, out, nil
+	metrics.SetPendingPodsByZone("provisioner", prepared.EffectiveZones())
+	return in, prepared, nil
+}
+
+// solve runs the batch through the policies when the engine is set, else the solver alone
+// (planner.Decide).
+func (p *Provisioner) solve(ctx context.Context, snap *snapshot.Snapshot, in *solver.Input, prepared *solver.Prepared) (*solver.Result, *planner.Outcome, error) {
+	run := metrics.StartSolve("provisioner", len(in.Pods), p.clock.Now(), p.clock.Since)
+	defer run.Done()
+	in.Progress = run.Progress
+	var pl *planner.Planner
+	if p.engine != nil {
+		pl = planner.New(p.engine, snap.Objects.Namespaces, snap.Objects.CapacityBudgets, snap.Objects.ClusterCapacityBudgets, snap.Now)
+	}
+	return planner.Decide(ctx, pl, in, prepared)
 }
 
 // markDecisions records which real pods the batch placed and which it could not, and observes

@@ -123,7 +123,11 @@ func TestSolveIsObserved(t *testing.T) {
 	}
 	snap := &snapshot.Snapshot{Pods: pods, NodePools: []*snapshot.NodePool{{NodePool: &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "general"}},
 		InstanceTypes: []*cloudprovider.InstanceType{it}}}}
-	res, _, err := p.solve(t.Context(), snap)
+	in, prepared, err := p.prepare(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := p.solve(t.Context(), snap, in, prepared)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +146,9 @@ func TestSolveIsObserved(t *testing.T) {
 
 	// The batch's pods by effective zone: each batch replaces the last one's series.
 	pods[2].Spec.NodeSelector = map[string]string{karpv1.LabelTopologyZone: "z-a"}
-	p.observeEffectiveZones(t.Context(), snap)
+	if _, _, err := p.prepare(snap); err != nil {
+		t.Fatal(err)
+	}
 	zone := func(z string) float64 {
 		return testutil.ToFloat64(metrics.SchedulerPendingPodsByZone.WithLabelValues("provisioner", z))
 	}
@@ -150,7 +156,9 @@ func TestSolveIsObserved(t *testing.T) {
 		t.Fatalf("%d effective zone series, flexible %v, z-a %v; want 2, 2 and 1", n, zone("flexible"), zone("z-a"))
 	}
 	snap.Pods = pods[:1]
-	p.observeEffectiveZones(t.Context(), snap)
+	if _, _, err := p.prepare(snap); err != nil {
+		t.Fatal(err)
+	}
 	if n := testutil.CollectAndCount(metrics.SchedulerPendingPodsByZone); n != 1 || zone("flexible") != 1 {
 		t.Fatalf("the next batch: %d series, flexible %v; want 1 and 1", n, zone("flexible"))
 	}

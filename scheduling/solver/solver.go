@@ -1,6 +1,7 @@
 package solver
 
 import (
+	"errors"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -168,10 +169,37 @@ func (s *solver) resOf(p *corev1.Pod, requests corev1.ResourceList) res {
 // Solve places the pods: on existing nodes first, then in-flight ones, then on new NodeClaims
 // from the NodePools in weight order. It is deterministic.
 func Solve(in *Input) (*Result, error) {
+	pr, err := Prepare(in)
+	if err != nil {
+		return nil, err
+	}
+	return pr.Solve()
+}
+
+// Prepared is an input turned into the solver's structures once (the NodePools with their
+// instance types, the nodes, the topology): what EffectiveZones reads and what Solve places
+// the pods with. Solve uses it up; read EffectiveZones before.
+type Prepared struct {
+	s    *solver
+	used bool
+}
+
+// Prepare turns the input into the solver's structures.
+func Prepare(in *Input) (*Prepared, error) {
 	s, err := newSolver(in)
 	if err != nil {
 		return nil, err
 	}
+	return &Prepared{s: s}, nil
+}
+
+// Solve places the pods (see the package function Solve). A Prepared solves once.
+func (pr *Prepared) Solve() (*Result, error) {
+	if pr.used {
+		return nil, errors.New("a prepared input solves once; prepare it again")
+	}
+	pr.used = true
+	s, in := pr.s, pr.s.in
 	pods := append([]*corev1.Pod(nil), in.Pods...)
 	requests := make(map[*corev1.Pod]corev1.ResourceList, len(pods))
 	out := &Result{Existing: map[string][]*corev1.Pod{}, Requests: requests}

@@ -22,17 +22,24 @@ const (
 // the pods already placed) leave; ZoneFlexible when more than one is left or nothing narrows
 // it, ZoneNone when none is. It places nothing.
 func EffectiveZones(in *Input) (map[string]int, error) {
-	s, err := newSolver(in)
+	pr, err := Prepare(in)
 	if err != nil {
 		return nil, err
 	}
+	return pr.EffectiveZones(), nil
+}
+
+// EffectiveZones counts the prepared input's pods by effective zone (the package function
+// EffectiveZones), before Solve.
+func (pr *Prepared) EffectiveZones() map[string]int {
+	s := pr.s
 	out := map[string]int{}
-	for _, p := range in.Pods {
+	for _, p := range s.in.Pods {
 		if !scheduling.IsVirtual(p) {
 			out[s.effectiveZone(p)]++
 		}
 	}
-	return out, nil
+	return out
 }
 
 // effectiveZone is the pod's effective zone (EffectiveZones). A pod whose required node

@@ -11,6 +11,7 @@ import (
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/scheduling/methods"
+	"github.com/karpenter-policy/karpenter/scheduling/planner"
 	"github.com/karpenter-policy/karpenter/scheduling/snapshot"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
@@ -159,19 +160,9 @@ func Disrupt(ctx context.Context, in *DisruptInput) (*Report, error) {
 // placePending solves the pending pods onto the cluster as the provisioner would and applies
 // the placements, so that disruption weighs the cluster with them running.
 func placePending(ctx context.Context, c *methods.Cluster, in *DisruptInput, pending *snapshot.Snapshot) (*methods.Cluster, *Report, error) {
-	solverIn := pending.SolverInput()
-	var res *solver.Result
-	if in.Planner != nil {
-		out, err := in.Planner.Solve(ctx, solverIn)
-		if err != nil {
-			return nil, nil, err
-		}
-		res = out.Result
-	} else {
-		var err error
-		if res, err = solver.Solve(solverIn); err != nil {
-			return nil, nil, err
-		}
+	res, _, err := planner.Decide(ctx, in.Planner, pending.SolverInput(), nil)
+	if err != nil {
+		return nil, nil, err
 	}
 	placed := &methods.Command{Replacements: res.NodeClaims}
 	for _, name := range sortedNames(res.Existing) {

@@ -208,19 +208,14 @@ func Run(ctx context.Context, in *Input) (*Report, error) {
 		return nil, err
 	}
 	snap := in.snapshot(objs, time.Time{})
-	solverIn := snap.SolverInput()
-	if in.Planner == nil {
-		res, err := solver.Solve(solverIn)
-		if err != nil {
-			return nil, err
-		}
-		return withUnresolved(report(res), snap), nil
-	}
-	out, err := in.Planner.Solve(ctx, solverIn)
+	res, out, err := planner.Decide(ctx, in.Planner, snap.SolverInput(), nil)
 	if err != nil {
 		return nil, err
 	}
-	r := withUnresolved(report(out.Result), snap)
+	r := withUnresolved(report(res), snap)
+	if out == nil {
+		return r, nil
+	}
 	r.Namespaces = map[string]*NamespaceReport{}
 	for name, ns := range out.Namespaces {
 		nr := &NamespaceReport{PricePerHour: round(ns.PricePerHour()), SpotPercent: round(SpotPercent(ns)), BlockedPods: []Pending{}}
