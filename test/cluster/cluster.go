@@ -86,6 +86,7 @@ type Cluster struct {
 
 	opts       Options
 	supervisor context.CancelFunc // stops Supervise
+	replay     context.CancelFunc // stops replayBoundPods
 	mu         sync.Mutex         // guards procs
 	procs      []*Process
 	proxy      *proxy
@@ -288,6 +289,10 @@ options:
 		return err
 	}
 
+	replayCtx, stopReplay := context.WithCancel(context.Background())
+	c.replay = stopReplay
+	go replayBoundPods(replayCtx, c)
+
 	o.Log("installing CRDs from config/crd/bases")
 	webhookURL := c.WebhookURL()
 	if err := InstallCRDs(ctx, c.Config, filepath.Join(o.RepoRoot, "config", "crd", "bases"), webhookURL); err != nil {
@@ -436,6 +441,9 @@ func (c *Cluster) Stop() error {
 	c.mu.Unlock()
 	if stopSupervising != nil {
 		stopSupervising()
+	}
+	if c.replay != nil {
+		c.replay()
 	}
 	if c.proxy != nil {
 		c.proxy.close()
