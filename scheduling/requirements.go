@@ -151,19 +151,78 @@ func (r *Requirement) String() string {
 	case !r.complement && r.values.Len() == 0:
 		b.WriteString(" DoesNotExist")
 	case !r.complement:
-		fmt.Fprintf(&b, " In [%s]", strings.Join(r.Values(), ","))
+		b.WriteString(" In [")
+		r.writeValues(&b)
+		b.WriteString("]")
 	case r.values.Len() > 0:
-		fmt.Fprintf(&b, " NotIn [%s]", strings.Join(r.Values(), ","))
+		b.WriteString(" NotIn [")
+		r.writeValues(&b)
+		b.WriteString("]")
 	default:
 		b.WriteString(" Exists")
 	}
 	if r.greaterThan != nil {
-		fmt.Fprintf(&b, " >%d", *r.greaterThan)
+		b.WriteString(" >")
+		b.WriteString(strconv.FormatInt(*r.greaterThan, 10))
 	}
 	if r.lessThan != nil {
-		fmt.Fprintf(&b, " <%d", *r.lessThan)
+		b.WriteString(" <")
+		b.WriteString(strconv.FormatInt(*r.lessThan, 10))
 	}
 	return b.String()
+}
+
+// writeValues writes the values sorted, comma-separated; the solver builds keys of
+// requirements in its inner loops, so one value is written without a sort.
+func (r *Requirement) writeValues(b *strings.Builder) {
+	if r.values.Len() == 1 {
+		for v := range r.values {
+			b.WriteString(v)
+		}
+		return
+	}
+	b.WriteString(strings.Join(r.Values(), ","))
+}
+
+// Fingerprint is a 128-bit hash of what the requirement allows (its key, whether it is a
+// complement, its values and bounds; not MinValues), the same whatever order its values were
+// added in. It is for memo keys whose collision can only cost a missed answer, never a wrong
+// one: use String where equality must be exact.
+func (r *Requirement) Fingerprint() (uint64, uint64) {
+	h1, h2 := fnv64(r.Key, 1), fnv64(r.Key, 2)
+	var sum, mix uint64
+	for v := range r.values {
+		f := fnv64(v, 3)
+		sum += f
+		mix ^= f * 0x9E3779B97F4A7C15
+	}
+	h1 = (h1^sum)*0x100000001B3 + uint64(r.values.Len())
+	h2 = (h2^mix)*0x100000001B3 + boundHash(r.greaterThan, r.lessThan)
+	if r.complement {
+		h1, h2 = ^h1, h2*31+7
+	}
+	return h1, h2
+}
+
+// fnv64 is FNV-1a of s, seeded.
+func fnv64(s string, seed uint64) uint64 {
+	h := uint64(0xcbf29ce484222325) ^ seed
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 0x100000001B3
+	}
+	return h
+}
+
+func boundHash(gt, lt *int64) uint64 {
+	var h uint64 = 17
+	if gt != nil {
+		h = h*31 + uint64(*gt) + 1
+	}
+	if lt != nil {
+		h = h*131 + uint64(*lt) + 3
+	}
+	return h
 }
 
 func maxBound(a, b *int64) *int64 {

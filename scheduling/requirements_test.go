@@ -234,3 +234,36 @@ func TestRulesOutIsNecessary(t *testing.T) {
 		t.Error("a pool of pool=x must rule out a pod that selects pool=y")
 	}
 }
+
+// Equal requirements have one fingerprint whatever the order their values came in; requirements
+// that allow different values of the domain have different ones.
+func TestFingerprint(t *testing.T) {
+	a := NewRequirement("k", corev1.NodeSelectorOpIn, "x", "y", "z")
+	b := NewRequirement("k", corev1.NodeSelectorOpIn, "z", "x", "y")
+	a1, a2 := a.Fingerprint()
+	if b1, b2 := b.Fingerprint(); a1 != b1 || a2 != b2 {
+		t.Fatalf("%s and %s: different fingerprints", a, b)
+	}
+	r := rand.New(rand.NewSource(4))
+	seen := map[[2]uint64]string{}
+	for range 3000 {
+		x := randomRequirement(r, "k")
+		var allowed []byte
+		for _, v := range domain {
+			if x.Has(v) {
+				allowed = append(allowed, '1')
+			} else {
+				allowed = append(allowed, '0')
+			}
+		}
+		h1, h2 := x.Fingerprint()
+		if prev, ok := seen[[2]uint64{h1, h2}]; ok && prev != string(allowed) {
+			t.Fatalf("%s shares its fingerprint with a requirement allowing %s, it allows %s", x, prev, allowed)
+		}
+		seen[[2]uint64{h1, h2}] = string(allowed)
+	}
+	i1, _ := NewRequirement("k", corev1.NodeSelectorOpIn, "x").Fingerprint()
+	if n1, _ := NewRequirement("k", corev1.NodeSelectorOpNotIn, "x").Fingerprint(); n1 == i1 {
+		t.Error("In [x] and NotIn [x] share a fingerprint")
+	}
+}

@@ -66,6 +66,8 @@ func (s *solver) policy(p *corev1.Pod, pl *pool) *Constraints {
 // offerFilter is a policy's offering filter with its answers kept per instance type, as a
 // bit per offering: the solver asks the same questions millions of times in a batch.
 type offerFilter struct {
+	// id numbers the filter in its solve, for memo keys.
+	id    int
 	allow func(*cloudprovider.InstanceType, cloudprovider.Offering) bool
 	// masks has, by instance type index, bit i set when offering i is allowed, and
 	// maskKnown once computed.
@@ -104,7 +106,8 @@ func (s *solver) offerFilter(pc *Constraints) *offerFilter {
 			return f
 		}
 	}
-	f := &offerFilter{allow: pc.AllowOffering, masks: make([]uint64, s.typeCount)}
+	s.filterCount++
+	f := &offerFilter{id: s.filterCount, allow: pc.AllowOffering, masks: make([]uint64, s.typeCount)}
 	s.offerFilters[pc] = f
 	if pc.OfferingKey != "" {
 		s.offerFiltersByKey[pc.OfferingKey] = f

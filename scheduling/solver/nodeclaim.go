@@ -50,6 +50,8 @@ type NodeClaim struct {
 	// frozen: growing into a costlier type was refused once; the NodeClaim now only takes
 	// pods that fit its cheapest type.
 	frozen bool
+	// memoAt is the stamp at which the NodeClaim last stored a refusal (refusal memo).
+	memoAt int
 	// maxAlloc is the largest allocatable cpu and memory among the remaining types, to turn
 	// pods away without looking at every type.
 	maxAlloc res

@@ -72,8 +72,12 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	if conflict := portsConflict(c.ports, pl.ports); conflict != "" {
 		return claimPlan{}, fmt.Errorf("host port %s in use", conflict)
 	}
-	key, memo := s.refusal(&pl)
-	if memo {
+	// A refusal memo lookup builds a key; it is only worth it once the NodeClaim, as it is
+	// now, has refused a pod (memoAt).
+	memo, stamp := s.memoizable(&pl), c.stamp()
+	var key refusalKey
+	if memo && c.memoAt == stamp {
+		key = s.refusalKey(&pl)
 		if err, ok := s.refusals[key]; ok {
 			return claimPlan{}, err
 		}
@@ -84,10 +88,14 @@ func (s *solver) planClaim(c *NodeClaim, p *corev1.Pod, requests corev1.Resource
 	}
 	if err != nil {
 		if memo {
+			if key.c == nil {
+				key = s.refusalKey(&pl)
+			}
 			if s.refusals == nil || len(s.refusals) >= refusalMax {
 				s.refusals = map[refusalKey]error{}
 			}
 			s.refusals[key] = err
+			c.memoAt = stamp
 		}
 		return claimPlan{}, err
 	}

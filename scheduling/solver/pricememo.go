@@ -1,8 +1,8 @@
 package solver
 
 import (
-	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/karpenter-policy/karpenter/scheduling"
@@ -68,36 +68,66 @@ func typeKey(pl *pool, reqs scheduling.Requirements, filters []*offerFilter) (st
 		b.WriteString(reqs[k].String())
 	}
 	for _, f := range filters {
-		fmt.Fprintf(&b, "\x00%p", f)
+		b.WriteString("\x00f")
+		b.WriteString(strconv.Itoa(f.id))
 	}
 	return b.String(), keys
 }
 
 // refusalKey is what decides whether a NodeClaim's types take a pod once its requirements are
 // narrowed (filterTypes, grow): the NodeClaim as it is (its pods and whether it froze), the
-// pod's requests and the narrowed requirements and filters.
+// pod's requests and the narrowed requirements on the pool's type keys (by fingerprint: a
+// collision could only refuse a pod a NodeClaim would take, never place one where it may not
+// go) and filters.
 type refusalKey struct {
 	c               *NodeClaim
 	pods            int
 	frozen, packing bool
 	cpu, mem, count int64
-	types           string
+	reqs            [2]uint64
+	filters         string
 }
 
 // refusalMax bounds the refusal memo: past it, it is dropped and built again.
 const refusalMax = 1 << 16
 
-// refusal is the key of a plan's type filtering and growth, and false when the outcome may
-// depend on more than it holds: a NodePool limit (what is left of it moves), a policy type
-// filter, extended resources, or capacity reservations. A NodeClaim refuses a pod with the
-// same key for the same reason: its types, requests and price only change when it takes a
-// pod, which the key counts. Solving a large catalog, the pods of a workload are refused by
-// the same frozen NodeClaims thousands of times; this answers those at the cost of the key.
-func (s *solver) refusal(pl *claimPlan) (refusalKey, bool) {
+// memoizable says whether a plan's type filtering and growth outcome is decided by its
+// refusalKey alone: not with a NodePool limit (what is left of it moves), a policy type filter,
+// extended resources or capacity reservations. A NodeClaim refuses a pod with the same key for
+// the same reason: its types, requests and price only change when it takes a pod, which the
+// key counts. Solving a large catalog, the pods of a workload are refused by the same frozen
+// NodeClaims thousands of times; the memo answers those at the cost of the key.
+func (s *solver) memoizable(pl *claimPlan) bool {
+	return memoize && pl.c.pool.remaining == nil && pl.fresh == nil && len(pl.typeFilters) == 0 && len(pl.podReq.ext) == 0 && len(s.reserved) == 0
+}
+
+// refusalKey is the plan's memo key (memoizable).
+func (s *solver) refusalKey(pl *claimPlan) refusalKey {
 	c := pl.c
-	if !memoize || c.pool.remaining != nil || pl.fresh != nil || len(pl.typeFilters) > 0 || len(pl.podReq.ext) > 0 || len(s.reserved) > 0 {
-		return refusalKey{}, false
+	var h1, h2 uint64
+	for k, r := range pl.merged {
+		if !c.pool.typeKeys.Has(k) {
+			continue
+		}
+		// Summed: the map's order does not matter; the key is in the fingerprint.
+		a, b := r.Fingerprint()
+		h1, h2 = h1+a, h2+(b^0x5bd1e995)*0x9E3779B97F4A7C15
 	}
-	key, _ := typeKey(c.pool, pl.merged, pl.filters)
-	return refusalKey{c: c, pods: len(c.Pods), frozen: c.frozen, packing: s.packing, cpu: pl.podReq.cpu, mem: pl.podReq.mem, count: pl.podReq.pods, types: key}, true
+	var filters strings.Builder
+	for _, f := range pl.filters {
+		filters.WriteString(strconv.Itoa(f.id))
+		filters.WriteByte(',')
+	}
+	return refusalKey{c: c, pods: len(c.Pods), frozen: c.frozen, packing: s.packing, cpu: pl.podReq.cpu, mem: pl.podReq.mem, count: pl.podReq.pods,
+		reqs: [2]uint64{h1, h2}, filters: filters.String()}
+}
+
+// stamp is the NodeClaim's state as the refusal memo tells it apart: its pods and whether it
+// froze, never 0.
+func (c *NodeClaim) stamp() int {
+	st := 2*len(c.Pods) + 1
+	if c.frozen {
+		st++
+	}
+	return st*2 + 1
 }

@@ -123,12 +123,14 @@ type solver struct {
 	priceMemo map[string][]float64
 	// refusals keeps the plans' type filtering and growth refusals (refusal).
 	refusals map[refusalKey]error
-	in       *Input
-	pools    []*pool
-	nodes    []*existing
-	claims   []*NodeClaim
-	topo     *topology
-	intern   *interner
+	// filterCount numbers the offer filters.
+	filterCount int
+	in          *Input
+	pools       []*pool
+	nodes       []*existing
+	claims      []*NodeClaim
+	topo        *topology
+	intern      *interner
 	// reserved is how much room each capacity reservation has left in this solve.
 	reserved reservations
 	// typeCount is how many instance types prepare made; offerFilters are the policies'
