@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -83,7 +84,13 @@ func (c *Cluster) WaitManagerReady(ctx context.Context, probePort int) error {
 				return nil
 			}
 		}
+		// Only the manager waited for: another process may be down on purpose (a chaos test
+		// killed it, and its supervisor has not restarted it yet).
+		probe := "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probePort)
 		for _, p := range c.Processes() {
+			if !slices.Contains(p.Args, probe) {
+				continue
+			}
 			if exited, err := p.Exited(); exited {
 				return fmt.Errorf("%s exited (%v); last lines of its log:\n%s", p.Name, err, c.LogTail(p.Name, 20))
 			}
