@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +43,11 @@ func replayBoundPods(ctx context.Context, c *Cluster) {
 			return
 		case <-t.C:
 		}
+		// Pending pods first: the nodes are listed only when one is bound and waiting.
+		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending"})
+		if err != nil || !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return p.Spec.NodeName != "" }) {
+			continue
+		}
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			continue
@@ -51,13 +57,6 @@ func replayBoundPods(ctx context.Context, c *Cluster) {
 			if n.Annotations[KwokNodeAnnotation] == "fake" {
 				kwok[n.Name] = true
 			}
-		}
-		if len(kwok) == 0 {
-			continue
-		}
-		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending"})
-		if err != nil {
-			continue
 		}
 		now := time.Now()
 		for i := range pods.Items {
