@@ -59,36 +59,29 @@ func (s *solver) efficientTypes(c *NodeClaim, reqs scheduling.Requirements, type
 			keys = append(keys, k)
 		}
 	}
-	best := 0.0
+	// Each type's cheapest allowed price: kept by typePrices when it can be (no policy type
+	// filter), else found type by type. The kept types already meet reqs; the pool's others
+	// are checked against them.
+	var prices []float64
 	if len(typeFilters) == 0 {
-		if prices := s.typePrices(c.pool, reqs, c.filters); prices != nil {
-			for _, o := range c.pool.types {
-				if p := prices[o.idx]; p >= 0 {
-					if v := cover(o.alloc, p); v > 0 && (best == 0 || v < best) {
-						best = v
-					}
-				}
-			}
-			var out []*instanceType
-			for _, t := range types {
-				if total.cpu+s.aheadCPU < t.alloc.cpu && total.mem+s.aheadMem < t.alloc.mem {
-					continue
-				}
-				if p := prices[t.idx]; p >= 0 && cover(t.alloc, p) <= best*growthTolerance {
-					out = append(out, t)
-				}
-			}
-			return out
-		}
+		prices = s.typePrices(c.pool, reqs, c.filters)
 	}
 	sel := s.intern.sel(reqs)
 	checks, exact := s.intern.checks(reqs, keys)
-	for _, o := range c.pool.types {
-		if o.check(reqs, keys, checks, exact) != nil || !allowedType(o, typeFilters) {
-			continue
+	priceOf := func(t *instanceType, check bool) (float64, bool) {
+		if prices != nil {
+			return prices[t.idx], prices[t.idx] >= 0
 		}
-		if off, ok := o.cheapestOfferingSel(sel, c.filters); ok {
-			if v := cover(o.alloc, off.Price); v > 0 && (best == 0 || v < best) {
+		if check && (t.check(reqs, keys, checks, exact) != nil || !allowedType(t, typeFilters)) {
+			return 0, false
+		}
+		o, ok := t.cheapestOfferingSel(sel, c.filters)
+		return o.Price, ok
+	}
+	best := 0.0
+	for _, o := range c.pool.types {
+		if p, ok := priceOf(o, true); ok {
+			if v := cover(o.alloc, p); v > 0 && (best == 0 || v < best) {
 				best = v
 			}
 		}
@@ -100,7 +93,7 @@ func (s *solver) efficientTypes(c *NodeClaim, reqs scheduling.Requirements, type
 		if total.cpu+s.aheadCPU < t.alloc.cpu && total.mem+s.aheadMem < t.alloc.mem {
 			continue
 		}
-		if off, ok := t.cheapestOfferingSel(sel, c.filters); ok && cover(t.alloc, off.Price) <= best*growthTolerance {
+		if p, ok := priceOf(t, false); ok && cover(t.alloc, p) <= best*growthTolerance {
 			out = append(out, t)
 		}
 	}

@@ -180,20 +180,17 @@ func (s *solver) finalize(c *NodeClaim) {
 		t *instanceType
 		o cloudprovider.Offering
 	}
+	// Types have distinct names, so the one price rule orders them by price and name; the
+	// offering's zone and capacity type break no tie, and a kept price (typePrices) will do.
+	prices := s.typePrices(c.pool, c.Requirements, c.filters)
 	ps := make([]priced, 0, len(c.types))
-	if prices := s.typePrices(c.pool, c.Requirements, c.filters); prices != nil {
-		// Types have distinct names, so the one price rule orders them by price and name;
-		// the offering's zone and capacity type break no tie between them.
-		for _, t := range c.types {
+	for _, t := range c.types {
+		if prices != nil {
 			if p := prices[t.idx]; p >= 0 {
 				ps = append(ps, priced{t, cloudprovider.Offering{Price: p}})
 			}
-		}
-	} else {
-		for _, t := range c.types {
-			if o, ok := t.cheapestOffering(c.Requirements, c.filters); ok {
-				ps = append(ps, priced{t, o})
-			}
+		} else if o, ok := t.cheapestOffering(c.Requirements, c.filters); ok {
+			ps = append(ps, priced{t, o})
 		}
 	}
 	byPrice := func(a, b priced) int { return cloudprovider.CompareOfferings(a.t.it.Name, a.o, b.t.it.Name, b.o) }
