@@ -99,7 +99,7 @@ envtest: ## Integration suites on a real kube-apiserver and etcd (envtest).
 # ports; hack/e2e-lanes spreads the tests over them by test/e2e/durations.json (E2E_RECORD=1
 # writes this run's times back) and prints the whole log of a failed one. E2E_RUN picks tests
 # by regular expression. Every run builds the manager and the suites anew.
-E2E_LANES ?= 4
+E2E_LANES ?= 3
 .PHONY: e2e
 e2e: ## End-to-end suites in E2E_LANES parallel lanes: the manager against local clusters like make run's, started by the tests.
 	KUBEBUILDER_ASSETS="$$(hack/kube-binaries.sh)" go run ./hack/e2e-lanes -lanes $(E2E_LANES) $(if $(E2E_RECORD),-record)
