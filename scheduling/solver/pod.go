@@ -58,21 +58,28 @@ func preferredTerms(p *corev1.Pod) []corev1.PreferredSchedulingTerm {
 // hostPorts are the host ports a pod binds, as protocol/ip/port.
 func hostPorts(p *corev1.Pod) []string {
 	var out []string
-	for _, c := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
-		for _, port := range c.Ports {
-			if port.HostPort == 0 {
-				continue
-			}
-			proto := port.Protocol
-			if proto == "" {
-				proto = corev1.ProtocolTCP
-			}
-			ip := port.HostIP
-			if ip == "" {
-				ip = "0.0.0.0"
-			}
-			out = append(out, fmt.Sprintf("%s/%s/%d", proto, ip, port.HostPort))
+	for _, cs := range [2][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range cs {
+			out = appendHostPorts(out, cs[i].Ports)
 		}
+	}
+	return out
+}
+
+func appendHostPorts(out []string, ports []corev1.ContainerPort) []string {
+	for _, port := range ports {
+		if port.HostPort == 0 {
+			continue
+		}
+		proto := port.Protocol
+		if proto == "" {
+			proto = corev1.ProtocolTCP
+		}
+		ip := port.HostIP
+		if ip == "" {
+			ip = "0.0.0.0"
+		}
+		out = append(out, fmt.Sprintf("%s/%s/%d", proto, ip, port.HostPort))
 	}
 	return out
 }

@@ -338,7 +338,13 @@ func (t *topology) count(p *corev1.Pod, domainOf func(key string) (string, bool)
 // domains for its key; the result narrows a NodeClaim that could still be in several. It
 // returns why no domain works otherwise.
 func (t *topology) choose(p *corev1.Pod, strict bool, podReqs scheduling.Requirements, domainsOf func(key string) []string) (map[string]string, error) {
-	chosen := map[string]string{}
+	var chosen map[string]string // most pods have no constraint: no map for them
+	choose := func(key, d string) {
+		if chosen == nil {
+			chosen = make(map[string]string, 2)
+		}
+		chosen[key] = d
+	}
 	for _, c := range t.constraints(p) {
 		if t.soft(c, strict) {
 			continue
@@ -393,7 +399,7 @@ func (t *topology) choose(p *corev1.Pod, strict bool, podReqs scheduling.Require
 				return nil, fmt.Errorf("pod anti-affinity on %s: pods matching %s already in every domain the node could be in", g.key, g.selectorID)
 			}
 		}
-		chosen[g.key] = best
+		choose(g.key, best)
 	}
 	// Pods already placed may not want this one near them.
 	for _, g := range t.anti {
@@ -408,7 +414,7 @@ func (t *topology) choose(p *corev1.Pod, strict bool, podReqs scheduling.Require
 				for _, cand := range ds {
 					if g.owners[cand] == 0 {
 						ok = true
-						chosen[g.key] = cand
+						choose(g.key, cand)
 						break
 					}
 				}
@@ -435,7 +441,7 @@ func (t *topology) globalMin(g *group, p *corev1.Pod, podReqs scheduling.Require
 	if g.key == corev1.LabelHostname {
 		return 0
 	}
-	var eligible []string
+	eligible, low := 0, math.MaxInt
 	for d := range t.domains[g.key] {
 		if r, ok := podReqs[g.key]; ok && !r.Has(d) && !g.ignoreAffinity {
 			continue
@@ -443,15 +449,11 @@ func (t *topology) globalMin(g *group, p *corev1.Pod, podReqs scheduling.Require
 		if g.honorTaints && !t.tolerable(p, g.key, d) {
 			continue
 		}
-		eligible = append(eligible, d)
-	}
-	if len(eligible) == 0 || int32(len(eligible)) < g.minDomains {
-		return 0
-	}
-	sort.Strings(eligible)
-	low := math.MaxInt
-	for _, d := range eligible {
+		eligible++
 		low = min(low, g.counts[d])
+	}
+	if eligible == 0 || int32(eligible) < g.minDomains {
+		return 0
 	}
 	return low
 }

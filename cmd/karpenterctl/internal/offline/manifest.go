@@ -9,9 +9,12 @@ import (
 	pathpkg "path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	yamlv3 "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -181,7 +184,9 @@ const (
 	MaxDocumentBytes = 3 << 20
 )
 
-// Parse splits a file into its YAML documents and parses each.
+// Parse splits a file into its YAML documents and parses each. Documents are parsed on
+// every core (a workload of thousands of pods is thousands of documents); the result, and the
+// error reported when several documents are bad (the first in the file), do not depend on it.
 func Parse(file string, b []byte) ([]Document, error) {
 	if len(b) > MaxFileBytes {
 		return nil, &ReadError{File: file, Err: fmt.Errorf("larger than the %d MiB a manifest file may be", MaxFileBytes>>20)}
@@ -192,34 +197,84 @@ func Parse(file string, b []byte) ([]Document, error) {
 	var sep []byte
 	flush := func(end int) error {
 		raw := bytes.Join(lines[start:end], nil)
-		d := Document{File: file, Line: startLine, Sep: sep, Raw: raw}
 		if len(raw) > MaxDocumentBytes {
 			return &ReadError{File: file, Line: startLine, Err: fmt.Errorf("a document of %d bytes: larger than the %d MiB the API server accepts", len(raw), MaxDocumentBytes>>20)}
 		}
-		if len(bytes.TrimSpace(raw)) > 0 {
-			var err error
-			if d, err = parseDocument(file, startLine, raw); err != nil {
-				return err
-			}
-			d.Sep = sep
-		}
 		if len(raw) > 0 || sep != nil {
-			docs = append(docs, d)
+			docs = append(docs, Document{File: file, Line: startLine, Sep: sep, Raw: raw})
 		}
 		return nil
 	}
+	var tooBig error
 	for i, l := range lines {
 		if separator.Match(bytes.TrimRight(l, "\r\n")) {
-			if err := flush(i); err != nil {
-				return nil, err
+			if tooBig = flush(i); tooBig != nil {
+				break
 			}
 			start, startLine, sep = i+1, i+2, l
 		}
 	}
-	if err := flush(len(lines)); err != nil {
+	if tooBig == nil {
+		tooBig = flush(len(lines))
+	}
+	// A bad document before an oversized one is the first error in the file.
+	if err := parseAll(docs); err != nil {
 		return nil, err
 	}
+	if tooBig != nil {
+		return nil, tooBig
+	}
 	return docs, nil
+}
+
+// parseAll parses every non-blank document in place, spread over GOMAXPROCS workers, and
+// returns the error of the first bad document in file order.
+func parseAll(docs []Document) error {
+	errs := make([]error, len(docs))
+	parse := func(i int) {
+		d := &docs[i]
+		if len(bytes.TrimSpace(d.Raw)) == 0 {
+			return
+		}
+		parsed, err := parseDocument(d.File, d.Line, d.Raw)
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		parsed.Sep = d.Sep
+		*d = parsed
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(docs)/16)
+	if workers <= 1 {
+		for i := range docs {
+			if parse(i); errs[i] != nil {
+				return errs[i]
+			}
+		}
+		return nil
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(docs) {
+					return
+				}
+				parse(i)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Join writes documents back as one file.
