@@ -71,8 +71,8 @@ type attempt struct {
 
 // relaxations are a pod's attempts, relaxing one preference at a time as upstream Karpenter
 // does: preferred pod affinity terms, then preferred anti-affinity terms, then preferred node
-// affinity terms (lowest weight first), then ScheduleAnyway spreads, and last the
-// PreferNoSchedule taints.
+// affinity terms (lowest weight first, then each alone), then ScheduleAnyway spreads, and
+// last the PreferNoSchedule taints.
 func relaxations(p *corev1.Pod, t *topology) []attempt {
 	prefs := t.preferredTerms(p)
 	affinity, all := t.preferences(p)
@@ -80,8 +80,18 @@ func relaxations(p *corev1.Pod, t *topology) []attempt {
 	for k := 0; k <= affinity; k++ {
 		out = append(out, attempt{prefs: prefs, soft: k, strict: true})
 	}
-	for d := 1; d <= len(prefs); d++ {
+	// The lightest preferred node affinity terms go first, keeping as many of the heavier
+	// ones together as can be met; then each term alone, heaviest first, as upstream tries
+	// them (its terms are ORed): a heavy term nothing can meet does not cost a lighter one
+	// that could be; then none.
+	for d := 1; d < len(prefs); d++ {
 		out = append(out, attempt{prefs: prefs[:len(prefs)-d], soft: affinity, strict: true})
+	}
+	for i := 1; i < len(prefs); i++ {
+		out = append(out, attempt{prefs: prefs[i : i+1], soft: affinity, strict: true})
+	}
+	if len(prefs) > 0 {
+		out = append(out, attempt{soft: affinity, strict: true})
 	}
 	for k := affinity + 1; k <= all; k++ {
 		out = append(out, attempt{soft: k, strict: true})
