@@ -91,20 +91,20 @@ func TestWellKnownLabelsAndCustomConstraints(t *testing.T) {
 		because string
 	}{
 		// Zones.
-		"a zone the NodePool allows":         {pod: []func(*corev1.Pod){selector(karpv1.LabelTopologyZone, "z-b")}, want: "m6g.large/z-b/"},
-		"a zone the NodePool leaves out":     {np: []func(*karpv1.NodePool){withRequirements(requirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, "z-a"))}, pod: []func(*corev1.Pod){selector(karpv1.LabelTopologyZone, "z-b")}, because: "topology.kubernetes.io/zone"},
-		"a zone no type offers":              {pod: []func(*corev1.Pod){selector(karpv1.LabelTopologyZone, "z-unknown")}, because: "topology.kubernetes.io/zone"},
-		"zones NotIn leaves the third":       {pod: []func(*corev1.Pod){requireAll(expr(karpv1.LabelTopologyZone, corev1.NodeSelectorOpNotIn, "z-a", "z-b"))}, want: "m6g.large/z-c/"},
-		"zones In two of them":               {pod: []func(*corev1.Pod){requireAll(expr(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, "z-b", "z-c"))}, want: "m6g.large//"},
-		"a zone the pod and the pool agree":  {np: []func(*karpv1.NodePool){withRequirements(requirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, "z-a", "z-c"))}, pod: []func(*corev1.Pod){requireAll(expr(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, "z-b", "z-c"))}, want: "m6g.large/z-c/"},
+		"a zone the NodePool allows":          {pod: []func(*corev1.Pod){selector(karpv1.LabelTopologyZone, "z-b")}, want: "m6g.large/z-b/"},
+		"a zone the NodePool leaves out":      {np: []func(*karpv1.NodePool){withRequirements(requirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, "z-a"))}, pod: []func(*corev1.Pod){selector(karpv1.LabelTopologyZone, "z-b")}, because: "topology.kubernetes.io/zone"},
+		"a zone no type offers":               {pod: []func(*corev1.Pod){selector(karpv1.LabelTopologyZone, "z-unknown")}, because: "topology.kubernetes.io/zone"},
+		"zones NotIn leaves the third":        {pod: []func(*corev1.Pod){requireAll(expr(karpv1.LabelTopologyZone, corev1.NodeSelectorOpNotIn, "z-a", "z-b"))}, want: "m6g.large/z-c/"},
+		"zones In two of them":                {pod: []func(*corev1.Pod){requireAll(expr(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, "z-b", "z-c"))}, want: "m6g.large//"},
+		"a zone the pod and the pool agree":   {np: []func(*karpv1.NodePool){withRequirements(requirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, "z-a", "z-c"))}, pod: []func(*corev1.Pod){requireAll(expr(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, "z-b", "z-c"))}, want: "m6g.large/z-c/"},
 		"zones pod and pool have none common": {np: []func(*karpv1.NodePool){withRequirements(requirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, "z-a"))}, pod: []func(*corev1.Pod){requireAll(expr(karpv1.LabelTopologyZone, corev1.NodeSelectorOpNotIn, "z-a"))}, because: "topology.kubernetes.io/zone"},
 		// Capacity types.
-		"Spot when the pod asks and the pool allows": {np: []func(*karpv1.NodePool){bothCapacityTypes}, pod: []func(*corev1.Pod){selector(karpv1.CapacityTypeLabelKey, karpv1.CapacityTypeSpot)}, want: "m6g.large/z-a/spot"},
-		"on-demand when the pod asks":                {np: []func(*karpv1.NodePool){bothCapacityTypes}, pod: []func(*corev1.Pod){selector(karpv1.CapacityTypeLabelKey, karpv1.CapacityTypeOnDemand)}, want: "m6g.large/z-a/on-demand"},
+		"Spot when the pod asks and the pool allows":   {np: []func(*karpv1.NodePool){bothCapacityTypes}, pod: []func(*corev1.Pod){selector(karpv1.CapacityTypeLabelKey, karpv1.CapacityTypeSpot)}, want: "m6g.large/z-a/spot"},
+		"on-demand when the pod asks":                  {np: []func(*karpv1.NodePool){bothCapacityTypes}, pod: []func(*corev1.Pod){selector(karpv1.CapacityTypeLabelKey, karpv1.CapacityTypeOnDemand)}, want: "m6g.large/z-a/on-demand"},
 		"Spot, the cheaper, when the pod says nothing": {np: []func(*karpv1.NodePool){bothCapacityTypes}, want: "m6g.large/z-a/spot"},
-		"Spot the pool does not allow":               {pod: []func(*corev1.Pod){selector(karpv1.CapacityTypeLabelKey, karpv1.CapacityTypeSpot)}, because: "karpenter.sh/capacity-type"},
-		"a capacity type nobody offers":              {np: []func(*karpv1.NodePool){bothCapacityTypes}, pod: []func(*corev1.Pod){selector(karpv1.CapacityTypeLabelKey, karpv1.CapacityTypeReserved)}, because: "karpenter.sh/capacity-type"},
-		"NotIn Spot on a pool of both":               {np: []func(*karpv1.NodePool){bothCapacityTypes}, pod: []func(*corev1.Pod){requireAll(expr(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpNotIn, karpv1.CapacityTypeSpot))}, want: "m6g.large//on-demand"},
+		"Spot the pool does not allow":                 {pod: []func(*corev1.Pod){selector(karpv1.CapacityTypeLabelKey, karpv1.CapacityTypeSpot)}, because: "karpenter.sh/capacity-type"},
+		"a capacity type nobody offers":                {np: []func(*karpv1.NodePool){bothCapacityTypes}, pod: []func(*corev1.Pod){selector(karpv1.CapacityTypeLabelKey, karpv1.CapacityTypeReserved)}, because: "karpenter.sh/capacity-type"},
+		"NotIn Spot on a pool of both":                 {np: []func(*karpv1.NodePool){bothCapacityTypes}, pod: []func(*corev1.Pod){requireAll(expr(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpNotIn, karpv1.CapacityTypeSpot))}, want: "m6g.large//on-demand"},
 		// Instance types, families, sizes, architecture, operating system.
 		"an instance type by name":          {pod: []func(*corev1.Pod){selector(corev1.LabelInstanceTypeStable, "r5.large")}, want: "r5.large//"},
 		"an instance type too small":        {pod: []func(*corev1.Pod){selector(corev1.LabelInstanceTypeStable, "c5.large")}, because: "", want: "c5.large//"},
@@ -418,7 +418,9 @@ func TestPreferentialFallback(t *testing.T) {
 // Upstream's "Instance Type Compatibility": pods that need different types share a NodeClaim
 // only on a type that serves them all, and a type that cannot serve one is not offered.
 func TestInstanceTypeCompatibility(t *testing.T) {
-	gpu := func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1") }
+	gpu := func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
+	}
 	t.Run("a GPU pod and a plain pod may share the GPU type", func(t *testing.T) {
 		r := solve(t, &Input{Pods: []*corev1.Pod{pod("train", "1", "1Gi", gpu), pod("web", "1", "1Gi")}, NodePools: pools(nodePool("default"))})
 		expectPlaced(t, r)
