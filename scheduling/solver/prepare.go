@@ -96,6 +96,17 @@ func (s *solver) preparePool(in *NodePool) *pool {
 			}
 		}
 	}
+	// The domains of the keys its types do not define: the values its requirements and
+	// template labels list (a NodeClaim takes one of them), as upstream counts them.
+	if len(p.types) > 0 {
+		for _, k := range p.reqs.Keys() {
+			if r := p.reqs[k]; !p.typeKeys.Has(k) && !r.Complement() {
+				for _, v := range r.Values() {
+					s.topo.addDomain(k, v, p.taints, poolTaints)
+				}
+			}
+		}
+	}
 	if len(p.types) == 0 {
 		p.excluded = fmt.Sprintf("no instance type of its %d matches its requirements and has an available offering", len(in.InstanceTypes))
 	}

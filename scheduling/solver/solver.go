@@ -288,6 +288,7 @@ func (pr *Prepared) Solve() (*Result, error) {
 		}
 		done()
 	}
+	out.Unschedulable = s.retry(out.Unschedulable, requests)
 	for _, n := range s.nodes {
 		if len(n.placed) > 0 {
 			out.Existing[n.node.Name] = n.placed
@@ -311,6 +312,31 @@ func (pr *Prepared) Solve() (*Result, error) {
 	sort.SliceStable(out.Unschedulable, func(i, j int) bool { return PodKey(out.Unschedulable[i].Pod) < PodKey(out.Unschedulable[j].Pod) })
 	out.LowerBoundPerHour = s.lowerBound(out.NodeClaims)
 	return out, nil
+}
+
+// retry tries again, in order and while any of them gets placed, the pods that failed for a
+// pod affinity or a topology spread: the pods placed after them may be what they needed (a
+// smaller pod they are affine to, the pods of the other domains that lower the spread's
+// minimum). Upstream's scheduling queue retries a failed pod the same way. Every other
+// refusal (resources, limits, ports, anti-affinity) only hardens as pods are placed.
+func (s *solver) retry(failed []Unschedulable, requests map[*corev1.Pod]corev1.ResourceList) []Unschedulable {
+	for progress := true; progress; {
+		progress = false
+		kept := failed[:0]
+		for _, u := range failed {
+			if !s.topo.waitsOnOthers(u.Pod) {
+				kept = append(kept, u)
+				continue
+			}
+			if reason := s.place(u.Pod, requests[u.Pod]); reason != "" {
+				kept = append(kept, Unschedulable{Pod: u.Pod, Reason: reason})
+				continue
+			}
+			progress = true
+		}
+		failed = kept
+	}
+	return failed
 }
 
 func weight(np *karpv1.NodePool) int32 {

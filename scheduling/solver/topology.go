@@ -515,6 +515,17 @@ func (t *topology) constraints(p *corev1.Pod) []constraint {
 	return t.lastCons
 }
 
+// waitsOnOthers reports whether placing other pods may let the pod in: it has a pod
+// affinity or a topology spread (required or preferred).
+func (t *topology) waitsOnOthers(p *corev1.Pod) bool {
+	for _, c := range t.constraints(p) {
+		if c.group.kind == affinity || c.group.kind == spread {
+			return true
+		}
+	}
+	return false
+}
+
 // hostnameConflict is precheckHostname's refusal. It is formatted only when read: most
 // refusals are of NodeClaims the pod is merely tried on, and formatting them was most of a
 // large solve's time.
