@@ -95,7 +95,7 @@ func (s *solver) newClaim(pl *pool, p *corev1.Pod, requests corev1.ResourceList,
 		}
 	}
 	c := &NodeClaim{NodePool: pl.name, pool: pl, Requirements: pl.reqs.Copy(),
-		Requests: pl.overhead.DeepCopy(), Hostname: fmt.Sprintf("%s-nodeclaim-%d", pl.name, len(s.claims)), ports: map[string]bool{}, hostCounts: map[*group]int{},
+		Requests: pl.overhead.DeepCopy(), Hostname: s.hostname(pl), ports: map[string]bool{}, hostCounts: map[*group]int{},
 		req: toRes(pl.overhead), maxAlloc: res{cpu: 1 << 62, mem: 1 << 62, pods: 1 << 62}}
 	c.setTypes(pl.types)
 	if c.Requests == nil {
@@ -224,6 +224,17 @@ func (s *solver) finalize(c *NodeClaim) {
 			s.reserved[c.Offering.ReservationID]--
 		}
 	}
+}
+
+// hostname names the next NodeClaim of the pool for topology: "<pool>-nodeclaim-<n>", with a
+// suffix when a node of the input already has that name (a simulation that applies one
+// solve's NodeClaims as nodes and solves again, methods.Cluster.Apply).
+func (s *solver) hostname(pl *pool) string {
+	name := fmt.Sprintf("%s-nodeclaim-%d", pl.name, len(s.claims))
+	for k := 1; s.nodeNames[name]; k++ {
+		name = fmt.Sprintf("%s-nodeclaim-%d-%d", pl.name, len(s.claims), k)
+	}
+	return name
 }
 
 func reqString(rs scheduling.Requirements, key string) string {

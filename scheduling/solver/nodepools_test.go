@@ -458,3 +458,22 @@ func TestIdenticalPodsFillNodes(t *testing.T) {
 		t.Errorf("$%.3f an hour against a lower bound of $%.3f", got, bound)
 	}
 }
+
+// A NodeClaim's Hostname never takes an input node's name: a simulation applies one solve's
+// NodeClaims as nodes named by their Hostnames and solves again.
+func TestHostnamesAvoidExistingNodes(t *testing.T) {
+	taken := node("default-nodeclaim-0", "z-a", "100m", "64Mi", func(n *scheduling.Node) { n.Pods = []*corev1.Pod{pod("x", "50m", "32Mi")} })
+	alsoTaken := node("other", "z-a", "100m", "64Mi", func(n *scheduling.Node) { n.Labels[corev1.LabelHostname] = "default-nodeclaim-1" })
+	r := solve(t, &Input{Pods: pods("w", 3, "1500m", "1Gi", hostPort(80)), NodePools: pools(nodePool("default")), Nodes: []*scheduling.Node{taken, alsoTaken}})
+	expectPlaced(t, r)
+	seen := map[string]bool{}
+	for _, c := range r.NodeClaims {
+		if c.Hostname == "default-nodeclaim-0" || c.Hostname == "default-nodeclaim-1" {
+			t.Errorf("NodeClaim hostname %s is an existing node's", c.Hostname)
+		}
+		if seen[c.Hostname] {
+			t.Errorf("two NodeClaims named %s", c.Hostname)
+		}
+		seen[c.Hostname] = true
+	}
+}

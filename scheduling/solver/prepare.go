@@ -170,7 +170,14 @@ func (s *solver) prepareNodes() {
 		}
 		return nodes[i].Name < nodes[j].Name
 	})
+	if len(nodes) > 0 {
+		s.nodeNames = make(map[string]bool, len(nodes))
+	}
 	for _, n := range nodes {
+		s.nodeNames[n.Name] = true
+		if h, ok := n.Labels[corev1.LabelHostname]; ok {
+			s.nodeNames[h] = true
+		}
 		e := &existing{node: n, reqs: scheduling.LabelRequirements(n.Labels), available: n.Allocatable.DeepCopy(), ports: map[string]bool{},
 			volumes: scheduling.NewAttachments(n.VolumeLimits)}
 		if _, ok := n.Labels[corev1.LabelHostname]; !ok {

@@ -133,6 +133,8 @@ type solver struct {
 	intern      *interner
 	// reserved is how much room each capacity reservation has left in this solve.
 	reserved reservations
+	// nodeNames are the input nodes' names and hostnames, which no NodeClaim's Hostname takes.
+	nodeNames map[string]bool
 	// finalScratch is finalize's slice of priced types, reused NodeClaim after NodeClaim.
 	finalScratch []priced
 	// typeCount is how many instance types prepare made; offerFilters are the policies'
