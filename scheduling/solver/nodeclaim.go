@@ -50,6 +50,9 @@ type NodeClaim struct {
 	// frozen: growing into a costlier type was refused once; the NodeClaim now only takes
 	// pods that fit its cheapest type.
 	frozen bool
+	// seedPrice is what the seed NodeClaim it was rebuilt from cost (Input.Seed): it may grow
+	// up to that price freely. 0 for a NodeClaim not rebuilt from a seed.
+	seedPrice float64
 	// memoAt is the stamp at which the NodeClaim last stored a refusal (refusal memo).
 	memoAt int
 	// maxAlloc is the largest allocatable cpu and memory among the remaining types, to turn

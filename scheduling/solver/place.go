@@ -31,10 +31,10 @@ func (s *solver) place(p *corev1.Pod, requests corev1.ResourceList) string {
 // placeSeeded tries the pod on the NodeClaim rebuilt from its seed, making it from the
 // NodePool if the pod is its first, with the pod's strictest placement only: a pod that
 // needs a preference relaxed is placed from scratch, where it may find a node that keeps it.
-func (s *solver) placeSeeded(p *corev1.Pod, requests corev1.ResourceList, nodePool string, c **NodeClaim) bool {
+func (s *solver) placeSeeded(p *corev1.Pod, requests corev1.ResourceList, seed *NodeClaim, c **NodeClaim) bool {
 	var pl *pool
 	for _, candidate := range s.pools {
-		if candidate.name == nodePool {
+		if candidate.name == seed.NodePool {
 			pl = candidate
 		}
 	}
@@ -56,6 +56,10 @@ func (s *solver) placeSeeded(p *corev1.Pod, requests corev1.ResourceList, nodePo
 	if err != nil {
 		return false
 	}
+	// The seed's packing may have chosen a large type for pods that, added one at a time,
+	// the growth rule would spread over small ones: the rebuilt NodeClaim may grow up to the
+	// price the seed paid without asking it.
+	nc.seedPrice = seed.Offering.Price
 	s.claims = append(s.claims, nc)
 	*c = nc
 	return true

@@ -312,7 +312,8 @@ func (s *solver) filterTypesWith(pl *claimPlan, narrowed []string, limit corev1.
 // packing (pack.go), the target type decides instead.
 func (s *solver) grow(pl *claimPlan) error {
 	c := pl.c
-	if s.packing || s.in.GrowFreely || len(c.Pods) == 0 || pl.price <= c.price || pl.price-c.price <= s.standalonePrice(c, pl.p, pl.reqs, pl.filters, pl.typeFilters, pl.podReq) {
+	if s.packing || s.in.GrowFreely || len(c.Pods) == 0 || pl.price <= c.price || pl.price <= c.seedPrice ||
+		pl.price-c.price <= s.standalonePrice(c, pl.p, pl.reqs, pl.filters, pl.typeFilters, pl.podReq) {
 		return nil
 	}
 	efficient := s.efficientTypes(c, pl.merged, pl.kept, pl.total, pl.typeFilters)

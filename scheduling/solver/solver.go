@@ -269,7 +269,7 @@ func (pr *Prepared) Solve() (*Result, error) {
 		}
 		r := s.podRes[p]
 		s.aheadCPU, s.aheadMem = s.aheadCPU-r.cpu, s.aheadMem-r.mem
-		if i, ok := seedOf[p]; ok && s.placeSeeded(p, requests[p], in.Seed[i].NodePool, &rebuilt[i]) {
+		if i, ok := seedOf[p]; ok && s.placeSeeded(p, requests[p], in.Seed[i], &rebuilt[i]) {
 			done()
 			continue
 		}
