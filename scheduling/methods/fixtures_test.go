@@ -106,6 +106,9 @@ type world struct {
 	buffers []*corev1.Pod
 	// catalog, when set, replaces types() as every NodePool's instance types.
 	catalog []*cloudprovider.InstanceType
+	// pvs and pvcs are the pods' volumes (where they can be reached).
+	pvs  []*corev1.PersistentVolume
+	pvcs []*corev1.PersistentVolumeClaim
 }
 
 // claim is an initialized NodeClaim of the named node.
@@ -124,7 +127,8 @@ func (w world) cluster() *Cluster {
 	if len(pools) == 0 {
 		pools = []*karpv1.NodePool{nodePool("default")}
 	}
-	objs := &snapshot.Objects{Nodes: w.nodes, Pods: w.pods, NodePools: pools, PDBs: w.pdbs, NodeClaims: w.claims, BufferPods: w.buffers}
+	objs := &snapshot.Objects{Nodes: w.nodes, Pods: w.pods, NodePools: pools, PDBs: w.pdbs, NodeClaims: w.claims, BufferPods: w.buffers,
+		PersistentVolumes: w.pvs, PersistentVolumeClaims: w.pvcs}
 	catalog := w.catalog
 	if catalog == nil {
 		catalog = types()
