@@ -47,13 +47,15 @@ func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulatio
 	c.placeWaiting()
 	gone := map[string]bool{}
 	var pods []*corev1.Pod
+	var taken []string
 	for _, cand := range cands {
 		gone[cand.Name()] = true
+		taken = append(taken, cand.Name())
 		pods = append(pods, cand.Pods...)
 		pods = append(pods, c.waiting[cand.Name()]...)
 	}
 	in := c.Options.Scheduling.Apply(&solver.Input{Pods: pods, Requests: c.Requests, GrowFreely: rule.oneNode, VolumeRequirements: c.volumeRequirements(), PodVolumes: c.podVolumes(),
-		FreedReservations: rule.freed})
+		FreedReservations: rule.freed, TakenHostnames: taken})
 	for _, n := range c.Nodes {
 		if gone[n.Name] {
 			continue

@@ -170,8 +170,11 @@ func (s *solver) prepareNodes() {
 		}
 		return nodes[i].Name < nodes[j].Name
 	})
-	if len(nodes) > 0 {
-		s.nodeNames = make(map[string]bool, len(nodes))
+	if len(nodes)+len(s.in.TakenHostnames) > 0 {
+		s.nodeNames = make(map[string]bool, len(nodes)+len(s.in.TakenHostnames))
+	}
+	for _, name := range s.in.TakenHostnames {
+		s.nodeNames[name] = true
 	}
 	for _, n := range nodes {
 		s.nodeNames[n.Name] = true

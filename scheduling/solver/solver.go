@@ -56,6 +56,10 @@ type Input struct {
 	// credited reservation). Each is room in its reservation, offered even where the cloud
 	// provider reports the reservation full.
 	FreedReservations map[string]int
+	// TakenHostnames are names a NodeClaim's Hostname must not take besides the Nodes': the
+	// nodes a disruption simulation removes, so that a move to a replacement never names a
+	// removed node.
+	TakenHostnames []string
 	// Progress, when set, is told after each pod is placed (or found unschedulable) how many
 	// are left, for upstream's karpenter_scheduler_queue_depth. It must be cheap, and must
 	// not change the input.
