@@ -1,0 +1,234 @@
+package solver
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	"github.com/karpenter-policy/karpenter/cloudprovider"
+	"github.com/karpenter-policy/karpenter/scheduling"
+)
+
+// The solver's contract with its callers: it does not change its input, the order of the
+// pods does not change the decision, a prepared input solves once, Progress counts every pod
+// down, and packing keeps what first fit would honour.
+
+func contractInput() *Input {
+	ps := append(pods("web", 20, "300m", "512Mi", labelled("web"), spreadSpec{key: karpv1.LabelTopologyZone, skew: 1}.apply), pods("batch", 15, "1", "2Gi")...)
+	ps = append(ps, pods("proxy", 3, "100m", "64Mi", hostPort(443))...)
+	ps = append(ps, pod("pinned", "2", "4Gi", selector(karpv1.LabelTopologyZone, "z-b")))
+	np := &NodePool{NodePool: nodePool("default", bothCapacityTypes), InstanceTypes: testCatalog(),
+		DaemonSetOverhead: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}
+	return &Input{Pods: ps, NodePools: []*NodePool{np}, Nodes: []*scheduling.Node{node("n1", "z-a", "2", "4Gi")}}
+}
+
+func TestSolveDoesNotChangeItsInput(t *testing.T) {
+	in := contractInput()
+	before := struct {
+		pods  []*corev1.Pod
+		nodes []*scheduling.Node
+		np    *karpv1.NodePool
+		types []*cloudprovider.InstanceType
+	}{}
+	for _, p := range in.Pods {
+		before.pods = append(before.pods, p.DeepCopy())
+	}
+	for _, n := range in.Nodes {
+		cp := *n
+		cp.Allocatable = n.Allocatable.DeepCopy()
+		before.nodes = append(before.nodes, &cp)
+	}
+	before.np = in.NodePools[0].NodePool.DeepCopy()
+	for _, it := range in.NodePools[0].InstanceTypes {
+		cp := *it
+		cp.Offerings = append([]cloudprovider.Offering(nil), it.Offerings...)
+		before.types = append(before.types, &cp)
+	}
+	order := make([]string, len(in.Pods))
+	for i, p := range in.Pods {
+		order[i] = p.Name
+	}
+	r := solve(t, in)
+	expectPlaced(t, r)
+	for i, p := range in.Pods {
+		if p.Name != order[i] {
+			t.Fatalf("the input's pods were reordered: %s at %d, was %s", p.Name, i, order[i])
+		}
+		if !equality.Semantic.DeepEqual(p, before.pods[i]) {
+			t.Fatalf("pod %s changed", p.Name)
+		}
+	}
+	for i, n := range in.Nodes {
+		if !equality.Semantic.DeepEqual(n.Allocatable, before.nodes[i].Allocatable) || len(n.Pods) != len(before.nodes[i].Pods) {
+			t.Fatalf("node %s changed", n.Name)
+		}
+	}
+	if !equality.Semantic.DeepEqual(in.NodePools[0].NodePool, before.np) {
+		t.Fatal("the NodePool changed")
+	}
+	for i, it := range in.NodePools[0].InstanceTypes {
+		if !reflect.DeepEqual(it.Offerings, before.types[i].Offerings) {
+			t.Fatalf("the offerings of %s changed", it.Name)
+		}
+	}
+}
+
+func TestPodOrderDoesNotChangeTheDecision(t *testing.T) {
+	want := summary(solve(t, contractInput()))
+	for seed := range 5 {
+		in := contractInput()
+		rng := rand.New(rand.NewPCG(uint64(seed), 3))
+		rng.Shuffle(len(in.Pods), func(i, j int) { in.Pods[i], in.Pods[j] = in.Pods[j], in.Pods[i] })
+		if got := summary(solve(t, in)); got != want {
+			t.Fatalf("shuffle %d changed the decision:\n%s\nwant\n%s", seed, got, want)
+		}
+	}
+}
+
+func TestPreparedSolvesOnce(t *testing.T) {
+	pr, err := Prepare(contractInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	zones := pr.EffectiveZones()
+	if zones["z-b"] != 1 {
+		t.Errorf("effective zones %v, want the pinned pod in z-b", zones)
+	}
+	if _, err := pr.Solve(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pr.Solve(); err == nil || !strings.Contains(err.Error(), "solves once") {
+		t.Fatalf("a second Solve: %v, want an error", err)
+	}
+	// Preparing and solving gives what Solve gives.
+	pr2, _ := Prepare(contractInput())
+	a, _ := pr2.Solve()
+	b := solve(t, contractInput())
+	if summary(a) != summary(b) {
+		t.Fatal("Prepare then Solve differs from Solve")
+	}
+}
+
+func TestProgressCountsEveryPod(t *testing.T) {
+	in := contractInput()
+	var seen []int
+	in.Progress = func(left int) { seen = append(seen, left) }
+	solve(t, in)
+	if len(seen) == 0 || seen[len(seen)-1] != 0 {
+		t.Fatalf("progress %v, want it to end at 0", seen)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] > seen[i-1] {
+			t.Fatalf("progress went up: %v", seen)
+		}
+	}
+	if seen[0] > len(in.Pods) {
+		t.Fatalf("progress starts at %d for %d pods", seen[0], len(in.Pods))
+	}
+}
+
+// Packing (pods with requests only) must honour what first fit does: the same pods with a
+// trivially satisfied constraint, which turns packing off for them, cost no less.
+func TestPackingIsNoWorseThanFirstFit(t *testing.T) {
+	for _, n := range []int{10, 50, 200} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			var packable, firstFit []*corev1.Pod
+			sizes := []struct{ cpu, mem string }{{"250m", "512Mi"}, {"1", "1Gi"}, {"500m", "3Gi"}, {"2", "2Gi"}}
+			for i := range n {
+				sz := sizes[i%len(sizes)]
+				packable = append(packable, pod(fmt.Sprintf("p-%d", i), sz.cpu, sz.mem))
+				firstFit = append(firstFit, pod(fmt.Sprintf("p-%d", i), sz.cpu, sz.mem, requireAll(expr("example.com/none", corev1.NodeSelectorOpDoesNotExist))))
+			}
+			packed := solve(t, &Input{Pods: packable, NodePools: pools(nodePool("default"))})
+			fitted := solve(t, &Input{Pods: firstFit, NodePools: pools(nodePool("default"))})
+			expectPlaced(t, packed)
+			expectPlaced(t, fitted)
+			if packed.PricePerHour() > fitted.PricePerHour()*1.02 {
+				t.Fatalf("packed $%.3f, first fit $%.3f", packed.PricePerHour(), fitted.PricePerHour())
+			}
+			if packed.PricePerHour() < packed.LowerBoundPerHour-1e-9 {
+				t.Fatalf("$%.3f below the lower bound $%.3f", packed.PricePerHour(), packed.LowerBoundPerHour)
+			}
+		})
+	}
+}
+
+// Packing fills existing nodes first, as first fit does.
+func TestPackingUsesExistingNodesFirst(t *testing.T) {
+	r := solve(t, &Input{Pods: pods("p", 10, "500m", "512Mi"), NodePools: pools(nodePool("default")),
+		Nodes: []*scheduling.Node{node("n1", "z-a", "2", "4Gi"), node("n2", "z-b", "1", "2Gi")}})
+	expectPlaced(t, r)
+	if got := len(r.Existing["n1"]) + len(r.Existing["n2"]); got != 6 {
+		t.Fatalf("%d pods on the existing nodes, want 6 (4 on n1, 2 on n2): %v", got, r.Existing)
+	}
+	placed := 0
+	for _, c := range r.NodeClaims {
+		placed += len(c.Pods)
+	}
+	if placed != 4 {
+		t.Fatalf("%d on new NodeClaims, want 4", placed)
+	}
+}
+
+// Packing respects NodePool limits and weights.
+func TestPackingRespectsLimitsAndWeights(t *testing.T) {
+	capped := &NodePool{NodePool: weighted("capped", 90, limited("cpu", "8")), InstanceTypes: testCatalog()}
+	open := &NodePool{NodePool: weighted("open", 10), InstanceTypes: testCatalog()}
+	r := solve(t, &Input{Pods: pods("p", 40, "500m", "512Mi"), NodePools: []*NodePool{capped, open}})
+	expectPlaced(t, r)
+	cpu := resource.Quantity{}
+	for _, c := range r.NodeClaims {
+		if c.NodePool == "capped" {
+			cpu.Add(c.InstanceType.Capacity[corev1.ResourceCPU])
+		}
+	}
+	if cpu.Cmp(resource.MustParse("8")) > 0 {
+		t.Fatalf("capped launches %s cpu against a limit of 8", cpu.String())
+	}
+	if got := byPool(r); got["capped"] == 0 || got["open"] == 0 {
+		t.Fatalf("pods per pool %v: want capped used to its limit, the rest on open", got)
+	}
+}
+
+// The cost of a decision: PricePerHour sums its NodeClaims' offerings, and the lower bound
+// never exceeds it.
+func TestPricePerHourAndLowerBound(t *testing.T) {
+	r := solve(t, contractInput())
+	total := 0.0
+	for _, c := range r.NodeClaims {
+		total += c.Offering.Price
+	}
+	if diff := r.PricePerHour() - total; diff > 1e-9 || diff < -1e-9 {
+		t.Fatalf("PricePerHour %.4f, offerings sum %.4f", r.PricePerHour(), total)
+	}
+	if r.LowerBoundPerHour <= 0 || r.LowerBoundPerHour > r.PricePerHour()+1e-9 {
+		t.Fatalf("lower bound %.4f against %.4f", r.LowerBoundPerHour, r.PricePerHour())
+	}
+	empty := solve(t, &Input{NodePools: pools(nodePool("default"))})
+	if empty.PricePerHour() != 0 || empty.LowerBoundPerHour != 0 || len(empty.NodeClaims) != 0 {
+		t.Fatalf("no pods: %+v", empty)
+	}
+}
+
+// Requests are reported for every pending pod, as counted (Result.Requests).
+func TestResultRequests(t *testing.T) {
+	in := contractInput()
+	r := solve(t, in)
+	for _, p := range in.Pods {
+		got, ok := r.Requests[p]
+		if !ok {
+			t.Fatalf("no requests for %s", p.Name)
+		}
+		want := scheduling.PodRequests(p)
+		if !equality.Semantic.DeepEqual(got, want) {
+			t.Fatalf("%s: %v, want %v", p.Name, got, want)
+		}
+	}
+}
