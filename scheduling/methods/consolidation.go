@@ -74,13 +74,13 @@ func bySavings(cands []*Candidate, preferred map[*Candidate]bool) {
 // consolidate is the command that removes the candidates, their pods moved to the other nodes
 // and at most one new node that costs less than they do; nil, with why, when there is none.
 func (c *Cluster) consolidate(cands []*Candidate, consolidationType string) (*Command, string, error) {
-	cmd, why, _, err := c.consolidateScored(cands, consolidationType)
+	cmd, why, _, err := c.consolidateScored(cands, consolidationType, Narrowing{})
 	return cmd, why, err
 }
 
 // consolidateScored is consolidate with how the move was scored for each of the candidates'
 // NodePools (balanced.go), nil when no move reached scoring.
-func (c *Cluster) consolidateScored(cands []*Candidate, consolidationType string) (*Command, string, []PoolScore, error) {
+func (c *Cluster) consolidateScored(cands []*Candidate, consolidationType string, narrow Narrowing) (*Command, string, []PoolScore, error) {
 	before := 0.0
 	allSpot := true
 	for _, cand := range cands {
@@ -99,6 +99,7 @@ func (c *Cluster) consolidateScored(cands []*Candidate, consolidationType string
 			rule.cheapest = MinSpotToSpotTypes
 		}
 	}
+	rule = rule.narrowed(narrow)
 	sim, err := c.simulate(cands, rule)
 	if err != nil {
 		return nil, "", nil, err
@@ -137,29 +138,47 @@ func (c *Cluster) consolidateScored(cands []*Candidate, consolidationType string
 // firstCommand is the command of the first candidate, in order, that its NodePool's budget for
 // the reason allows, that build finds one for and that admit lets go; it takes the node from the
 // budgets and notes why the candidates before it were left alone. One node at a time: drift and
-// single-node consolidation.
+// single-node consolidation. When the gate refuses a command for its replacements (a Spot
+// share, a family a budget denies) and says how to narrow them (Narrower), the candidate is
+// built again with its replacements narrowed, at most maxNarrowings times: the cheapest
+// replacement a policy allows, rather than none.
 func (c *Cluster) firstCommand(ctx context.Context, cands []*Candidate, budgets *Budgets, r Reason,
-	build func(*Candidate) (*Command, string, error)) ([]*Command, error) {
+	build func(*Candidate, Narrowing) (*Command, string, error)) ([]*Command, error) {
 	for _, cand := range cands {
 		if budgets.Allowed(cand.NodePoolName(), r) < 1 {
 			c.note(cand, "the NodePool's disruption budget allows no more "+string(r)+" disruptions now")
 			continue
 		}
-		cmd, why, err := build(cand)
-		if err != nil {
-			return nil, err
-		}
-		if cmd == nil {
-			c.note(cand, why)
-			continue
-		}
-		if c.admit(ctx, cmd) {
-			budgets.Take(cand.NodePoolName(), 1)
-			return []*Command{cmd}, nil
+		var narrow Narrowing
+		for try := 0; try <= maxNarrowings; try++ {
+			cmd, why, err := build(cand, narrow)
+			if err != nil {
+				return nil, err
+			}
+			if cmd == nil {
+				c.note(cand, why)
+				break
+			}
+			if c.admit(ctx, cmd) {
+				budgets.Take(cand.NodePoolName(), 1)
+				return []*Command{cmd}, nil
+			}
+			n, ok := c.Check.(Narrower)
+			if !ok || len(cmd.Replacements) == 0 {
+				break
+			}
+			next, ok := n.Narrow(cmd)
+			if !ok || !narrow.widens(next) {
+				break
+			}
+			narrow = narrow.and(next)
 		}
 	}
 	return nil, nil
 }
+
+// maxNarrowings bounds how many times a refused command's replacements are narrowed.
+const maxNarrowings = 3
 
 // withinBudgets keeps, in order, the candidates each NodePool's Underutilized budget allows.
 func withinBudgets(c *Cluster, cands []*Candidate, budgets *Budgets) []*Candidate {

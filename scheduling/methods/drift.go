@@ -37,8 +37,8 @@ func (Drift) Commands(ctx context.Context, c *Cluster, candidates []*Candidate, 
 	if empty := emptyCommands(ctx, c, sorted, budgets, ReasonDrifted, ""); len(empty) > 0 {
 		return empty, nil
 	}
-	return c.firstCommand(ctx, sorted, budgets, ReasonDrifted, func(cand *Candidate) (*Command, string, error) {
-		cmd, why, err := c.replacing(ReasonDrifted, []*Candidate{cand}, replacementRule{})
+	return c.firstCommand(ctx, sorted, budgets, ReasonDrifted, func(cand *Candidate, narrow Narrowing) (*Command, string, error) {
+		cmd, why, err := c.replacing(ReasonDrifted, []*Candidate{cand}, replacementRule{}.narrowed(narrow))
 		if cmd != nil || err != nil || !c.Options.TerminateFirstDrift {
 			return cmd, why, err
 		}

@@ -65,7 +65,7 @@ func (m *MultiNode) Commands(ctx context.Context, c *Cluster, candidates []*Cand
 			hi = mid - 1
 			continue
 		}
-		cmd, _, pools, err := c.consolidateScored(cands[:mid], "multi")
+		cmd, _, pools, err := c.consolidateScored(cands[:mid], "multi", Narrowing{})
 		if err != nil {
 			return nil, err
 		}

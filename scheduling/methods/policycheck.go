@@ -45,6 +45,41 @@ type PolicyCheck struct {
 	// refused it, and of the exceptions that let a command through: the audit's decisions.
 	OnRefusal   func(cmd *Command, denied []policies.Violation)
 	OnExemption func(cmd *Command, exempted []policies.Exemption)
+	// refused is how the last command refused for its replacements could be narrowed (Narrow).
+	refused struct {
+		cmd    *Command
+		narrow Narrowing
+	}
+}
+
+// Narrow implements Narrower: a command refused because a namespace's Spot share would
+// leave its range is tried again with on-demand replacements; one the engine refused (an
+// instance family a budget or a policy denies, say) without the replacements' families. A
+// refusal for cost alone (an hourly or monthly limit) is not narrowed: a narrower
+// replacement costs no less.
+func (g *PolicyCheck) Narrow(cmd *Command) (Narrowing, bool) {
+	if g.refused.cmd != cmd {
+		return Narrowing{}, false
+	}
+	n := g.refused.narrow
+	return n, n.OnDemandOnly || len(n.Families) > 0
+}
+
+// refuse records how the command's replacements could be narrowed after the violations.
+func (g *PolicyCheck) refuse(cmd *Command, vs []policies.Violation) {
+	var n Narrowing
+	for _, v := range vs {
+		switch v.Rule {
+		case policyv1.BudgetRuleSpot:
+			n.OnDemandOnly = true
+		case policyv1.BudgetRuleHourlyCost, policyv1.BudgetRuleMonthlyCost:
+		default:
+			for _, r := range cmd.Replacements {
+				n = n.and(Narrowing{Families: []string{planner.Family(r.InstanceType)}})
+			}
+		}
+	}
+	g.refused.cmd, g.refused.narrow = cmd, n
 }
 
 // NewPolicyCheck is the gate for a snapshot: the planner's policies, with each namespace's usage
@@ -83,9 +118,11 @@ func (g *PolicyCheck) Check(ctx context.Context, c *Cluster, cmd *Command) strin
 				eff = g.Planner.Engine.EffectiveBudget(b, n, c.Now)
 			}
 			if reason := spotLeavesRange(eff, before, d); reason != "" {
+				vs := []policies.Violation{{Source: policies.Source{Kind: "CapacityBudget", Namespace: b.Namespace, Name: b.Name},
+					Enforcement: policyv1.EnforcementDeny, Namespace: ns, Rule: policyv1.BudgetRuleSpot, Message: reason}}
+				g.refuse(cmd, vs)
 				if g.OnRefusal != nil {
-					g.OnRefusal(cmd, []policies.Violation{{Source: policies.Source{Kind: "CapacityBudget", Namespace: b.Namespace, Name: b.Name},
-						Enforcement: policyv1.EnforcementDeny, Namespace: ns, Rule: policyv1.BudgetRuleSpot, Message: reason}})
+					g.OnRefusal(cmd, vs)
 				}
 				return reason
 			}
@@ -103,6 +140,7 @@ func (g *PolicyCheck) Check(ctx context.Context, c *Cluster, cmd *Command) strin
 		g.OnExemption(cmd, dec.Exemptions)
 	}
 	if denied := dec.Denied(); len(denied) > 0 {
+		g.refuse(cmd, denied)
 		if g.OnRefusal != nil {
 			g.OnRefusal(cmd, denied)
 		}

@@ -2,6 +2,7 @@ package methods
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,6 +10,7 @@ import (
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/scheduling"
+	"github.com/karpenter-policy/karpenter/scheduling/planner"
 	"github.com/karpenter-policy/karpenter/scheduling/solver"
 )
 
@@ -35,6 +37,61 @@ type replacementRule struct {
 	oneNode bool
 	// freed are capacity reservation slots the candidates free when they go (terminate-first).
 	freed map[string]int
+	// excludeFamilies are instance families a replacement may not be (a policy refused them).
+	excludeFamilies map[string]bool
+}
+
+// Narrowing is how a gate that refused a command's replacements would have them: on-demand
+// only (a Spot share would leave its range), or without some instance families (a budget
+// denies them). The zero Narrowing narrows nothing.
+type Narrowing struct {
+	OnDemandOnly bool
+	// Families are instance families the replacements may not be.
+	Families []string
+}
+
+// Narrower is a CommandCheck that says how to narrow the replacements of a command it
+// refused so that it might not refuse them; ok is false when narrowing cannot help (the
+// refusal is about the candidates, or the cost).
+type Narrower interface {
+	Narrow(cmd *Command) (n Narrowing, ok bool)
+}
+
+// and is both narrowings at once.
+func (n Narrowing) and(o Narrowing) Narrowing {
+	out := Narrowing{OnDemandOnly: n.OnDemandOnly || o.OnDemandOnly, Families: append([]string(nil), n.Families...)}
+	for _, f := range o.Families {
+		if !slices.Contains(out.Families, f) {
+			out.Families = append(out.Families, f)
+		}
+	}
+	return out
+}
+
+// widens reports whether o narrows something n does not yet: trying again with both can
+// give another answer.
+func (n Narrowing) widens(o Narrowing) bool {
+	if o.OnDemandOnly && !n.OnDemandOnly {
+		return true
+	}
+	for _, f := range o.Families {
+		if !slices.Contains(n.Families, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// narrowed is the rule with the narrowing's restrictions too.
+func (r replacementRule) narrowed(n Narrowing) replacementRule {
+	r.onDemandOnly = r.onDemandOnly || n.OnDemandOnly
+	if len(n.Families) > 0 {
+		r.excludeFamilies = map[string]bool{}
+		for _, f := range n.Families {
+			r.excludeFamilies[f] = true
+		}
+	}
+	return r
 }
 
 // simulate solves the candidates' pods onto every other node and in-flight NodeClaim that
@@ -143,12 +200,12 @@ func (c *Cluster) placeWaiting() {
 
 // filter is the instance types a replacement may be, with the offerings the rule allows.
 func (r replacementRule) filter(types []*cloudprovider.InstanceType) []*cloudprovider.InstanceType {
-	if r.maxPrice == 0 && !r.onDemandOnly && len(r.excludeTypes) == 0 && r.cheapest == 0 {
+	if r.maxPrice == 0 && !r.onDemandOnly && len(r.excludeTypes) == 0 && r.cheapest == 0 && len(r.excludeFamilies) == 0 {
 		return types
 	}
 	var out []*cloudprovider.InstanceType
 	for _, it := range types {
-		if r.excludeTypes[it.Name] {
+		if r.excludeTypes[it.Name] || r.excludeFamilies[planner.Family(it)] {
 			continue
 		}
 		var offs cloudprovider.Offerings

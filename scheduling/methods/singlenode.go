@@ -48,7 +48,7 @@ func (s *SingleNode) Commands(ctx context.Context, c *Cluster, candidates []*Can
 	// command disrupts one node, so the budget is no cut-off in the candidates' order (as
 	// withinBudgets is for multi-node consolidation).
 	return c.firstCommand(ctx, consolidationCandidates(ctx, c, candidates), budgets, ReasonUnderutilized,
-		func(cand *Candidate) (*Command, string, error) {
+		func(cand *Candidate, narrow Narrowing) (*Command, string, error) {
 			if why := balancedRefusal(c.poolScores([]*Candidate{cand}, cand.PricePerHour), cand.PricePerHour); why != "" {
 				return nil, why + " even deleted", nil
 			}
@@ -59,7 +59,7 @@ func (s *SingleNode) Commands(ctx context.Context, c *Cluster, candidates []*Can
 				s.TimedOut = true
 				return nil, "not simulated: single-node consolidation ran out of time in this pass", nil
 			}
-			cmd, why, pools, err := c.consolidateScored([]*Candidate{cand}, "single")
+			cmd, why, pools, err := c.consolidateScored([]*Candidate{cand}, "single", narrow)
 			if pools != nil {
 				c.recordMove([]*Candidate{cand}, false, pools)
 			}

@@ -50,6 +50,7 @@ func (g *PolicyCheck) checkTeams(ctx context.Context, cmd *Command, in policies.
 		denied[i].Namespace = ""
 		msgs = append(msgs, denied[i].Message)
 	}
+	g.refuse(cmd, denied)
 	if g.OnRefusal != nil {
 		g.OnRefusal(cmd, denied)
 	}
