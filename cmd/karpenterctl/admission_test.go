@@ -261,9 +261,9 @@ spec:
 func TestPlanGates(t *testing.T) {
 	dir := t.TempDir()
 	workload := planWorkload(t)
-	// The base halves team-a's budget; the head restores it: more of its pods run, the
+	// The base cuts team-a's budget; the head restores it: more of its pods run, the
 	// run-rate rises.
-	head, base := planSides(t, dir, halveTeamA)
+	head, base := planSides(t, dir, quarterTeamA)
 	plan := func(args ...string) (int, *planReport, string) {
 		t.Helper()
 		code, out, errOut := karpenterctl(t, "", append([]string{"plan", "--base", base, "--head", head, "--workload", workload, "--now", planNow, "-o", "json"}, args...)...)

@@ -41,12 +41,13 @@ func planSides(t *testing.T, dir string, edit func(policies string) string) (bas
 	return base, head
 }
 
-func halveTeamA(text string) string {
-	return strings.Replace(text, `hourlyCost: "2.00"`, `hourlyCost: "1.00"`, 1)
+// quarterTeamA cuts team-a's budget from $2.00 to $0.50 an hour, below what its pods cost.
+func quarterTeamA(text string) string {
+	return strings.Replace(text, `hourlyCost: "2.00"`, `hourlyCost: "0.50"`, 1)
 }
 
 func TestPlanReportsTheDifference(t *testing.T) {
-	base, head := planSides(t, t.TempDir(), halveTeamA)
+	base, head := planSides(t, t.TempDir(), quarterTeamA)
 	workload := filepath.Join(repo, "test", "policies", "workload.yaml")
 	code, out, errOut := karpenterctl(t, "", "plan", "--base", base, "--head", head, "--workload", workload, "--now", planNow, "-o", "json")
 	if code != exitOK {
@@ -80,7 +81,7 @@ func TestPlanReportsTheDifference(t *testing.T) {
 	}
 	a := d.Namespaces["team-a"]
 	if a == nil || a.PricePerHour >= 0 || d.Namespaces["team-b"] == nil {
-		t.Fatalf("namespace deltas %+v; want team-a cheaper under its halved budget, and team-b", d.Namespaces)
+		t.Fatalf("namespace deltas %+v; want team-a cheaper under its cut budget, and team-b", d.Namespaces)
 	}
 	if want := r.Head.Namespaces["team-a"].SpotPercent - r.Base.Namespaces["team-a"].SpotPercent; a.SpotPercent != round4(want) {
 		t.Errorf("team-a's Spot share delta %.4f; want %.4f", a.SpotPercent, want)
@@ -147,7 +148,7 @@ func TestPlanRefusesAnInvalidHead(t *testing.T) {
 // --base git:REF:DIR reads the manifests at REF; the plan is the same as from directories.
 func TestPlanReadsABaseFromGit(t *testing.T) {
 	dir := t.TempDir()
-	base, head := planSides(t, dir, halveTeamA)
+	base, head := planSides(t, dir, quarterTeamA)
 	workload := planWorkload(t)
 	_, fromDirs, _ := karpenterctl(t, "", "plan", "--base", base, "--head", head, "--workload", workload, "--now", planNow, "-o", "json")
 
