@@ -197,6 +197,31 @@ func (t *topology) group(kind groupKind, key string, sel *metav1.LabelSelector, 
 	return g, nil
 }
 
+// withLabelKeys is a selector with the pod's own values of matchLabelKeys (key In [value])
+// and mismatchLabelKeys (key NotIn [value]) added, as kube-scheduler reads a topology spread
+// constraint or a pod (anti-)affinity term: a Deployment's matchLabelKeys [pod-template-hash]
+// spreads each ReplicaSet on its own. Keys the pod has no label for are ignored; the selector
+// is returned as it is when there are none.
+func withLabelKeys(sel *metav1.LabelSelector, p *corev1.Pod, match, mismatch []string) *metav1.LabelSelector {
+	var add []metav1.LabelSelectorRequirement
+	for _, k := range match {
+		if v, ok := p.Labels[k]; ok {
+			add = append(add, metav1.LabelSelectorRequirement{Key: k, Operator: metav1.LabelSelectorOpIn, Values: []string{v}})
+		}
+	}
+	for _, k := range mismatch {
+		if v, ok := p.Labels[k]; ok {
+			add = append(add, metav1.LabelSelectorRequirement{Key: k, Operator: metav1.LabelSelectorOpNotIn, Values: []string{v}})
+		}
+	}
+	if len(add) == 0 {
+		return sel
+	}
+	out := sel.DeepCopy()
+	out.MatchExpressions = append(out.MatchExpressions, add...)
+	return out
+}
+
 func termNamespaces(p *corev1.Pod, term corev1.PodAffinityTerm) sets.Set[string] {
 	if term.NamespaceSelector != nil && len(term.NamespaceSelector.MatchLabels) == 0 && len(term.NamespaceSelector.MatchExpressions) == 0 {
 		return nil // {} selects every namespace
@@ -217,6 +242,8 @@ func (t *topology) register(p *corev1.Pod) error {
 		sel := tsc.LabelSelector
 		if sel == nil {
 			sel = &metav1.LabelSelector{}
+		} else {
+			sel = withLabelKeys(sel, p, tsc.MatchLabelKeys, nil)
 		}
 		minDomains := int32(0)
 		if tsc.MinDomains != nil {
@@ -236,6 +263,7 @@ func (t *topology) register(p *corev1.Pod) error {
 			if sel == nil {
 				return nil // matches nothing
 			}
+			sel = withLabelKeys(sel, p, term.MatchLabelKeys, term.MismatchLabelKeys)
 			g, err := t.group(kind, term.TopologyKey, sel, termNamespaces(p, term), 0, 0)
 			if err != nil {
 				return err
@@ -301,7 +329,8 @@ func (t *topology) registerExisting(p *corev1.Pod, nodeLabels map[string]string)
 		if term.LabelSelector == nil {
 			continue
 		}
-		g, err := t.group(antiAffinity, term.TopologyKey, term.LabelSelector, termNamespaces(p, term), 0, 0)
+		sel := withLabelKeys(term.LabelSelector, p, term.MatchLabelKeys, term.MismatchLabelKeys)
+		g, err := t.group(antiAffinity, term.TopologyKey, sel, termNamespaces(p, term), 0, 0)
 		if err != nil {
 			continue
 		}

@@ -444,3 +444,90 @@ func TestTopologyDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// matchLabelKeys (topology spread constraints and pod affinity terms) and mismatchLabelKeys
+// (pod affinity terms) take the incoming pod's values into the selector, as kube-scheduler
+// does: during a rollout, the new ReplicaSet's pods spread among themselves.
+func TestMatchLabelKeys(t *testing.T) {
+	rollout := func(hash string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) { p.Labels = map[string]string{"app": "web", "pod-template-hash": hash} }
+	}
+	spreadByHash := func(p *corev1.Pod) {
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: karpv1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, MatchLabelKeys: []string{"pod-template-hash"}}}
+	}
+	// The old ReplicaSet's three pods all sit in z-a (on a full node). Counted with them, the
+	// new pods could not go to z-a until b and c had three each; with matchLabelKeys, the new
+	// ReplicaSet spreads evenly on its own.
+	old := node("old", "z-a", "100m", "64Mi", func(n *scheduling.Node) {
+		for i := range 3 {
+			n.Pods = append(n.Pods, pod(fmt.Sprintf("web-old-%d", i), "1m", "1Mi", rollout("v1")))
+		}
+	})
+	r := solve(t, &Input{Pods: pods("web-new", 3, "100m", "128Mi", rollout("v2"), spreadByHash), NodePools: pools(nodePool("default")), Nodes: []*scheduling.Node{old}})
+	expectPlaced(t, r)
+	if got := podsPer(r, nil, karpv1.LabelTopologyZone); !reflect.DeepEqual(counts(got), []int{1, 1, 1}) {
+		t.Fatalf("new pods per zone %v, want one in each (the old ReplicaSet's do not count)", got)
+	}
+	// Without matchLabelKeys the old pods count: none of the three new ones goes to z-a.
+	plain := func(p *corev1.Pod) {
+		spreadByHash(p)
+		p.Spec.TopologySpreadConstraints[0].MatchLabelKeys = nil
+	}
+	r = solve(t, &Input{Pods: pods("web-new", 3, "100m", "128Mi", rollout("v2"), plain), NodePools: pools(nodePool("default")), Nodes: []*scheduling.Node{old}})
+	expectPlaced(t, r)
+	if got := podsPer(r, nil, karpv1.LabelTopologyZone); got["z-a"] != 0 {
+		t.Fatalf("new pods per zone %v: with the old pods counted, z-a (3) is ahead", got)
+	}
+
+	// mismatchLabelKeys: a tenant's pods keep off nodes of other tenants' pods.
+	tenant := func(name string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Labels = map[string]string{"tenant": name}
+			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tenant", Operator: metav1.LabelSelectorOpExists}}},
+				MismatchLabelKeys: []string{"tenant"}}}}}
+		}
+	}
+	ps := append(pods("a", 3, "100m", "128Mi", tenant("a")), pods("b", 3, "100m", "128Mi", tenant("b"))...)
+	r = solve(t, &Input{Pods: ps, NodePools: pools(nodePool("default"))})
+	expectPlaced(t, r)
+	if len(r.NodeClaims) != 2 {
+		t.Fatalf("%d NodeClaims, want one per tenant", len(r.NodeClaims))
+	}
+	for _, c := range r.NodeClaims {
+		tenants := map[string]bool{}
+		for _, p := range c.Pods {
+			tenants[p.Labels["tenant"]] = true
+		}
+		if len(tenants) != 1 {
+			t.Fatalf("a node with tenants %v", tenants)
+		}
+	}
+	// matchLabelKeys on pod affinity: each tenant's pods gather on their own node.
+	together := func(name string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Labels = map[string]string{"tenant": name}
+			p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				TopologyKey: karpv1.LabelTopologyZone, LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tenant", Operator: metav1.LabelSelectorOpExists}}},
+				MatchLabelKeys: []string{"tenant"}}}}}
+		}
+	}
+	ps = append(pods("a", 2, "1500m", "1Gi", together("a")), pods("b", 2, "1500m", "1Gi", together("b"))...)
+	r = solve(t, &Input{Pods: ps, NodePools: pools(nodePool("default"))})
+	expectPlaced(t, r)
+	zoneOf := map[string]map[string]bool{}
+	for _, c := range r.NodeClaims {
+		for _, p := range c.Pods {
+			if zoneOf[p.Labels["tenant"]] == nil {
+				zoneOf[p.Labels["tenant"]] = map[string]bool{}
+			}
+			zoneOf[p.Labels["tenant"]][label(c, karpv1.LabelTopologyZone)] = true
+		}
+	}
+	for tenant, zs := range zoneOf {
+		if len(zs) != 1 {
+			t.Fatalf("tenant %s's pods in zones %v, want one", tenant, zs)
+		}
+	}
+}
