@@ -112,7 +112,7 @@ func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulatio
 		pods = append(pods, c.waiting[cand.Name()]...)
 	}
 	in := c.Options.Scheduling.Apply(&solver.Input{Pods: pods, Requests: c.Requests, GrowFreely: rule.oneNode, VolumeRequirements: c.volumeRequirements(), PodVolumes: c.podVolumes(),
-		FreedReservations: rule.freed, TakenHostnames: taken})
+		FreedReservations: rule.freed, TakenHostnames: taken, NamespaceLabels: c.namespaceLabels()})
 	for _, n := range c.Nodes {
 		if gone[n.Name] {
 			continue
@@ -178,6 +178,17 @@ func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulatio
 	return sim, nil
 }
 
+// namespaceLabels are the snapshot's namespaces' labels, for pod affinity namespaceSelectors.
+func (c *Cluster) namespaceLabels() map[string]map[string]string {
+	if c.snap == nil {
+		return nil
+	}
+	if c.nsLabels == nil {
+		c.nsLabels = c.snap.NamespaceLabels()
+	}
+	return c.nsLabels
+}
+
 // placeWaiting puts the pods waiting for a place (the snapshot's pending pods and the pods of
 // its deleting nodes) where the solver would, on the nodes and in-flight NodeClaims that offer
 // room, once per Cluster. Those that would need new nodes are left to the provisioner: the
@@ -191,7 +202,7 @@ func (c *Cluster) placeWaiting() {
 		return
 	}
 	pods := append(append([]*corev1.Pod(nil), c.snap.Pods...), c.snap.Deleting...)
-	res, err := solver.Solve(c.Options.Scheduling.Apply(&solver.Input{Pods: pods, Nodes: c.Nodes, Requests: c.Requests, VolumeRequirements: c.volumeRequirements(), PodVolumes: c.podVolumes()}))
+	res, err := solver.Solve(c.Options.Scheduling.Apply(&solver.Input{Pods: pods, Nodes: c.Nodes, Requests: c.Requests, VolumeRequirements: c.volumeRequirements(), PodVolumes: c.podVolumes(), NamespaceLabels: c.namespaceLabels()}))
 	if err != nil {
 		return
 	}

@@ -220,6 +220,8 @@ type Cluster struct {
 	balances map[string]poolBalance
 	// snap is the snapshot it was built from.
 	snap *snapshot.Snapshot
+	// nsLabels are the snapshot's namespaces' labels, computed on first use.
+	nsLabels map[string]map[string]string
 	// waiting are the pending pods and the pods of deleting nodes where the solver first puts
 	// them, by node, computed on first use (simulation.go).
 	waiting map[string][]*corev1.Pod

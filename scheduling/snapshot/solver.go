@@ -11,7 +11,8 @@ import (
 // in-flight NodeClaims that offer room, and the NodePools that can launch, with the DaemonSet
 // overhead each one's nodes would carry. The provisioner and karpenterctl simulate solve it.
 func (s *Snapshot) SolverInput() *solver.Input {
-	in := &solver.Input{Pods: s.Pods, Nodes: s.Nodes, Requests: s.Requests, VolumeRequirements: s.VolumeRequirements, PodVolumes: s.PodVolumes}
+	in := &solver.Input{Pods: s.Pods, Nodes: s.Nodes, Requests: s.Requests, VolumeRequirements: s.VolumeRequirements, PodVolumes: s.PodVolumes,
+		NamespaceLabels: s.NamespaceLabels()}
 	for _, np := range s.NodePools {
 		// A static NodePool keeps its own size (controllers/static): its nodes take pods as
 		// existing nodes, but nothing is launched for them.
@@ -22,6 +23,20 @@ func (s *Snapshot) SolverInput() *solver.Input {
 			DaemonSetOverhead: solver.DaemonSetOverhead(np.NodePool, s.DaemonSets), Usage: np.Usage})
 	}
 	return in
+}
+
+// NamespaceLabels are the snapshot's namespaces' labels, by name, for the solver
+// (solver.Input.NamespaceLabels); nil when it has none (a karpenterctl workload without
+// Namespace documents: not known).
+func (s *Snapshot) NamespaceLabels() map[string]map[string]string {
+	if s.Objects == nil || len(s.Objects.Namespaces) == 0 {
+		return nil
+	}
+	out := make(map[string]map[string]string, len(s.Objects.Namespaces))
+	for _, ns := range s.Objects.Namespaces {
+		out[ns.Name] = ns.Labels
+	}
+	return out
 }
 
 // NodesWithBufferRoom are the snapshot's nodes with the CapacityBuffers' virtual pods where

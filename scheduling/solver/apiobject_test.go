@@ -224,8 +224,9 @@ func TestPolicyConstraints(t *testing.T) {
 	})
 }
 
-// Pod affinity terms name the namespaces they look in: the pod's own by default, a list, or
-// every namespace with an empty namespaceSelector.
+// Pod affinity terms name the namespaces they look in: the pod's own by default, a list, the
+// namespaces a namespaceSelector selects by their labels, or every namespace with an empty
+// namespaceSelector.
 func TestPodAffinityNamespaces(t *testing.T) {
 	db := func(ns string) *scheduling.Node {
 		return node("db-node", "z-b", "8", "8Gi", func(n *scheduling.Node) {
@@ -244,15 +245,20 @@ func TestPodAffinityNamespaces(t *testing.T) {
 		affine func(*corev1.Pod)
 		placed bool
 	}{
-		"the pod's own namespace":             {dbNS: "default", affine: affine(nil, nil), placed: true},
-		"another namespace is not looked in":  {dbNS: "data", affine: affine(nil, nil)},
-		"a listed namespace":                  {dbNS: "data", affine: affine([]string{"data"}, nil), placed: true},
-		"a list without the db's":             {dbNS: "data", affine: affine([]string{"other"}, nil)},
-		"an empty selector: every namespace":  {dbNS: "data", affine: affine(nil, &metav1.LabelSelector{}), placed: true},
-		"a list and its own namespace missed": {dbNS: "default", affine: affine([]string{"data"}, nil)},
+		"the pod's own namespace":                   {dbNS: "default", affine: affine(nil, nil), placed: true},
+		"another namespace is not looked in":        {dbNS: "data", affine: affine(nil, nil)},
+		"a listed namespace":                        {dbNS: "data", affine: affine([]string{"data"}, nil), placed: true},
+		"a list without the db's":                   {dbNS: "data", affine: affine([]string{"other"}, nil)},
+		"an empty selector: every namespace":        {dbNS: "data", affine: affine(nil, &metav1.LabelSelector{}), placed: true},
+		"a list and its own namespace missed":       {dbNS: "default", affine: affine([]string{"data"}, nil)},
+		"a selector of the db's namespace's labels": {dbNS: "data", affine: affine(nil, &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "storage"}}), placed: true},
+		"a selector of other labels":                {dbNS: "data", affine: affine(nil, &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "web"}})},
+		"a selector and a list together":            {dbNS: "data", affine: affine([]string{"other"}, &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "storage"}}), placed: true},
+		"a selector matching no namespace":          {dbNS: "default", affine: affine(nil, &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "none"}})},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := solve(t, &Input{Pods: []*corev1.Pod{pod("api", "1", "1Gi", labelled("api"), tc.affine)}, NodePools: pools(nodePool("default")), Nodes: []*scheduling.Node{db(tc.dbNS)}})
+			r := solve(t, &Input{Pods: []*corev1.Pod{pod("api", "1", "1Gi", labelled("api"), tc.affine)}, NodePools: pools(nodePool("default")), Nodes: []*scheduling.Node{db(tc.dbNS)},
+				NamespaceLabels: map[string]map[string]string{"default": {"tier": "web"}, "data": {"tier": "storage"}, "other": {}}})
 			if !tc.placed {
 				expectUnschedulable(t, r, "pod affinity")
 				return
@@ -291,4 +297,18 @@ func TestPodRequirements(t *testing.T) {
 		t.Error("a pod without constraints has requirements")
 	}
 	_ = ptr.To(1)
+}
+
+// Without the namespaces' labels, a namespaceSelector selects the pod's own namespace.
+func TestNamespaceSelectorWithoutLabels(t *testing.T) {
+	dbNode := node("db-node", "z-b", "8", "8Gi", func(n *scheduling.Node) {
+		n.Pods = []*corev1.Pod{pod("db", "1", "1Gi", labelled("db"))}
+	})
+	api := pod("api", "1", "1Gi", labelled("api"), func(p *corev1.Pod) {
+		p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			TopologyKey: karpv1.LabelTopologyZone, NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "storage"}},
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}}}}
+	})
+	r := solve(t, &Input{Pods: []*corev1.Pod{api}, NodePools: pools(nodePool("default")), Nodes: []*scheduling.Node{dbNode}})
+	expectPlaced(t, r)
 }

@@ -56,6 +56,10 @@ type Input struct {
 	// credited reservation). Each is room in its reservation, offered even where the cloud
 	// provider reports the reservation full.
 	FreedReservations map[string]int
+	// NamespaceLabels are the cluster's namespaces' labels, by name, for the namespaceSelector
+	// of pod (anti-)affinity terms; nil when not known (a selector then selects only the pod's
+	// own namespace).
+	NamespaceLabels map[string]map[string]string
 	// TakenHostnames are names a NodeClaim's Hostname must not take besides the Nodes': the
 	// nodes a disruption simulation removes, so that a move to a replacement never names a
 	// removed node.
@@ -357,6 +361,7 @@ func newSolver(in *Input) (*solver, error) {
 	s := &solver{in: in, topo: newTopology(), standalone: map[standaloneKey]float64{}, intern: newInterner(), reserved: reservations{},
 		offerFilters: map[*Constraints]*offerFilter{}, offerFiltersByKey: map[string]*offerFilter{}}
 	s.topo.ignorePreferences = in.IgnorePreferences
+	s.topo.namespaceLabels = in.NamespaceLabels
 	if s.requests = in.Requests; s.requests == nil {
 		s.requests = scheduling.NewPodRequestCache()
 	}

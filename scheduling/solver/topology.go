@@ -91,6 +91,8 @@ func (t *topology) preferences(p *corev1.Pod) (affinity, all int) {
 
 // topology holds every group of the solve and the domains each key can take.
 type topology struct {
+	// namespaceLabels are the namespaces' labels, for namespaceSelectors (Input.NamespaceLabels).
+	namespaceLabels map[string]map[string]string
 	// relaxed is how many of the pod being placed's preferences the attempt drops, by rank.
 	relaxed int
 	groups  map[string]*group
@@ -222,14 +224,34 @@ func withLabelKeys(sel *metav1.LabelSelector, p *corev1.Pod, match, mismatch []s
 	return out
 }
 
-func termNamespaces(p *corev1.Pod, term corev1.PodAffinityTerm) sets.Set[string] {
-	if term.NamespaceSelector != nil && len(term.NamespaceSelector.MatchLabels) == 0 && len(term.NamespaceSelector.MatchExpressions) == 0 {
+// termNamespaces are the namespaces a pod affinity term looks in, as kube-scheduler reads it:
+// those it lists and those its namespaceSelector selects (an empty selector: every
+// namespace, nil here); the pod's own when it names none. Without the namespaces' labels
+// (Input.NamespaceLabels nil) a selector selects only the pod's own namespace.
+func (t *topology) termNamespaces(p *corev1.Pod, term corev1.PodAffinityTerm) sets.Set[string] {
+	sel := term.NamespaceSelector
+	if sel != nil && len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0 {
 		return nil // {} selects every namespace
 	}
-	if len(term.Namespaces) > 0 {
-		return sets.New(term.Namespaces...)
+	out := sets.New(term.Namespaces...)
+	if sel != nil {
+		selector, err := metav1.LabelSelectorAsSelector(sel)
+		switch {
+		case err != nil:
+		case t.namespaceLabels == nil:
+			out.Insert(p.Namespace)
+		default:
+			for name, l := range t.namespaceLabels {
+				if selector.Matches(labels.Set(l)) {
+					out.Insert(name)
+				}
+			}
+		}
 	}
-	return sets.New(p.Namespace)
+	if sel == nil && out.Len() == 0 {
+		out.Insert(p.Namespace)
+	}
+	return out
 }
 
 // register records a pending pod's constraints, creating their groups.
@@ -264,7 +286,7 @@ func (t *topology) register(p *corev1.Pod) error {
 				return nil // matches nothing
 			}
 			sel = withLabelKeys(sel, p, term.MatchLabelKeys, term.MismatchLabelKeys)
-			g, err := t.group(kind, term.TopologyKey, sel, termNamespaces(p, term), 0, 0)
+			g, err := t.group(kind, term.TopologyKey, sel, t.termNamespaces(p, term), 0, 0)
 			if err != nil {
 				return err
 			}
@@ -330,7 +352,7 @@ func (t *topology) registerExisting(p *corev1.Pod, nodeLabels map[string]string)
 			continue
 		}
 		sel := withLabelKeys(term.LabelSelector, p, term.MatchLabelKeys, term.MismatchLabelKeys)
-		g, err := t.group(antiAffinity, term.TopologyKey, sel, termNamespaces(p, term), 0, 0)
+		g, err := t.group(antiAffinity, term.TopologyKey, sel, t.termNamespaces(p, term), 0, 0)
 		if err != nil {
 			continue
 		}
