@@ -1,6 +1,10 @@
 package scheduling
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // Node is an existing node or an in-flight NodeClaim, as scheduling sees it: what it is
 // labelled and tainted with, what it can allocate, and the pods bound or nominated to it.
@@ -71,4 +75,13 @@ func (a *Attachments) Add(v Volumes) {
 			a.used[driver][c] = true
 		}
 	}
+}
+
+// Clone is an independent copy: what is added to it is not added to a.
+func (a *Attachments) Clone() *Attachments {
+	out := &Attachments{limits: a.limits, used: make(map[string]map[string]bool, len(a.used))}
+	for driver, claims := range a.used {
+		out.used[driver] = maps.Clone(claims)
+	}
+	return out
 }

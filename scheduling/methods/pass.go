@@ -68,7 +68,7 @@ func (c *Cluster) Apply(cmd *Command) *Cluster {
 	next := *c
 	next.Nodes, next.Candidates, next.Unconsolidatable, next.Scores = nil, nil, nil, nil
 	next.PoolSizes, next.Disrupting = copyCounts(c.PoolSizes), copyCounts(c.Disrupting)
-	next.balances, next.placed, next.waiting, next.free = nil, false, nil, nil
+	next.balances, next.placed, next.waiting, next.free, next.waitingNodes = nil, false, nil, nil, nil
 	next.removed, next.applied = copySet(c.removed), copySet(c.applied)
 	for name := range gone {
 		if next.applied[name] {

@@ -112,17 +112,12 @@ func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulatio
 		pods = append(pods, c.waiting[cand.Name()]...)
 	}
 	in := c.Options.Scheduling.Apply(&solver.Input{Pods: pods, Requests: c.Requests, GrowFreely: rule.oneNode, VolumeRequirements: c.volumeRequirements(), PodVolumes: c.podVolumes(),
-		FreedReservations: rule.freed, TakenHostnames: taken, NamespaceLabels: c.namespaceLabels()})
+		FreedReservations: rule.freed, TakenHostnames: taken, NamespaceLabels: c.namespaceLabels(), Catalog: c.nodeCatalog()})
 	for _, n := range c.Nodes {
 		if gone[n.Name] {
 			continue
 		}
-		if w := c.waiting[n.Name]; len(w) > 0 {
-			cp := *n
-			cp.Pods = append(append([]*corev1.Pod(nil), n.Pods...), w...)
-			n = &cp
-		}
-		in.Nodes = append(in.Nodes, n)
+		in.Nodes = append(in.Nodes, c.withWaiting(n))
 	}
 	for _, name := range sortedKeys(c.NodePools) {
 		np := c.NodePools[name]
@@ -176,6 +171,34 @@ func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulatio
 		}
 	}
 	return sim, nil
+}
+
+// withWaiting is the node with the waiting pods placeWaiting put on it, made once per Cluster
+// so that every simulation sees the same node (and the solver's catalog knows it).
+func (c *Cluster) withWaiting(n *scheduling.Node) *scheduling.Node {
+	w := c.waiting[n.Name]
+	if len(w) == 0 {
+		return n
+	}
+	if cp, ok := c.waitingNodes[n.Name]; ok && cp.Name == n.Name {
+		return cp
+	}
+	cp := *n
+	cp.Pods = append(append([]*corev1.Pod(nil), n.Pods...), w...)
+	if c.waitingNodes == nil {
+		c.waitingNodes = map[string]*scheduling.Node{}
+	}
+	c.waitingNodes[n.Name] = &cp
+	return &cp
+}
+
+// nodeCatalog keeps the nodes the simulations prepare, for the next simulations of the pass:
+// the nodes that stay are the same from one candidate to the next.
+func (c *Cluster) nodeCatalog() *solver.Catalog {
+	if c.catalog == nil {
+		c.catalog = solver.NewNodeCatalog()
+	}
+	return c.catalog
 }
 
 // namespaceLabels are the snapshot's namespaces' labels, for pod affinity namespaceSelectors.

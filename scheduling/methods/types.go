@@ -222,6 +222,10 @@ type Cluster struct {
 	snap *snapshot.Snapshot
 	// nsLabels are the snapshot's namespaces' labels, computed on first use.
 	nsLabels map[string]map[string]string
+	// catalog keeps the nodes the simulations prepared (nodeCatalog); waitingNodes are the
+	// nodes with their waiting pods (withWaiting).
+	catalog      *solver.Catalog
+	waitingNodes map[string]*scheduling.Node
 	// waiting are the pending pods and the pods of deleting nodes where the solver first puts
 	// them, by node, computed on first use (simulation.go).
 	waiting map[string][]*corev1.Pod

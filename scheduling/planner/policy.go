@@ -118,10 +118,16 @@ type nsPool struct{ namespace, pool string }
 // Solve runs the batch through the policies and the solver.
 func (p *Planner) Solve(ctx context.Context, in *solver.Input) (*Outcome, error) {
 	book := NewPriceBook(poolTypes(in.NodePools)...)
-	if in.Requests == nil {
-		// One cache for the planner and every solve of the batch.
+	if in.Requests == nil || in.Catalog == nil {
+		// One cache of requests and one of prepared instance types for the planner and
+		// every solve of the batch.
 		withCache := *in
-		withCache.Requests = scheduling.NewPodRequestCache()
+		if withCache.Requests == nil {
+			withCache.Requests = scheduling.NewPodRequestCache()
+		}
+		if withCache.Catalog == nil {
+			withCache.Catalog = solver.NewCatalog()
+		}
 		in = &withCache
 	}
 	z := sizes{in.Requests}

@@ -12,7 +12,7 @@ import (
 // overhead each one's nodes would carry. The provisioner and karpenterctl simulate solve it.
 func (s *Snapshot) SolverInput() *solver.Input {
 	in := &solver.Input{Pods: s.Pods, Nodes: s.Nodes, Requests: s.Requests, VolumeRequirements: s.VolumeRequirements, PodVolumes: s.PodVolumes,
-		NamespaceLabels: s.NamespaceLabels()}
+		NamespaceLabels: s.NamespaceLabels(), Catalog: solver.NewCatalog()}
 	for _, np := range s.NodePools {
 		// A static NodePool keeps its own size (controllers/static): its nodes take pods as
 		// existing nodes, but nothing is launched for them.

@@ -232,3 +232,53 @@ func TestResultRequests(t *testing.T) {
 		}
 	}
 }
+
+// A catalog shared by several solves (the planner's retries) gives each the decision it
+// would make alone: prepared types and nodes are reused, never their per-solve state (the
+// reservations' room, what the nodes' pods leave free).
+func TestCatalogGivesTheSameSolves(t *testing.T) {
+	types := []*cloudprovider.InstanceType{withReservation(itype("m5.large", "amd64", 2, 8, 0.096), "cr-1", 2), itype("m5.xlarge", "amd64", 4, 16, 0.192),
+		itype("c5.large", "amd64", 2, 4, 0.085)}
+	np := &NodePool{NodePool: nodePool("default", func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Requirements[0].Values = []string{karpv1.CapacityTypeOnDemand, karpv1.CapacityTypeReserved}
+	}), InstanceTypes: types}
+	nodes := []*scheduling.Node{node("n1", "z-a", "2", "4Gi", func(n *scheduling.Node) { n.Pods = []*corev1.Pod{pod("old", "1500m", "1Gi")} })}
+	input := func(n int, c *Catalog) *Input {
+		return &Input{Pods: pods("w", n, "1500m", "2Gi"), NodePools: []*NodePool{np}, Nodes: nodes, Catalog: c}
+	}
+	cat := NewCatalog()
+	for round, n := range []int{3, 5, 1, 4} {
+		alone := solve(t, input(n, nil))
+		shared := solve(t, input(n, cat))
+		if a, b := summary(alone), summary(shared); a != b {
+			t.Fatalf("round %d (%d pods): with the catalog\n%s\nalone\n%s", round, n, b, a)
+		}
+		reserved := 0
+		for _, c := range shared.NodeClaims {
+			if c.Offering.ReservationID != "" {
+				reserved++
+			}
+		}
+		if reserved != min(n, 2) {
+			t.Fatalf("round %d: %d NodeClaims in the reservation of 2 for %d pods", round, reserved, n)
+		}
+	}
+	if len(cat.types) != len(types) || len(cat.nodes) != len(nodes) {
+		t.Fatalf("catalog holds %d types and %d nodes, want %d and %d", len(cat.types), len(cat.nodes), len(types), len(nodes))
+	}
+	// Freed reservations change what a type offers: such a solve prepares its own.
+	in := input(3, cat)
+	in.FreedReservations = map[string]int{"cr-1": 1}
+	freed := solve(t, in)
+	in2 := input(3, nil)
+	in2.FreedReservations = map[string]int{"cr-1": 1}
+	if a, b := summary(freed), summary(solve(t, in2)); a != b {
+		t.Fatalf("freed reservations with the catalog\n%s\nalone\n%s", a, b)
+	}
+	// A node catalog keeps nodes, not types.
+	nc := NewNodeCatalog()
+	solve(t, input(2, nc))
+	if nc.types != nil || len(nc.nodes) != 1 {
+		t.Fatalf("node catalog: %d types, %d nodes", len(nc.types), len(nc.nodes))
+	}
+}

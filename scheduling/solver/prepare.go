@@ -2,6 +2,7 @@ package solver
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,6 +118,36 @@ func (s *solver) preparePool(in *NodePool) *pool {
 // capacity types of its available offerings as requirements and bit masks, its offerings
 // cheapest first; nil when it has no available offering.
 func (s *solver) prepareType(it *cloudprovider.InstanceType) *instanceType {
+	c := s.in.Catalog
+	if c == nil || c.types == nil || len(s.in.FreedReservations) > 0 {
+		return s.buildType(it)
+	}
+	base, ok := c.types[it]
+	if !ok {
+		base = s.buildType(it)
+		c.types[it] = base
+		return base
+	}
+	if base == nil {
+		return nil
+	}
+	// The same type prepared by an earlier solve of the batch: this solve's number and
+	// reservation ledger on a copy.
+	t := *base
+	t.idx, t.reserved = s.typeCount, s.reserved
+	s.typeCount++
+	for _, o := range t.offerings {
+		if o.ReservationID != "" {
+			if _, seen := s.reserved[o.ReservationID]; !seen {
+				s.reserved[o.ReservationID] = max(o.ReservationCapacity, 0)
+			}
+		}
+	}
+	return &t
+}
+
+// buildType prepares an instance type from its labels, allocatable and offerings.
+func (s *solver) buildType(it *cloudprovider.InstanceType) *instanceType {
 	t := &instanceType{it: it, reqs: scheduling.LabelRequirements(it.Labels), alloc: toRes(it.Allocatable()), idx: s.typeCount}
 	s.typeCount++
 	zones, cts := sets.New[string](), sets.New[string]()
@@ -160,6 +191,33 @@ func (s *solver) prepareType(it *cloudprovider.InstanceType) *instanceType {
 	return t
 }
 
+// prepareNode is a node with what its pods leave free, its host ports in use and its volumes,
+// from the catalog when an earlier solve of the batch prepared the same node.
+func (s *solver) prepareNode(n *scheduling.Node) *existing {
+	c := s.in.Catalog
+	if c != nil {
+		if base, ok := c.nodes[n]; ok {
+			return &existing{node: n, reqs: base.reqs, available: base.available.DeepCopy(), ports: maps.Clone(base.ports), volumes: base.volumes.Clone()}
+		}
+	}
+	e := &existing{node: n, reqs: scheduling.LabelRequirements(n.Labels), available: n.Allocatable.DeepCopy(), ports: map[string]bool{},
+		volumes: scheduling.NewAttachments(n.VolumeLimits)}
+	if _, ok := n.Labels[corev1.LabelHostname]; !ok {
+		e.reqs[corev1.LabelHostname] = scheduling.NewRequirement(corev1.LabelHostname, corev1.NodeSelectorOpIn, n.Name)
+	}
+	for _, p := range n.Pods {
+		e.available = scheduling.Subtract(e.available, s.requests.Of(p))
+		e.volumes.Add(s.in.PodVolumes[PodKey(p)])
+		for _, hp := range hostPorts(p) {
+			e.ports[hp] = true
+		}
+	}
+	if c != nil {
+		c.nodes[n] = &existing{node: n, reqs: e.reqs, available: e.available.DeepCopy(), ports: maps.Clone(e.ports), volumes: e.volumes.Clone()}
+	}
+	return e
+}
+
 // prepareNodes are the existing nodes, then the in-flight ones, by name, each with what its
 // pods leave free, its host ports in use, and its labels as topology domains.
 func (s *solver) prepareNodes() {
@@ -181,22 +239,10 @@ func (s *solver) prepareNodes() {
 		if h, ok := n.Labels[corev1.LabelHostname]; ok {
 			s.nodeNames[h] = true
 		}
-		e := &existing{node: n, reqs: scheduling.LabelRequirements(n.Labels), available: n.Allocatable.DeepCopy(), ports: map[string]bool{},
-			volumes: scheduling.NewAttachments(n.VolumeLimits)}
-		if _, ok := n.Labels[corev1.LabelHostname]; !ok {
-			e.reqs[corev1.LabelHostname] = scheduling.NewRequirement(corev1.LabelHostname, corev1.NodeSelectorOpIn, n.Name)
-		}
 		nodeTaints := taintsKey(n.Taints)
 		for k, v := range n.Labels {
 			s.topo.addDomain(k, v, n.Taints, nodeTaints)
 		}
-		for _, p := range n.Pods {
-			e.available = scheduling.Subtract(e.available, s.requests.Of(p))
-			e.volumes.Add(s.in.PodVolumes[PodKey(p)])
-			for _, hp := range hostPorts(p) {
-				e.ports[hp] = true
-			}
-		}
-		s.nodes = append(s.nodes, e)
+		s.nodes = append(s.nodes, s.prepareNode(n))
 	}
 }

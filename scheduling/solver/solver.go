@@ -56,6 +56,9 @@ type Input struct {
 	// credited reservation). Each is room in its reservation, offered even where the cloud
 	// provider reports the reservation full.
 	FreedReservations map[string]int
+	// Catalog, when set, keeps the instance types prepared by one solve for the next solves
+	// of the same batch (NewCatalog).
+	Catalog *Catalog
 	// NamespaceLabels are the cluster's namespaces' labels, by name, for the namespaceSelector
 	// of pod (anti-)affinity terms; nil when not known (a selector then selects only the pod's
 	// own namespace).
@@ -68,6 +71,34 @@ type Input struct {
 	// are left, for upstream's karpenter_scheduler_queue_depth. It must be cheap, and must
 	// not change the input.
 	Progress func(left int)
+}
+
+// Catalog keeps instance types prepared for solving (requirements, allocatable, available
+// offerings cheapest first, zones and capacity types interned) across the solves of one
+// batch that share their NodePools' instance types: the planner's budget retries and
+// Spot-share passes, and the provisioner's effective-zones metric before them
+// (docs/architecture.md, "Prepare once, solve many"). A type is known by its pointer, so a
+// catalog is for one snapshot of the instance types; solves that free reservations
+// (Input.FreedReservations) prepare their own. A Catalog is not for concurrent solves.
+type Catalog struct {
+	intern *interner
+	// types are the prepared instance types (nil: not kept, NewNodeCatalog).
+	types map[*cloudprovider.InstanceType]*instanceType
+	// nodes are the prepared nodes: what their pods leave free, ports, volumes.
+	nodes map[*scheduling.Node]*existing
+}
+
+// NewCatalog is an empty catalog for a batch, keeping instance types and nodes. A node is
+// known by its pointer too: the batch's nodes and their pods must not change between solves.
+func NewCatalog() *Catalog {
+	return &Catalog{intern: newInterner(), types: map[*cloudprovider.InstanceType]*instanceType{}, nodes: map[*scheduling.Node]*existing{}}
+}
+
+// NewNodeCatalog keeps the prepared nodes only, for solves whose instance types are new
+// copies each time (disruption's replacement rules filter offerings into copies): keeping
+// those would only grow the catalog.
+func NewNodeCatalog() *Catalog {
+	return &Catalog{intern: newInterner(), nodes: map[*scheduling.Node]*existing{}}
 }
 
 // Policies are the manager's scheduling policies (upstream's PREFERENCE_POLICY and
@@ -360,6 +391,9 @@ func weight(np *karpv1.NodePool) int32 {
 func newSolver(in *Input) (*solver, error) {
 	s := &solver{in: in, topo: newTopology(), standalone: map[standaloneKey]float64{}, intern: newInterner(), reserved: reservations{},
 		offerFilters: map[*Constraints]*offerFilter{}, offerFiltersByKey: map[string]*offerFilter{}}
+	if in.Catalog != nil {
+		s.intern = in.Catalog.intern
+	}
 	s.topo.ignorePreferences = in.IgnorePreferences
 	s.topo.namespaceLabels = in.NamespaceLabels
 	if s.requests = in.Requests; s.requests == nil {
