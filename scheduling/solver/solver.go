@@ -98,7 +98,7 @@ func NewCatalog() *Catalog {
 // copies each time (disruption's replacement rules filter offerings into copies): keeping
 // those would only grow the catalog.
 func NewNodeCatalog() *Catalog {
-	return &Catalog{intern: newInterner(), nodes: map[*scheduling.Node]*existing{}}
+	return &Catalog{nodes: map[*scheduling.Node]*existing{}}
 }
 
 // Policies are the manager's scheduling policies (upstream's PREFERENCE_POLICY and
@@ -391,7 +391,8 @@ func weight(np *karpv1.NodePool) int32 {
 func newSolver(in *Input) (*solver, error) {
 	s := &solver{in: in, topo: newTopology(), standalone: map[standaloneKey]float64{}, intern: newInterner(), reserved: reservations{},
 		offerFilters: map[*Constraints]*offerFilter{}, offerFiltersByKey: map[string]*offerFilter{}}
-	if in.Catalog != nil {
+	if in.Catalog != nil && in.Catalog.types != nil {
+		// The kept types' zone and capacity-type bits are the catalog's interner's.
 		s.intern = in.Catalog.intern
 	}
 	s.topo.ignorePreferences = in.IgnorePreferences
