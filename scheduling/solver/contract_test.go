@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
@@ -280,5 +281,28 @@ func TestCatalogGivesTheSameSolves(t *testing.T) {
 	solve(t, input(2, nc))
 	if nc.types != nil || len(nc.nodes) != 1 {
 		t.Fatalf("node catalog: %d types, %d nodes", len(nc.types), len(nc.nodes))
+	}
+}
+
+// A pod whose selector does not parse (karpenterctl reads manifests the API server never
+// validated) stays pending with why; the rest of the batch is placed.
+func TestAnInvalidSelectorHoldsOnlyItsPod(t *testing.T) {
+	bad := pod("bad", "1", "1Gi", func(p *corev1.Pod) {
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: karpv1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near", Values: []string{"x"}}}}}}
+	})
+	r := solve(t, &Input{Pods: append(pods("good", 3, "1", "1Gi"), bad), NodePools: pools(nodePool("default"))})
+	if len(r.Unschedulable) != 1 || r.Unschedulable[0].Pod != bad || !strings.Contains(r.Unschedulable[0].Reason, "do not parse") {
+		t.Fatalf("unschedulable %+v, want only the bad pod, with why", r.Unschedulable)
+	}
+	placed := 0
+	for _, c := range r.NodeClaims {
+		placed += len(c.Pods)
+	}
+	if placed != 3 {
+		t.Fatalf("%d pods placed, want the 3 good ones", placed)
+	}
+	if _, ok := r.Requests[bad]; !ok {
+		t.Fatal("the bad pod's requests are not reported")
 	}
 }

@@ -30,7 +30,12 @@ func (s *solver) prepare() error {
 	s.prepareNodes()
 	for _, p := range s.in.Pods {
 		if err := s.topo.register(p); err != nil {
-			return fmt.Errorf("pod %s: %w", PodKey(p), err)
+			// A selector that does not parse keeps its pod pending, with why; the rest of
+			// the batch is placed as usual.
+			if s.invalid == nil {
+				s.invalid = map[*corev1.Pod]string{}
+			}
+			s.invalid[p] = "its scheduling constraints do not parse: " + err.Error()
 		}
 	}
 	// Count the pods already bound, now that every group exists.

@@ -172,6 +172,8 @@ type solver struct {
 	intern      *interner
 	// reserved is how much room each capacity reservation has left in this solve.
 	reserved reservations
+	// invalid are the pods whose constraints do not parse, with why: never placed.
+	invalid map[*corev1.Pod]string
 	// nodeNames are the input nodes' names and hostnames, which no NodeClaim's Hostname takes.
 	nodeNames map[string]bool
 	// finalScratch is finalize's slice of priced types, reused NodeClaim after NodeClaim.
@@ -245,9 +247,17 @@ func (pr *Prepared) Solve() (*Result, error) {
 	}
 	pr.used = true
 	s, in := pr.s, pr.s.in
-	pods := append([]*corev1.Pod(nil), in.Pods...)
-	requests := make(map[*corev1.Pod]corev1.ResourceList, len(pods))
+	pods := make([]*corev1.Pod, 0, len(in.Pods))
+	requests := make(map[*corev1.Pod]corev1.ResourceList, len(in.Pods))
 	out := &Result{Existing: map[string][]*corev1.Pod{}, Requests: requests}
+	for _, p := range in.Pods {
+		if why, bad := s.invalid[p]; bad {
+			requests[p] = s.requests.Of(p)
+			out.Unschedulable = append(out.Unschedulable, Unschedulable{Pod: p, Reason: why})
+			continue
+		}
+		pods = append(pods, p)
+	}
 	s.podRes = make(map[*corev1.Pod]res, len(pods))
 	var virtual map[*corev1.Pod]bool
 	for _, p := range pods {
