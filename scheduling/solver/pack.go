@@ -2,6 +2,7 @@ package solver
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -324,13 +325,19 @@ func (pk *packer) dryFill(c *NodeClaim, target *instanceType, group string) (flo
 		}
 	}
 	pk.dry = left
+	// Other resources (ephemeral storage, extended ones) bound the fill too: a type whose
+	// storage takes one pod is not filled by its cpu and memory.
+	var ext map[corev1.ResourceName]int64
+	if len(c.req.ext) > 0 {
+		ext = maps.Clone(c.req.ext)
+	}
 	for {
 		roomCPU, roomMem, roomPods := target.alloc.cpu-cpu, target.alloc.mem-mem, target.alloc.pods-pods
 		gap := float64(mem)/capMem - float64(cpu)/capCPU // < 0: it needs memory
 		best := -1
 		for i, d := range left {
 			r := d.b.req
-			if d.n == 0 || r.cpu > roomCPU || r.mem > roomMem || r.pods > roomPods {
+			if d.n == 0 || r.cpu > roomCPU || r.mem > roomMem || r.pods > roomPods || extRoom(r, ext, target.alloc) < 1 {
 				continue
 			}
 			if best < 0 || steers(gap < 0, r, left[best].b.req) {
@@ -351,6 +358,9 @@ func (pk *packer) dryFill(c *NodeClaim, target *instanceType, group string) (flo
 		if r.pods > 0 {
 			k = min(k, roomPods/r.pods)
 		}
+		if len(r.ext) > 0 {
+			k = min(k, extRoom(r, ext, target.alloc))
+		}
 		// Until the pod's kind stops being the one the node needs.
 		if step := float64(r.mem)/capMem - float64(r.cpu)/capCPU; step != 0 && (gap < 0) == (step > 0) {
 			k = min(k, max(1, int64(math.Ceil(-gap/step))))
@@ -358,8 +368,27 @@ func (pk *packer) dryFill(c *NodeClaim, target *instanceType, group string) (flo
 		k = max(k, 1)
 		left[best].n -= k
 		cpu, mem, pods = cpu+k*r.cpu, mem+k*r.mem, pods+k*r.pods
+		for name, v := range r.ext {
+			if ext == nil {
+				ext = map[corev1.ResourceName]int64{}
+			}
+			ext[name] += k * v
+		}
 	}
 	return float64(cpu - overhead.cpu), float64(mem - overhead.mem)
+}
+
+// extRoom is how many pods requesting r fit in alloc's other resources besides what used
+// holds; a large number when r asks for none.
+func extRoom(r res, used map[corev1.ResourceName]int64, alloc res) int64 {
+	n := int64(math.MaxInt64)
+	for name, v := range r.ext {
+		if v <= 0 {
+			continue
+		}
+		n = min(n, (alloc.ext[name]-used[name])/v)
+	}
+	return n
 }
 
 // candidate is a type target considers.
