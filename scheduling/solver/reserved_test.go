@@ -119,3 +119,60 @@ func TestReservationRoomIsNotOverCommitted(t *testing.T) {
 		}
 	}
 }
+
+// Upstream's capacity reservation cases: reserved offerings win while they have room, within
+// what the pods and the NodePool allow (zone, capacity type). Pods selecting a reservation by
+// its karpenter.k8s.aws/capacity-reservation-id label are not placed into it yet: the AWS
+// provider's reservation discovery (issue 51) brings that label to offerings.
+func TestReservedCapacityCases(t *testing.T) {
+	anyCapacity := func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn,
+			Values: []string{karpv1.CapacityTypeOnDemand, karpv1.CapacityTypeReserved, karpv1.CapacityTypeSpot}}}
+	}
+	catalog := func() []*cloudprovider.InstanceType {
+		return []*cloudprovider.InstanceType{
+			withReservation(itype("m5.large", "amd64", 2, 8, 0.096), "cr-a", 2),
+			itype("m5.xlarge", "amd64", 4, 16, 0.192),
+			itype("c5.large", "amd64", 2, 4, 0.085),
+		}
+	}
+	for name, tc := range map[string]struct {
+		pods      []*corev1.Pod
+		reserved  int
+		notInZone string
+		because   string
+	}{
+		"reserved before Spot and on-demand":    {pods: pods("w", 1, "1", "1Gi"), reserved: 1},
+		"two pods, room for two":                {pods: pods("w", 2, "1500m", "1Gi"), reserved: 2},
+		"three pods, room for two":              {pods: pods("w", 3, "1500m", "1Gi"), reserved: 2},
+		"a pod in another zone does not fit":    {pods: pods("w", 1, "1", "1Gi", selector(karpv1.LabelTopologyZone, "z-b")), reserved: 0, notInZone: "z-a"},
+		"a pod that selects the reservation":    {pods: pods("w", 1, "1", "1Gi", selector(karpv1.LabelCapacityReservationID, "cr-a")), reserved: 1},
+		"a pod that selects another":            {pods: pods("w", 1, "1", "1Gi", selector(karpv1.LabelCapacityReservationID, "cr-b")), because: "capacity-reservation-id"},
+		"a pod that asks for reserved only":     {pods: pods("w", 3, "1500m", "1Gi", selector(karpv1.CapacityTypeLabelKey, karpv1.CapacityTypeReserved)), reserved: 2, because: "reservation"},
+		"a pod too large for the reserved type": {pods: pods("w", 1, "3", "1Gi"), reserved: 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := solve(t, &Input{Pods: tc.pods, NodePools: []*NodePool{{NodePool: nodePool("default", anyCapacity), InstanceTypes: catalog()}}})
+			reserved := 0
+			for _, c := range r.NodeClaims {
+				if c.Offering.ReservationID != "" {
+					reserved++
+					if c.Offering.CapacityType != karpv1.CapacityTypeReserved || c.InstanceType.Name != "m5.large" {
+						t.Errorf("reserved NodeClaim %s %+v", c.InstanceType.Name, c.Offering)
+					}
+				}
+				if tc.notInZone != "" && c.Offering.Zone == tc.notInZone {
+					t.Errorf("a NodeClaim in %s", c.Offering.Zone)
+				}
+			}
+			if reserved != tc.reserved {
+				t.Fatalf("%d reserved NodeClaims, want %d", reserved, tc.reserved)
+			}
+			if tc.because != "" {
+				expectUnschedulable(t, r, tc.because)
+			} else {
+				expectPlaced(t, r)
+			}
+		})
+	}
+}
