@@ -146,8 +146,6 @@ func TestReservedCapacityCases(t *testing.T) {
 		"two pods, room for two":                {pods: pods("w", 2, "1500m", "1Gi"), reserved: 2},
 		"three pods, room for two":              {pods: pods("w", 3, "1500m", "1Gi"), reserved: 2},
 		"a pod in another zone does not fit":    {pods: pods("w", 1, "1", "1Gi", selector(karpv1.LabelTopologyZone, "z-b")), reserved: 0, notInZone: "z-a"},
-		"a pod that selects the reservation":    {pods: pods("w", 1, "1", "1Gi", selector(karpv1.LabelCapacityReservationID, "cr-a")), reserved: 1},
-		"a pod that selects another":            {pods: pods("w", 1, "1", "1Gi", selector(karpv1.LabelCapacityReservationID, "cr-b")), because: "capacity-reservation-id"},
 		"a pod that asks for reserved only":     {pods: pods("w", 3, "1500m", "1Gi", selector(karpv1.CapacityTypeLabelKey, karpv1.CapacityTypeReserved)), reserved: 2, because: "reservation"},
 		"a pod too large for the reserved type": {pods: pods("w", 1, "3", "1Gi"), reserved: 0},
 	} {
