@@ -56,9 +56,11 @@ func ownedBy(p *corev1.Pod, kind string) bool {
 }
 
 // IsReschedulable reports whether the pod must find another node if its node goes: it is
-// neither finished nor terminating, and not a DaemonSet's or a mirror pod.
+// neither finished nor terminating, not a DaemonSet's or a mirror pod, and does not tolerate
+// karpenter.sh/disrupted:NoSchedule (the drain leaves such a pod on its node, as upstream's
+// IsReschedulable leaves it out).
 func IsReschedulable(p *corev1.Pod) bool {
-	return !IsTerminal(p) && !IsTerminating(p) && !IsNodeBound(p)
+	return !IsTerminal(p) && !IsTerminating(p) && !IsNodeBound(p) && !ToleratesDisrupted(p)
 }
 
 // IsCritical reports whether the pod runs at a system-critical priority class; the drain
