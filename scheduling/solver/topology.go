@@ -65,8 +65,10 @@ type constraint struct {
 	// anywhere.
 	selfMatch bool
 	// rank orders a pod's preferences for relaxing them one at a time: preferred pod
-	// affinity, then preferred anti-affinity, then ScheduleAnyway spreads.
-	rank int
+	// affinity, then preferred anti-affinity, then ScheduleAnyway spreads; within a kind the
+	// lightest first (weight).
+	rank   int
+	weight int32
 }
 
 // soft reports whether an attempt skips the constraint: a preference, when the attempt is
@@ -280,7 +282,7 @@ func (t *topology) register(p *corev1.Pod) error {
 		cs = append(cs, constraint{group: g, required: tsc.WhenUnsatisfiable != corev1.ScheduleAnyway})
 	}
 	if a := p.Spec.Affinity; a != nil {
-		add := func(kind groupKind, term corev1.PodAffinityTerm, required bool) error {
+		add := func(kind groupKind, term corev1.PodAffinityTerm, required bool, weight int32) error {
 			sel := term.LabelSelector
 			if sel == nil {
 				return nil // matches nothing
@@ -290,12 +292,12 @@ func (t *topology) register(p *corev1.Pod) error {
 			if err != nil {
 				return err
 			}
-			cs = append(cs, constraint{group: g, required: required, selfMatch: g.matches(p)})
+			cs = append(cs, constraint{group: g, required: required, selfMatch: g.matches(p), weight: weight})
 			return nil
 		}
 		if a.PodAffinity != nil {
 			for _, term := range a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-				if err := add(affinity, term, true); err != nil {
+				if err := add(affinity, term, true, 0); err != nil {
 					return err
 				}
 			}
@@ -303,14 +305,14 @@ func (t *topology) register(p *corev1.Pod) error {
 				if t.ignorePreferences {
 					break
 				}
-				if err := add(affinity, w.PodAffinityTerm, false); err != nil {
+				if err := add(affinity, w.PodAffinityTerm, false, w.Weight); err != nil {
 					return err
 				}
 			}
 		}
 		if a.PodAntiAffinity != nil {
 			for _, term := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-				if err := add(antiAffinity, term, true); err != nil {
+				if err := add(antiAffinity, term, true, 0); err != nil {
 					return err
 				}
 			}
@@ -318,7 +320,7 @@ func (t *topology) register(p *corev1.Pod) error {
 				if t.ignorePreferences {
 					break
 				}
-				if err := add(antiAffinity, w.PodAffinityTerm, false); err != nil {
+				if err := add(antiAffinity, w.PodAffinityTerm, false, w.Weight); err != nil {
 					return err
 				}
 			}
@@ -332,7 +334,15 @@ func (t *topology) register(p *corev1.Pod) error {
 				soft = append(soft, i)
 			}
 		}
-		sort.SliceStable(soft, func(a, b int) bool { return order[cs[soft[a]].group.kind] < order[cs[soft[b]].group.kind] })
+		// By kind, then the lightest first: kube-scheduler scores a node by the weights of the
+		// preferences it meets, so the heavier ones are kept the longest.
+		sort.SliceStable(soft, func(a, b int) bool {
+			x, y := cs[soft[a]], cs[soft[b]]
+			if order[x.group.kind] != order[y.group.kind] {
+				return order[x.group.kind] < order[y.group.kind]
+			}
+			return x.weight < y.weight
+		})
 		for rank, i := range soft {
 			cs[i].rank = rank
 		}
