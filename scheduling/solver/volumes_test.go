@@ -66,3 +66,54 @@ func TestAttachments(t *testing.T) {
 		}
 	}
 }
+
+// Attach limits per CSI driver on existing nodes, as kube-scheduler's NodeVolumeLimits counts
+// them: per driver, a claim shared by pods once, across the pods already there and those
+// placed.
+func TestAttachLimitCases(t *testing.T) {
+	limited := func(name string, limits map[string]int, bound ...*corev1.Pod) *scheduling.Node {
+		return node(name, "z-a", "64", "256Gi", func(n *scheduling.Node) {
+			n.VolumeLimits = limits
+			n.Pods = bound
+		})
+	}
+	vol := func(driver string, claims ...string) scheduling.Volumes { return scheduling.Volumes{driver: claims} }
+	for name, tc := range map[string]struct {
+		nodeLimits map[string]int
+		bound      map[string]scheduling.Volumes // bound pod name: volumes
+		pending    map[string]scheduling.Volumes // pending pod name: volumes
+		onNode     int                           // pending pods placed on the node
+	}{
+		"under the limit": {nodeLimits: map[string]int{"ebs": 3}, pending: map[string]scheduling.Volumes{"a": vol("ebs", "ns/a"), "b": vol("ebs", "ns/b")}, onNode: 2},
+		"at the limit":    {nodeLimits: map[string]int{"ebs": 2}, pending: map[string]scheduling.Volumes{"a": vol("ebs", "ns/a"), "b": vol("ebs", "ns/b"), "c": vol("ebs", "ns/c")}, onNode: 2},
+		"bound pods' volumes count": {nodeLimits: map[string]int{"ebs": 2}, bound: map[string]scheduling.Volumes{"old": vol("ebs", "ns/old")},
+			pending: map[string]scheduling.Volumes{"a": vol("ebs", "ns/a"), "b": vol("ebs", "ns/b")}, onNode: 1},
+		"a shared claim counts once": {nodeLimits: map[string]int{"ebs": 1}, pending: map[string]scheduling.Volumes{"a": vol("ebs", "ns/shared"), "b": vol("ebs", "ns/shared")}, onNode: 2},
+		"a claim already attached":   {nodeLimits: map[string]int{"ebs": 1}, bound: map[string]scheduling.Volumes{"old": vol("ebs", "ns/shared")}, pending: map[string]scheduling.Volumes{"a": vol("ebs", "ns/shared")}, onNode: 1},
+		"another driver is not limited": {nodeLimits: map[string]int{"ebs": 1}, bound: map[string]scheduling.Volumes{"old": vol("ebs", "ns/old")},
+			pending: map[string]scheduling.Volumes{"a": vol("efs", "ns/a"), "b": vol("efs", "ns/b")}, onNode: 2},
+		"a limit of zero": {nodeLimits: map[string]int{"ebs": 0}, pending: map[string]scheduling.Volumes{"a": vol("ebs", "ns/a")}, onNode: 0},
+		"no limit known":  {nodeLimits: nil, pending: map[string]scheduling.Volumes{"a": vol("ebs", "ns/a"), "b": vol("ebs", "ns/b"), "c": vol("ebs", "ns/c")}, onNode: 3},
+	} {
+		t.Run(name, func(t *testing.T) {
+			vols := map[string]scheduling.Volumes{}
+			var bound []*corev1.Pod
+			for n, v := range tc.bound {
+				p := pod(n, "100m", "100Mi")
+				bound = append(bound, p)
+				vols[PodKey(p)] = v
+			}
+			var ps []*corev1.Pod
+			for n, v := range tc.pending {
+				p := pod(n, "100m", "100Mi")
+				ps = append(ps, p)
+				vols[PodKey(p)] = v
+			}
+			r := solve(t, &Input{Pods: ps, NodePools: pools(nodePool("default")), Nodes: []*scheduling.Node{limited("n1", tc.nodeLimits, bound...)}, PodVolumes: vols})
+			expectPlaced(t, r)
+			if got := len(r.Existing["n1"]); got != tc.onNode {
+				t.Fatalf("%d pending pods on n1, want %d", got, tc.onNode)
+			}
+		})
+	}
+}
