@@ -22,15 +22,26 @@ func (cand *Candidate) ExpiresAt() time.Time {
 
 // Expirations are what the expiration controller's deletions amount to, as commands, for a
 // simulation of the cluster (karpenterctl simulate --disrupt): one per expired candidate,
-// with the capacity the provisioner would then launch for its pods. They are not a method of
+// with the capacity the provisioner would then launch for its pods (none of them counting on
+// the room of another node that expires with it). They are not a method of
 // a pass; budgets, do-not-disrupt and PodDisruptionBudgets do not hold them back.
 func (c *Cluster) Expirations(ctx context.Context) ([]*Command, error) {
-	var out []*Command
+	var expired []*Candidate
 	for _, cand := range c.Candidates {
-		if at := cand.ExpiresAt(); at.IsZero() || c.Now.Before(at) {
-			continue
+		if at := cand.ExpiresAt(); !at.IsZero() && !c.Now.Before(at) {
+			expired = append(expired, cand)
 		}
-		sim, err := c.simulate([]*Candidate{cand}, replacementRule{})
+	}
+	var out []*Command
+	for _, cand := range expired {
+		// The other expired nodes go too: no pod counts on their room.
+		others := map[string]bool{}
+		for _, o := range expired {
+			if o != cand {
+				others[o.Name()] = true
+			}
+		}
+		sim, err := c.simulate([]*Candidate{cand}, replacementRule{alsoGone: others})
 		if err != nil {
 			return nil, err
 		}

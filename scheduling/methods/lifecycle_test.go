@@ -345,3 +345,24 @@ func TestWithFeatureGates(t *testing.T) {
 		t.Fatal("a gate not named must be off")
 	}
 }
+
+// Expiration by each NodeClaim's own expireAfter across pools: only the expired go, each with
+// the capacity its pods need.
+func TestExpirationsAcrossPools(t *testing.T) {
+	expiring := func(after string) func(*karpv1.NodeClaim) {
+		return func(nc *karpv1.NodeClaim) { nc.Spec.ExpireAfter = karpv1.MustParseNillableDuration(after) }
+	}
+	w := world{pools: []*karpv1.NodePool{nodePool("default"), nodePool("batch")},
+		nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a", inPool("batch")), node("c", "m5.xlarge", "on-demand", "z-a")},
+		claims: []*karpv1.NodeClaim{claim("a", expiring("24h")), claim("b", expiring("24h"), func(nc *karpv1.NodeClaim) { nc.Labels[karpv1.NodePoolLabelKey] = "batch" }),
+			claim("c", expiring("72h"))},
+		pods: []*corev1.Pod{pod("wa", "a", "3", "6Gi"), pod("wb", "b", "500m", "1Gi"), pod("wc", "c", "3", "6Gi")}}
+	cmds, err := w.cluster().Expirations(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(commandNames(cmds), " | ")
+	if !strings.Contains(got, "replace:a+") || !strings.Contains(got, ":b") || strings.Contains(got, ":c") || strings.Contains(got, ",c") {
+		t.Fatalf("expirations %q, want a (replaced: its pod fits nowhere else) and b, not c", got)
+	}
+}

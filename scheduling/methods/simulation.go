@@ -39,6 +39,8 @@ type replacementRule struct {
 	freed map[string]int
 	// excludeFamilies are instance families a replacement may not be (a policy refused them).
 	excludeFamilies map[string]bool
+	// alsoGone are nodes that go too (other expired NodeClaims): none of the pods moves there.
+	alsoGone map[string]bool
 }
 
 // Narrowing is how a gate that refused a command's replacements would have them: on-demand
@@ -105,6 +107,11 @@ func (c *Cluster) simulate(cands []*Candidate, rule replacementRule) (*simulatio
 	gone := map[string]bool{}
 	var pods []*corev1.Pod
 	var taken []string
+	for name := range rule.alsoGone {
+		gone[name] = true
+		taken = append(taken, name)
+	}
+	slices.Sort(taken)
 	for _, cand := range cands {
 		gone[cand.Name()] = true
 		taken = append(taken, cand.Name())
