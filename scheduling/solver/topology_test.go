@@ -531,3 +531,57 @@ func TestMatchLabelKeys(t *testing.T) {
 		}
 	}
 }
+
+// Spreads over existing nodes with taints (nodeTaintsPolicy) and over domains of in-flight and
+// new NodeClaims together: the counts add up across all three, so the skew holds overall.
+func TestSpreadAcrossExistingInFlightAndNew(t *testing.T) {
+	s := spreadSpec{key: karpv1.LabelTopologyZone, skew: 1}
+	existing := node("ea", "z-a", "1", "1Gi", func(n *scheduling.Node) {
+		n.Pods = []*corev1.Pod{pod("web-e", "900m", "900Mi", labelled("web"))}
+	})
+	inflight := node("fb", "z-b", "1", "1Gi", func(n *scheduling.Node) {
+		n.InFlight = true
+		n.Pods = []*corev1.Pod{pod("web-f", "900m", "900Mi", labelled("web"))}
+	})
+	r := solve(t, &Input{Pods: pods("web", 4, "500m", "512Mi", labelled("web"), s.apply), NodePools: pools(nodePool("default")), Nodes: []*scheduling.Node{existing, inflight}})
+	expectPlaced(t, r)
+	total := map[string]int{"z-a": 1, "z-b": 1}
+	for _, c := range r.NodeClaims {
+		total[label(c, karpv1.LabelTopologyZone)] += len(c.Pods)
+	}
+	lo, hi := -1, 0
+	for _, z := range zones {
+		if lo < 0 || total[z] < lo {
+			lo = total[z]
+		}
+		hi = max(hi, total[z])
+	}
+	if hi-lo > 1 {
+		t.Fatalf("web pods per zone %v (existing, in flight and new): skew %d", total, hi-lo)
+	}
+	if total["z-c"] < 2 {
+		t.Fatalf("per zone %v: z-c starts empty and takes the first two", total)
+	}
+}
+
+// Required pod anti-affinity on a custom topology key (a rack label the NodePool lists):
+// one pod per rack, the fourth pending.
+func TestAntiAffinityOnACustomKey(t *testing.T) {
+	np := nodePool("default", withRequirements(requirement("example.com/rack", corev1.NodeSelectorOpIn, "r1", "r2", "r3")))
+	anti := func(p *corev1.Pod) {
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			TopologyKey: "example.com/rack", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}}}}
+	}
+	r := solve(t, &Input{Pods: pods("db", 4, "500m", "512Mi", labelled("db"), anti), NodePools: pools(np)})
+	if len(r.NodeClaims) != 3 || len(r.Unschedulable) != 1 {
+		t.Fatalf("%d NodeClaims and %d pending, want 3 and 1", len(r.NodeClaims), len(r.Unschedulable))
+	}
+	racks := map[string]bool{}
+	for _, c := range r.NodeClaims {
+		v, ok := c.Requirements["example.com/rack"].Single()
+		if !ok || racks[v] {
+			t.Fatalf("rack %s (%v) twice or undecided", reqString(c.Requirements, "example.com/rack"), ok)
+		}
+		racks[v] = true
+	}
+}

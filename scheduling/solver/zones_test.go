@@ -93,3 +93,31 @@ func TestEffectiveZones(t *testing.T) {
 		})
 	}
 }
+
+// The effective zone of pods whose zone their NodePools decide: a pool in one zone makes
+// every pod it alone can serve that zone's; two pools in different zones leave it flexible.
+func TestEffectiveZonesByNodePool(t *testing.T) {
+	inZone := func(name, zone string) *NodePool {
+		return &NodePool{NodePool: nodePool(name, withRequirements(requirement(karpv1.LabelTopologyZone, corev1.NodeSelectorOpIn, zone))), InstanceTypes: testCatalog()}
+	}
+	for _, tc := range []struct {
+		name  string
+		pools []*NodePool
+		pod   *corev1.Pod
+		want  map[string]int
+	}{
+		{"no pool constraint", []*NodePool{{NodePool: nodePool("a"), InstanceTypes: testCatalog()}}, pod("p", "1", "1Gi"), map[string]int{ZoneFlexible: 1}},
+		{"a required zone the pools allow", []*NodePool{inZone("a", "z-a"), inZone("b", "z-b")}, pod("p", "1", "1Gi", selector(karpv1.LabelTopologyZone, "z-b")), map[string]int{"z-b": 1}},
+		{"a preferred zone is no zone", []*NodePool{inZone("a", "z-a")}, pod("p", "1", "1Gi", prefer(karpv1.LabelTopologyZone, "z-c")), map[string]int{ZoneFlexible: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := EffectiveZones(&Input{Pods: []*corev1.Pod{tc.pod}, NodePools: tc.pools})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("effective zones %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
