@@ -159,3 +159,23 @@ func TestBudgetsArePerPool(t *testing.T) {
 		t.Fatalf("deleted per pool %v, want default 2 (20%% of 10) and batch 1 (50%% of 2)", per)
 	}
 }
+
+// Budgets for the Unhealthy reason bound repair alone; the others do not.
+func TestUnhealthyBudgets(t *testing.T) {
+	for name, tc := range map[string]struct {
+		budgets []karpv1.Budget
+		want    int
+	}{
+		"the default 10% of 10":           {want: 1},
+		"an Unhealthy budget of 3":        {budgets: []karpv1.Budget{budget("3", karpv1.DisruptionReasonUnhealthy), budget("100%")}, want: 3},
+		"a Drifted budget of 0 is not it": {budgets: []karpv1.Budget{budget("0", karpv1.DisruptionReasonDrifted), budget("5")}, want: 5},
+		"a budget for all reasons":        {budgets: []karpv1.Budget{budget("2")}, want: 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := world{pools: pool(withBudgets(tc.budgets...)), nodes: nodesOf(10, "m5.large", "on-demand")}.cluster()
+			if got := NewBudgets(c).Allowed("default", ReasonUnhealthy); got != tc.want {
+				t.Fatalf("allowed %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	k8spolicyv1 "k8s.io/api/policy/v1"
@@ -47,5 +48,29 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Validate says %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A command validated against a fresh cluster where the candidate was held (its command
+// rolled back) or where another command is now in flight on it fails, with why.
+func TestValidateAfterHoldAndInFlight(t *testing.T) {
+	w := world{nodes: []*corev1.Node{node("a", "m5.xlarge", "on-demand", "z-a"), node("b", "m5.xlarge", "on-demand", "z-a")},
+		pods: []*corev1.Pod{pod("web", "a", "1", "2Gi"), pod("api", "b", "2", "4Gi")}}
+	cmds := commands(t, &SingleNode{}, w.cluster())
+	if len(cmds) != 1 {
+		t.Fatalf("setup: %v", commandNames(cmds))
+	}
+	held := w.cluster()
+	held.Hold(map[string]Held{"a": {Until: now.Add(time.Hour), Why: "its replacement never initialized"}})
+	if why := Validate(context.Background(), cmds[0], held, &SingleNode{}, nil); !strings.Contains(why, "never initialized") {
+		t.Fatalf("validate on a held candidate: %q", why)
+	}
+	busy := w.cluster()
+	busy.InFlight(map[string]bool{"a": true})
+	if why := Validate(context.Background(), cmds[0], busy, &SingleNode{}, nil); !strings.Contains(why, "no longer a candidate") {
+		t.Fatalf("validate on a candidate in flight: %q", why)
+	}
+	if why := Validate(context.Background(), cmds[0], w.cluster(), &SingleNode{}, func(string) bool { return false }); why != "" {
+		t.Fatalf("validate on the same cluster: %q", why)
 	}
 }

@@ -477,3 +477,34 @@ func TestHostnamesAvoidExistingNodes(t *testing.T) {
 		seen[c.Hostname] = true
 	}
 }
+
+// NodePool usage counts against limits: what the pool's nodes and in-flight NodeClaims use
+// (Usage) plus what the solve launches stays within every limit, per resource.
+func TestUsageAndLimitsTogether(t *testing.T) {
+	for name, tc := range map[string]struct {
+		limits []string
+		usage  corev1.ResourceList
+		pods   int
+		want   int // NodeClaims
+	}{
+		"cpu left for one 2-cpu node":   {limits: []string{"cpu", "10"}, usage: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}, pods: 3, want: 1},
+		"memory left for two 8Gi nodes": {limits: []string{"memory", "40Gi"}, usage: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("24Gi")}, pods: 3, want: 2},
+		"nodes left for two":            {limits: []string{"nodes", "5"}, usage: corev1.ResourceList{"nodes": resource.MustParse("3")}, pods: 3, want: 2},
+		"cpu and nodes, the tighter wins": {limits: []string{"cpu", "100", "nodes", "4"}, usage: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), "nodes": resource.MustParse("3")},
+			pods: 3, want: 1},
+		"no limit on what is used": {limits: []string{"cpu", "100"}, usage: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Ti")}, pods: 3, want: 3},
+	} {
+		t.Run(name, func(t *testing.T) {
+			np := &NodePool{NodePool: nodePool("default", limited(tc.limits...)), Usage: tc.usage,
+				InstanceTypes: []*cloudprovider.InstanceType{itype("m5.large", "amd64", 2, 8, 0.096)}}
+			// Each pod fills an m5.large, so each needs a NodeClaim of its own.
+			r := solve(t, &Input{Pods: pods("w", tc.pods, "1500m", "2Gi"), NodePools: []*NodePool{np}})
+			if len(r.NodeClaims) != tc.want {
+				t.Fatalf("%d NodeClaims, want %d (pending %d)", len(r.NodeClaims), tc.want, len(r.Unschedulable))
+			}
+			if len(r.Unschedulable) != tc.pods-tc.want {
+				t.Fatalf("%d pending, want %d", len(r.Unschedulable), tc.pods-tc.want)
+			}
+		})
+	}
+}

@@ -121,3 +121,26 @@ func TestEffectiveZonesByNodePool(t *testing.T) {
 		})
 	}
 }
+
+// Effective zones of a batch of several kinds of pods at once, as the metric sums them.
+func TestEffectiveZonesOfABatch(t *testing.T) {
+	zoned := func(z string) func(*corev1.Pod) { return selector(karpv1.LabelTopologyZone, z) }
+	ps := append(pods("a", 3, "1", "1Gi", zoned("z-a")), pods("b", 2, "1", "1Gi", zoned("z-b"))...)
+	ps = append(ps, pods("free", 4, "1", "1Gi")...)
+	ps = append(ps, pod("nowhere", "1", "1Gi", zoned("z-a"), requireAll(expr(karpv1.LabelTopologyZone, corev1.NodeSelectorOpNotIn, "z-a"))))
+	got, err := EffectiveZones(&Input{Pods: ps, NodePools: pools(nodePool("default"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"z-a": 3, "z-b": 2, ZoneFlexible: 4, ZoneNone: 1}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("effective zones %v, want %v", got, want)
+	}
+	total := 0
+	for _, n := range got {
+		total += n
+	}
+	if total != len(ps) {
+		t.Fatalf("%d pods counted of %d", total, len(ps))
+	}
+}
