@@ -306,3 +306,69 @@ func TestAnInvalidSelectorHoldsOnlyItsPod(t *testing.T) {
 		t.Fatal("the bad pod's requests are not reported")
 	}
 }
+
+// A NodeClaim offers at most MaxInstanceTypes types, the cheapest, whatever the catalog's
+// size; the priced type is among them.
+func TestMaxInstanceTypes(t *testing.T) {
+	var types []*cloudprovider.InstanceType
+	for i := range 3 * MaxInstanceTypes {
+		types = append(types, itype(fmt.Sprintf("t%03d.large", i), "amd64", 2, 8, 0.05+0.001*float64(i)))
+	}
+	r := solve(t, &Input{Pods: []*corev1.Pod{pod("w", "1", "1Gi")}, NodePools: []*NodePool{{NodePool: nodePool("default"), InstanceTypes: types}}})
+	expectPlaced(t, r)
+	c := r.NodeClaims[0]
+	if len(c.InstanceTypes) != MaxInstanceTypes {
+		t.Fatalf("%d types offered, want %d", len(c.InstanceTypes), MaxInstanceTypes)
+	}
+	for i, it := range c.InstanceTypes {
+		if want := fmt.Sprintf("t%03d.large", i); it.Name != want {
+			t.Fatalf("type %d is %s, want %s (the cheapest first)", i, it.Name, want)
+		}
+	}
+}
+
+// A request cache handed in (the snapshot's) is used and filled for pods it did not know.
+func TestRequestCacheIsShared(t *testing.T) {
+	cache := scheduling.NewPodRequestCache()
+	known := pod("known", "1", "1Gi")
+	cache.Of(known)
+	fresh := pod("fresh", "2", "2Gi")
+	r := solve(t, &Input{Pods: []*corev1.Pod{known, fresh}, NodePools: pools(nodePool("default")), Requests: cache})
+	expectPlaced(t, r)
+	if got := cache.Of(fresh); got.Cpu().MilliValue() != 2000 {
+		t.Fatalf("cache for the fresh pod: %v", got)
+	}
+	if got := r.Requests[known]; got.Cpu().MilliValue() != 1000 {
+		t.Fatalf("requests of the known pod: %v", got)
+	}
+}
+
+// Policies.Apply sets both scheduling policies on an input and returns it.
+func TestPoliciesApply(t *testing.T) {
+	in := &Input{}
+	if out := (Policies{IgnorePreferences: true, MinValuesBestEffort: true}).Apply(in); out != in || !in.IgnorePreferences || !in.MinValuesBestEffort {
+		t.Fatalf("apply: %+v", in)
+	}
+	if (Policies{}).Apply(in); in.IgnorePreferences || in.MinValuesBestEffort {
+		t.Fatalf("the zero Policies must clear them: %+v", in)
+	}
+}
+
+// A NodeClaim's pods resource counts its pods and the DaemonSets' none: the pods limit of a
+// type holds exactly that many.
+func TestPodsResourceCountsPodsOnly(t *testing.T) {
+	types := []*cloudprovider.InstanceType{itype("m5.large", "amd64", 2, 8, 0.096)}
+	types[0].Capacity[corev1.ResourcePods] = resource.MustParse("3")
+	np := &NodePool{NodePool: nodePool("default"), InstanceTypes: types,
+		DaemonSetOverhead: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}
+	r := solve(t, &Input{Pods: pods("w", 6, "100m", "128Mi"), NodePools: []*NodePool{np}})
+	expectPlaced(t, r)
+	if len(r.NodeClaims) != 2 {
+		t.Fatalf("%d NodeClaims for 6 pods at 3 a node, want 2", len(r.NodeClaims))
+	}
+	for _, c := range r.NodeClaims {
+		if n := c.Requests[corev1.ResourcePods]; n.Value() != int64(len(c.Pods)) {
+			t.Fatalf("pods resource %s for %d pods", n.String(), len(c.Pods))
+		}
+	}
+}
