@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
+	karpv1alpha1 "github.com/karpenter-policy/karpenter/api/karpenter/v1alpha1"
 	"github.com/karpenter-policy/karpenter/cloudprovider"
 	"github.com/karpenter-policy/karpenter/scheduling"
 )
@@ -369,6 +370,43 @@ func TestPodsResourceCountsPodsOnly(t *testing.T) {
 	for _, c := range r.NodeClaims {
 		if n := c.Requests[corev1.ResourcePods]; n.Value() != int64(len(c.Pods)) {
 			t.Fatalf("pods resource %s for %d pods", n.String(), len(c.Pods))
+		}
+	}
+}
+
+// Unschedulable pods are reported sorted by namespace and name, whatever order they came in.
+func TestUnschedulableOrder(t *testing.T) {
+	var ps []*corev1.Pod
+	for _, n := range []string{"zeta", "alpha", "mu"} {
+		for _, ns := range []string{"b", "a"} {
+			ps = append(ps, pod(n, "100", "1Gi", func(p *corev1.Pod) { p.Namespace = ns }))
+		}
+	}
+	r := solve(t, &Input{Pods: ps, NodePools: pools(nodePool("default"))})
+	var got []string
+	for _, u := range r.Unschedulable {
+		got = append(got, PodKey(u.Pod))
+	}
+	want := []string{"a/alpha", "a/mu", "a/zeta", "b/alpha", "b/mu", "b/zeta"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("unschedulable %v, want %v", got, want)
+	}
+}
+
+// NodeClaimFor marks a NodeClaim whose types a NodeOverlay changed, as upstream's do.
+func TestNodeClaimForOverlays(t *testing.T) {
+	types := testCatalog()
+	for _, it := range types {
+		it.PriceOverlaid = it.Name == "m6g.large"
+		it.CapacityOverlaid = it.Name == "c5.large"
+	}
+	np := nodePool("default")
+	r := solve(t, &Input{Pods: []*corev1.Pod{pod("w", "1", "1Gi")}, NodePools: []*NodePool{{NodePool: np, InstanceTypes: types}}})
+	expectPlaced(t, r)
+	nc := NodeClaimFor(np, r.NodeClaims[0])
+	for _, key := range []string{karpv1alpha1.PriceOverlayAppliedAnnotationKey, karpv1alpha1.CapacityOverlayAppliedAnnotationKey} {
+		if nc.Annotations[key] != "true" {
+			t.Errorf("annotation %s = %q, want true", key, nc.Annotations[key])
 		}
 	}
 }
