@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -312,11 +313,15 @@ func ownAllowed(np *karpv1.NodePool, r Reason, nodes, disrupting int) int {
 		}
 		var n int
 		if pct, ok := strings.CutSuffix(b.Nodes, "%"); ok {
-			var v int
-			fmt.Sscan(pct, &v)
+			v, err := strconv.Atoi(pct)
+			if err != nil {
+				return 0 // the methods allow nothing under a budget they cannot read
+			}
 			n = int(math.Ceil(float64(v) * float64(nodes) / 100))
+		} else if v, err := strconv.Atoi(b.Nodes); err == nil {
+			n = v
 		} else {
-			fmt.Sscan(b.Nodes, &n)
+			return 0
 		}
 		allowed = min(allowed, n)
 	}
