@@ -168,18 +168,41 @@ func TestDoNotDisruptAndPDBHoldTheirNodes(t *testing.T) {
 	heldNode := nodeOf(t, ctx, runningPods(t, ctx, "held", 1)[0])
 	pinnedNode := nodeOf(t, ctx, runningPods(t, ctx, "pinned", 1)[0])
 	// Both nodes are underutilized (a 100m pod each): without the holds, consolidation would
-	// move the pods and remove a node within consolidateAfter (30 s) plus a pass or two.
-	hold := 2*time.Minute + disruption.ValidationDelay
-	deadline := time.Now().Add(hold)
+	// move the pods and remove a node within consolidateAfter (30 s) plus a pass or two. The
+	// hold lasts until disruption has noted why it leaves each node (its DisruptionBlocked
+	// events, told from the first pass), then a pass and the validation delay more, and at
+	// least until an unheld node would have been tainted: consolidateAfter (30 s in the
+	// sample), two passes and the validation delay. At most the 2m15s it took before.
+	start := time.Now()
+	atLeast := start.Add(30*time.Second + 2*disruption.PollPeriod + disruption.ValidationDelay)
+	deadline := start.Add(2*time.Minute + disruption.ValidationDelay)
+	// Either hold may be the one a node's event names (both pods may share a node).
+	holds := map[string]bool{heldNode.Name: true, pinnedNode.Name: true}
+	noted := map[string]bool{}
 	for time.Now().Before(deadline) {
 		for _, n := range []*corev1.Node{heldNode, pinnedNode} {
 			cur := &corev1.Node{}
 			if err := kube.Get(ctx, client.ObjectKeyFromObject(n), cur); err != nil || cur.DeletionTimestamp != nil {
 				t.Fatalf("node %s went while a pod held it: %v", n.Name, err)
 			}
+			if !noted[n.Name] {
+				_, errHeld := nodeClaimEvent(ctx, []string{n.Name}, "DisruptionBlocked", "do-not-disrupt")
+				_, errPDB := nodeClaimEvent(ctx, []string{n.Name}, "DisruptionBlocked", "PodDisruptionBudget")
+				if errHeld == nil || errPDB == nil {
+					noted[n.Name] = true
+					if len(noted) == len(holds) {
+						deadline = time.Now().Add(disruption.PollPeriod + disruption.ValidationDelay)
+						if deadline.Before(atLeast) {
+							deadline = atLeast
+						}
+					}
+				}
+			}
 		}
 		time.Sleep(2 * time.Second)
 	}
+	hold := time.Since(start)
+	t.Logf("held for %s; noted %v", hold.Round(time.Second), noted)
 	// Release both: the pods may now move, and an underutilized node goes.
 	var d appsv1.Deployment
 	if err := kube.Get(ctx, client.ObjectKeyFromObject(held), &d); err != nil {
