@@ -304,6 +304,11 @@ func parseDocument(file string, line int, raw []byte) (Document, error) {
 		return d, nil
 	}
 	d.node = node.Content[0]
+	// A key given twice in one mapping: kubectl's strict decoding refuses it, and the object
+	// would otherwise silently keep the last value.
+	if key, at := duplicateKey(d.node); key != "" {
+		return d, &ReadError{File: file, Line: line + at - 1, Err: fmt.Errorf("not valid YAML: mapping key %q given twice", key)}
+	}
 	j, err := yaml.YAMLToJSON(raw)
 	if err != nil {
 		return d, &ReadError{File: file, Line: line, Err: err}
@@ -318,6 +323,34 @@ func parseDocument(file string, line int, raw []byte) (Document, error) {
 	}
 	d.Object = m
 	return d, nil
+}
+
+// duplicateKey finds a mapping key given twice anywhere under n, with the line (within the
+// document) of its second use; "" when there is none.
+func duplicateKey(n *yamlv3.Node) (string, int) {
+	switch n.Kind {
+	case yamlv3.MappingNode:
+		seen := make(map[string]bool, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind == yamlv3.ScalarNode && k.Tag != "!!merge" {
+				if seen[k.Value] {
+					return k.Value, k.Line
+				}
+				seen[k.Value] = true
+			}
+			if key, at := duplicateKey(n.Content[i+1]); key != "" {
+				return key, at
+			}
+		}
+	case yamlv3.SequenceNode, yamlv3.DocumentNode:
+		for _, c := range n.Content {
+			if key, at := duplicateKey(c); key != "" {
+				return key, at
+			}
+		}
+	}
+	return "", 0
 }
 
 // LineOf returns the file line of a field path such as spec.template.spec.requirements[0].key,

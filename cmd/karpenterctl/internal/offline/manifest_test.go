@@ -86,3 +86,31 @@ func TestParseReportsABadDocumentBeforeAnOversizedOne(t *testing.T) {
 		t.Fatalf("error %v, want the oversized document", err)
 	}
 }
+
+// A key given twice in a mapping is refused with its line, as kubectl's strict decoding
+// refuses it; the same key in different mappings is fine.
+func TestParseRefusesDuplicateKeys(t *testing.T) {
+	for name, tc := range map[string]struct {
+		text string
+		line int
+	}{
+		"at the top":         {text: "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nkind: Pod\n", line: 4},
+		"nested":             {text: "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  labels:\n    x: \"1\"\n    x: \"2\"\n", line: 7},
+		"in a list":          {text: "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers:\n  - name: c\n    image: i\n    name: d\n", line: 8},
+		"none: two mappings": {text: "apiVersion: v1\nkind: Pod\nmetadata: {name: a, labels: {name: b}}\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse("p.yaml", []byte("# a comment\n"+tc.text))
+			if tc.line == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var re *ReadError
+			if !errors.As(err, &re) || re.Line != tc.line+1 || !strings.Contains(err.Error(), "given twice") {
+				t.Fatalf("error %v, want one at line %d", err, tc.line+1)
+			}
+		})
+	}
+}
