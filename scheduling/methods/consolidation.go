@@ -71,15 +71,11 @@ func bySavings(cands []*Candidate, preferred map[*Candidate]bool) {
 	})
 }
 
-// consolidate is the command that removes the candidates, their pods moved to the other nodes
-// and at most one new node that costs less than they do; nil, with why, when there is none.
-func (c *Cluster) consolidate(cands []*Candidate, consolidationType string) (*Command, string, error) {
-	cmd, why, _, err := c.consolidateScored(cands, consolidationType, Narrowing{})
-	return cmd, why, err
-}
-
-// consolidateScored is consolidate with how the move was scored for each of the candidates'
-// NodePools (balanced.go), nil when no move reached scoring.
+// consolidateScored is the command that removes the candidates, their pods moved to the other
+// nodes and at most one new node that costs less than they do (its replacements narrowed as
+// the policy gate asked, Narrowing), with how the move was scored for each of the candidates'
+// NodePools (balanced.go), nil when no move reached scoring; nil, with why, when there is no
+// such command.
 func (c *Cluster) consolidateScored(cands []*Candidate, consolidationType string, narrow Narrowing) (*Command, string, []PoolScore, error) {
 	before := 0.0
 	allSpot := true
@@ -161,6 +157,7 @@ func (c *Cluster) firstCommand(ctx context.Context, cands []*Candidate, budgets 
 			}
 			if c.admit(ctx, cmd) {
 				budgets.Take(cand.NodePoolName(), 1)
+				cmd.Narrowed = narrow
 				return []*Command{cmd}, nil
 			}
 			n, ok := c.Check.(Narrower)

@@ -157,3 +157,42 @@ func TestTeamFamiliesNarrowTheReplacement(t *testing.T) {
 		t.Fatal("the c5 replacement was not refused first")
 	}
 }
+
+// A narrowed command validates against a fresh cluster with the same gate: validation
+// simulates again with the command's narrowing, so it meets the replacement the gate let
+// through, not the one it refused.
+func TestNarrowedCommandsValidate(t *testing.T) {
+	noSpot := func(cmd *Command) (string, Narrowing, bool) {
+		for _, r := range cmd.Replacements {
+			if r.Offering.CapacityType == karpv1.CapacityTypeSpot {
+				return "no Spot", Narrowing{OnDemandOnly: true}, true
+			}
+		}
+		return "", Narrowing{}, false
+	}
+	for name, tc := range map[string]struct {
+		method  Method
+		drifted bool
+	}{
+		"single-node": {method: &SingleNode{}},
+		"drift":       {method: Drift{}, drifted: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := world{nodes: nodesOf(1, "m5.2xlarge", "on-demand"), pods: []*corev1.Pod{pod("w", "a", "1", "2Gi")}}
+			if tc.drifted {
+				w.claims = claimsFor("a", drifted(time.Hour))
+			}
+			c := w.cluster()
+			c.Check = &refuser{refuse: noSpot}
+			cmds := commands(t, tc.method, c)
+			if len(cmds) != 1 || !cmds[0].Narrowed.OnDemandOnly {
+				t.Fatalf("commands %v (narrowed %+v), want one narrowed to on-demand", commandNames(cmds), cmds[0].Narrowed)
+			}
+			fresh := w.cluster()
+			fresh.Check = &refuser{refuse: noSpot}
+			if why := Validate(context.Background(), cmds[0], fresh, tc.method, nil); why != "" {
+				t.Fatalf("validate: %q", why)
+			}
+		})
+	}
+}

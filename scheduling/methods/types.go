@@ -113,6 +113,9 @@ type Command struct {
 	// RebootDrain bounds the drain of a reboot (DecisionReboot) when its repair policy does;
 	// nil: the NodeClaim's terminationGracePeriod, else cloudprovider.DefaultRebootDrain.
 	RebootDrain *time.Duration
+	// Narrowed is how the policy gate had its replacements narrowed before it let the
+	// command through (firstCommand); validation simulates again with the same narrowing.
+	Narrowed Narrowing
 	// TerminateFirst, on a delete command, says why its candidates go before anything
 	// replaces them (TerminateFirstNoReservedCapacity, TerminateFirstStaticAtLimit): upstream's
 	// terminate-first decision. "" for every other command.

@@ -48,12 +48,12 @@ func Validate(ctx context.Context, cmd *Command, fresh *Cluster, m Method, nomin
 	var err error
 	switch {
 	case cmd.Reason == ReasonUnderutilized:
-		again, why, err = fresh.consolidate(cands, cmd.ConsolidationType)
+		again, why, _, err = fresh.consolidateScored(cands, cmd.ConsolidationType, cmd.Narrowed)
 	case cmd.Decision == DecisionDelete:
 		// An empty node must still be empty: samePods checked it.
 		return ""
 	default:
-		again, why, err = fresh.replacing(cmd.Reason, cands, replacementRule{})
+		again, why, err = fresh.replacing(cmd.Reason, cands, replacementRule{}.narrowed(cmd.Narrowed))
 	}
 	switch {
 	case err != nil:

@@ -56,8 +56,8 @@ type Input struct {
 	// credited reservation). Each is room in its reservation, offered even where the cloud
 	// provider reports the reservation full.
 	FreedReservations map[string]int
-	// Catalog, when set, keeps the instance types prepared by one solve for the next solves
-	// of the same batch (NewCatalog).
+	// Catalog, when set, keeps the instance types and nodes prepared by one solve for the
+	// next solves of the same batch (NewCatalog, NewNodeCatalog).
 	Catalog *Catalog
 	// NamespaceLabels are the cluster's namespaces' labels, by name, for the namespaceSelector
 	// of pod (anti-)affinity terms; nil when not known (a selector then selects only the pod's
@@ -74,12 +74,13 @@ type Input struct {
 }
 
 // Catalog keeps instance types prepared for solving (requirements, allocatable, available
-// offerings cheapest first, zones and capacity types interned) across the solves of one
-// batch that share their NodePools' instance types: the planner's budget retries and
-// Spot-share passes, and the provisioner's effective-zones metric before them
-// (docs/architecture.md, "Prepare once, solve many"). A type is known by its pointer, so a
-// catalog is for one snapshot of the instance types; solves that free reservations
-// (Input.FreedReservations) prepare their own. A Catalog is not for concurrent solves.
+// offerings cheapest first, zones and capacity types interned) and nodes (what their pods
+// leave free, host ports, volumes) across the solves of one batch that share them: the
+// planner's budget retries and Spot-share passes, the provisioner's effective-zones metric
+// before them, a disruption pass's simulations (docs/architecture.md, "Prepare once, solve
+// many"). Types and nodes are known by their pointers, so a catalog is for one snapshot;
+// solves that free reservations (Input.FreedReservations) prepare their own types. A Catalog
+// is not for concurrent solves.
 type Catalog struct {
 	intern *interner
 	// types are the prepared instance types (nil: not kept, NewNodeCatalog).
