@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	karpv1 "github.com/karpenter-policy/karpenter/api/karpenter/v1"
 )
@@ -333,13 +334,13 @@ func ownAllowed(np *karpv1.NodePool, r Reason, nodes, disrupting int) int {
 func pdbForbids(w world, c *Cluster, p *corev1.Pod) bool {
 	for _, b := range w.pdbs {
 		sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
-		if err != nil || b.Namespace != p.Namespace || !sel.Matches(labelSet(p.Labels)) {
+		if err != nil || b.Namespace != p.Namespace || !sel.Matches(labels.Set(p.Labels)) {
 			continue
 		}
 		matching := 0
 		for _, n := range c.Nodes {
 			for _, q := range n.Pods {
-				if q.Namespace == b.Namespace && sel.Matches(labelSet(q.Labels)) {
+				if q.Namespace == b.Namespace && sel.Matches(labels.Set(q.Labels)) {
 					matching++
 				}
 			}
@@ -349,15 +350,6 @@ func pdbForbids(w world, c *Cluster, p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-type labelSet map[string]string
-
-func (l labelSet) Has(k string) bool   { _, ok := l[k]; return ok }
-func (l labelSet) Get(k string) string { return l[k] }
-func (l labelSet) Lookup(k string) (string, bool) {
-	v, ok := l[k]
-	return v, ok
 }
 
 func sumRequests(ps []*corev1.Pod, res corev1.ResourceName) resource.Quantity {

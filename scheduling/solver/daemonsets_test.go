@@ -10,17 +10,19 @@ import (
 	"github.com/karpenter-policy/karpenter/scheduling"
 )
 
+// dsPod is a DaemonSet's pod of cpu (10Mi), its spec changed by f, as admitted.
+func dsPod(cpu string, f func(*corev1.PodSpec)) scheduling.DaemonSetPod {
+	p := pod("ds", cpu, "10Mi")
+	if f != nil {
+		f(&p.Spec)
+	}
+	return scheduling.DaemonSetRequests(corev1.PodTemplateSpec{Spec: p.Spec}, "kube-system", nil, scheduling.Admission{})
+}
+
 // Which DaemonSets count in a NodePool's overhead, upstream's "Daemonsets" cases: tolerations
 // of every kind, node selectors on the pool's labels, on well-known labels it leaves open and
 // on labels nobody sets, ORed node affinity terms, and requests as admitted.
 func TestWhichDaemonSetsCount(t *testing.T) {
-	ds := func(f func(*corev1.PodSpec)) scheduling.DaemonSetPod {
-		p := pod("ds", "100m", "10Mi")
-		if f != nil {
-			f(&p.Spec)
-		}
-		return scheduling.DaemonSetRequests(corev1.PodTemplateSpec{Spec: p.Spec}, "kube-system", nil, scheduling.Admission{})
-	}
 	terms := func(ts ...[]corev1.NodeSelectorRequirement) func(*corev1.PodSpec) {
 		return func(s *corev1.PodSpec) {
 			var out []corev1.NodeSelectorTerm
@@ -59,7 +61,7 @@ func TestWhichDaemonSetsCount(t *testing.T) {
 			ds: terms([]corev1.NodeSelectorRequirement{expr(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, karpv1.CapacityTypeSpot)})},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got := DaemonSetOverhead(tc.np, []scheduling.DaemonSetPod{ds(tc.ds)})
+			got := DaemonSetOverhead(tc.np, []scheduling.DaemonSetPod{dsPod("100m", tc.ds)})
 			if runs := got.Cpu().MilliValue() == 100; runs != tc.runs {
 				t.Fatalf("overhead %s; the DaemonSet runs there: %v", got.Cpu(), tc.runs)
 			}
@@ -86,4 +88,48 @@ func TestDaemonSetRequestsAsAdmitted(t *testing.T) {
 	if c := r.NodeClaims[0].InstanceType.Capacity[corev1.ResourceCPU]; c.Value() < 4 {
 		t.Fatalf("%s holds 1.5 cpu and 1 cpu of DaemonSets?", r.NodeClaims[0].InstanceType.Name)
 	}
+}
+
+// Which DaemonSets run on a NodePool's nodes, and so count in its overhead: those whose pod
+// template tolerates the pool's taints and whose node selector and affinity the pool's
+// labels and requirements allow.
+func TestDaemonSetOverheadByPool(t *testing.T) {
+	for name, tc := range map[string]struct {
+		np   *karpv1.NodePool
+		ds   func(*corev1.PodSpec)
+		runs bool
+	}{
+		"a plain DaemonSet on a plain pool": {np: nodePool("default"), runs: true},
+		"a taint not tolerated":             {np: nodePool("default", tainted("gpu", "", corev1.TaintEffectNoSchedule))},
+		"a taint tolerated": {np: nodePool("default", tainted("gpu", "", corev1.TaintEffectNoSchedule)), runs: true,
+			ds: func(s *corev1.PodSpec) {
+				s.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
+			}},
+		"a PreferNoSchedule taint needs no toleration": {np: nodePool("default", tainted("soft", "", corev1.TaintEffectPreferNoSchedule)), runs: true},
+		"a startup taint needs no toleration": {np: nodePool("default", func(np *karpv1.NodePool) {
+			np.Spec.Template.Spec.StartupTaints = []corev1.Taint{{Key: "init", Effect: corev1.TaintEffectNoSchedule}}
+		}), runs: true},
+		"a node selector on the pool's label":     {np: nodePool("default", withLabels("team", "a")), runs: true, ds: func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"team": "a"} }},
+		"a node selector on another label value":  {np: nodePool("default", withLabels("team", "a")), ds: func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"team": "b"} }},
+		"a node selector on an arch the pool has": {np: nodePool("default"), runs: true, ds: func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{corev1.LabelArchStable: "arm64"} }},
+		"a node selector on an arch the pool refuses": {np: nodePool("default", withRequirements(requirement(corev1.LabelArchStable, corev1.NodeSelectorOpIn, "amd64"))),
+			ds: func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{corev1.LabelArchStable: "arm64"} }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := DaemonSetOverhead(tc.np, []scheduling.DaemonSetPod{dsPod("250m", tc.ds)})
+			runs := got.Cpu().MilliValue() == 250
+			if runs != tc.runs {
+				t.Fatalf("overhead %s; the DaemonSet should run there: %v", got.Cpu(), tc.runs)
+			}
+		})
+	}
+	t.Run("several add up", func(t *testing.T) {
+		got := DaemonSetOverhead(nodePool("default"), []scheduling.DaemonSetPod{dsPod("100m", nil), dsPod("200m", nil), dsPod("300m", nil)})
+		if got.Cpu().MilliValue() != 600 {
+			t.Fatalf("overhead %s, want 600m", got.Cpu())
+		}
+		if mem := got[corev1.ResourceMemory]; mem.Cmp(resource.MustParse("30Mi")) != 0 {
+			t.Fatalf("memory %s, want 30Mi", mem.String())
+		}
+	})
 }

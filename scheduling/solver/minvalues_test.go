@@ -165,57 +165,6 @@ func TestVolumeTopology(t *testing.T) {
 	})
 }
 
-// Which DaemonSets run on a NodePool's nodes, and so count in its overhead: those whose pod
-// template tolerates the pool's taints and whose node selector and affinity the pool's
-// labels and requirements allow.
-func TestDaemonSetOverheadByPool(t *testing.T) {
-	ds := func(cpu string, f func(*corev1.PodSpec)) scheduling.DaemonSetPod {
-		p := pod("ds", cpu, "10Mi")
-		if f != nil {
-			f(&p.Spec)
-		}
-		return scheduling.DaemonSetRequests(corev1.PodTemplateSpec{Spec: p.Spec}, "kube-system", nil, scheduling.Admission{})
-	}
-	for name, tc := range map[string]struct {
-		np   *karpv1.NodePool
-		ds   func(*corev1.PodSpec)
-		runs bool
-	}{
-		"a plain DaemonSet on a plain pool": {np: nodePool("default"), runs: true},
-		"a taint not tolerated":             {np: nodePool("default", tainted("gpu", "", corev1.TaintEffectNoSchedule))},
-		"a taint tolerated": {np: nodePool("default", tainted("gpu", "", corev1.TaintEffectNoSchedule)), runs: true,
-			ds: func(s *corev1.PodSpec) {
-				s.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
-			}},
-		"a PreferNoSchedule taint needs no toleration": {np: nodePool("default", tainted("soft", "", corev1.TaintEffectPreferNoSchedule)), runs: true},
-		"a startup taint needs no toleration": {np: nodePool("default", func(np *karpv1.NodePool) {
-			np.Spec.Template.Spec.StartupTaints = []corev1.Taint{{Key: "init", Effect: corev1.TaintEffectNoSchedule}}
-		}), runs: true},
-		"a node selector on the pool's label":     {np: nodePool("default", withLabels("team", "a")), runs: true, ds: func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"team": "a"} }},
-		"a node selector on another label value":  {np: nodePool("default", withLabels("team", "a")), ds: func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"team": "b"} }},
-		"a node selector on an arch the pool has": {np: nodePool("default"), runs: true, ds: func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{corev1.LabelArchStable: "arm64"} }},
-		"a node selector on an arch the pool refuses": {np: nodePool("default", withRequirements(requirement(corev1.LabelArchStable, corev1.NodeSelectorOpIn, "amd64"))),
-			ds: func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{corev1.LabelArchStable: "arm64"} }},
-	} {
-		t.Run(name, func(t *testing.T) {
-			got := DaemonSetOverhead(tc.np, []scheduling.DaemonSetPod{ds("250m", tc.ds)})
-			runs := got.Cpu().MilliValue() == 250
-			if runs != tc.runs {
-				t.Fatalf("overhead %s; the DaemonSet should run there: %v", got.Cpu(), tc.runs)
-			}
-		})
-	}
-	t.Run("several add up", func(t *testing.T) {
-		got := DaemonSetOverhead(nodePool("default"), []scheduling.DaemonSetPod{ds("100m", nil), ds("200m", nil), ds("300m", nil)})
-		if got.Cpu().MilliValue() != 600 {
-			t.Fatalf("overhead %s, want 600m", got.Cpu())
-		}
-		if mem := got[corev1.ResourceMemory]; mem.Cmp(resource.MustParse("30Mi")) != 0 {
-			t.Fatalf("memory %s, want 30Mi", mem.String())
-		}
-	})
-}
-
 // Every reason a pod cannot be placed names what to change.
 func TestUnschedulableReasons(t *testing.T) {
 	for name, tc := range map[string]struct {

@@ -1,6 +1,7 @@
 package solver
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -367,23 +368,11 @@ func TestBinpacking(t *testing.T) {
 					}
 				}
 			}
-			if tc.wantTypes != "" && strings.Join(sortedCopy(types), ",") != tc.wantTypes {
+			if tc.wantTypes != "" && strings.Join(slices.Sorted(slices.Values(types)), ",") != tc.wantTypes {
 				t.Fatalf("types %v, want %s", types, tc.wantTypes)
 			}
 		})
 	}
-}
-
-func sortedCopy(s []string) []string {
-	out := append([]string(nil), s...)
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
 }
 
 // Unavailable offerings (a capacity error marked them) are never chosen; a type with none

@@ -16,30 +16,36 @@ import (
 // affinity, ScheduleAnyway spreads, then PreferNoSchedule taints. A preference never stops a
 // pod from being placed.
 
-func preferAffinity(key, app string, weight int32) func(*corev1.Pod) {
+// preferTerm adds a preferred pod affinity (near) or anti-affinity term for pods labelled
+// app=<app> on key.
+func preferTerm(near bool, key, app string, weight int32) func(*corev1.Pod) {
 	return func(p *corev1.Pod) {
 		if p.Spec.Affinity == nil {
 			p.Spec.Affinity = &corev1.Affinity{}
 		}
-		if p.Spec.Affinity.PodAffinity == nil {
-			p.Spec.Affinity.PodAffinity = &corev1.PodAffinity{}
+		term := corev1.WeightedPodAffinityTerm{Weight: weight, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: key,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}}}
+		a := p.Spec.Affinity
+		if near {
+			if a.PodAffinity == nil {
+				a.PodAffinity = &corev1.PodAffinity{}
+			}
+			a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution, term)
+			return
 		}
-		p.Spec.Affinity.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(p.Spec.Affinity.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
-			corev1.WeightedPodAffinityTerm{Weight: weight, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: key, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}}})
+		if a.PodAntiAffinity == nil {
+			a.PodAntiAffinity = &corev1.PodAntiAffinity{}
+		}
+		a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, term)
 	}
 }
 
+func preferAffinity(key, app string, weight int32) func(*corev1.Pod) {
+	return preferTerm(true, key, app, weight)
+}
+
 func preferApart(key, app string, weight int32) func(*corev1.Pod) {
-	return func(p *corev1.Pod) {
-		if p.Spec.Affinity == nil {
-			p.Spec.Affinity = &corev1.Affinity{}
-		}
-		if p.Spec.Affinity.PodAntiAffinity == nil {
-			p.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{}
-		}
-		p.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(p.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
-			corev1.WeightedPodAffinityTerm{Weight: weight, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: key, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}}})
-	}
+	return preferTerm(false, key, app, weight)
 }
 
 func TestPreferencesHonouredWhenTheyCanBe(t *testing.T) {
